@@ -1,0 +1,291 @@
+//! Broker configuration.
+//!
+//! Precedence, lowest first: built-in defaults (a working single-node dev broker), a YAML
+//! file (`--config`), `RUNNEL_*` environment variables, command-line flags. The merged
+//! result is validated once at start; an invalid value is refused with a message that
+//! names the field. `config/runnel.yaml` documents every option.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use thiserror::Error;
+
+use crate::storage::LogConfig;
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config file {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid value for `{field}`: {reason}")]
+    Invalid { field: &'static str, reason: String },
+}
+
+fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid { field, reason: reason.into() }
+}
+
+/// How appended data reaches the disk before a produce is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlushMode {
+    /// Kafka's model: acknowledge once the data is in the page cache; fsync every
+    /// `flush_interval_messages` / `flush_interval_ms`. Survives a process crash, not a
+    /// power loss of unflushed data.
+    Interval,
+    /// fsync (fdatasync) before acknowledging acks=1/all; concurrent producers share one
+    /// fsync (group commit). Survives power loss.
+    Fsync,
+}
+
+impl std::str::FromStr for FlushMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "interval" => Ok(FlushMode::Interval),
+            "fsync" => Ok(FlushMode::Fsync),
+            other => Err(format!("expected `interval` or `fsync`, got `{other}`")),
+        }
+    }
+}
+
+/// The validated broker configuration.
+#[derive(Debug, Clone)]
+pub struct BrokerConfig {
+    pub node_id: i32,
+    pub listen: String,
+    /// `host:port` clients are told to connect to; `None` = the bound listener address.
+    pub advertised_listener: Option<String>,
+    pub data_dir: PathBuf,
+    pub cluster_id: Option<String>,
+    pub num_partitions: i32,
+    pub default_replication_factor: i16,
+    pub auto_create_topics: bool,
+    pub log_retention_ms: i64,
+    pub log_retention_bytes: i64,
+    pub log_segment_bytes: u64,
+    pub log_segment_ms: i64,
+    pub log_retention_check_interval_ms: u64,
+    pub flush_mode: FlushMode,
+    pub flush_interval_messages: i64,
+    pub flush_interval_ms: i64,
+    pub message_max_bytes: usize,
+    pub socket_request_max_bytes: usize,
+    pub max_connections: usize,
+    pub min_insync_replicas: i32,
+}
+
+impl Default for BrokerConfig {
+    fn default() -> Self {
+        BrokerConfig {
+            node_id: 1,
+            listen: "127.0.0.1:9092".into(),
+            advertised_listener: None,
+            data_dir: PathBuf::from("./runnel-data"),
+            cluster_id: None,
+            num_partitions: 1,
+            default_replication_factor: 1,
+            auto_create_topics: true,
+            log_retention_ms: 7 * 24 * 3600 * 1000,
+            log_retention_bytes: -1,
+            log_segment_bytes: 1 << 30,
+            log_segment_ms: 7 * 24 * 3600 * 1000,
+            log_retention_check_interval_ms: 300_000,
+            flush_mode: FlushMode::Interval,
+            flush_interval_messages: i64::MAX,
+            flush_interval_ms: i64::MAX,
+            message_max_bytes: 1_048_588,
+            socket_request_max_bytes: 104_857_600,
+            max_connections: 1024,
+            min_insync_replicas: 1,
+        }
+    }
+}
+
+/// Every option, each optional: the shape of both the YAML file and the overrides that
+/// come from the environment and flags.
+#[derive(Debug, Default, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigOverrides {
+    pub node_id: Option<i32>,
+    pub listen: Option<String>,
+    pub advertised_listener: Option<String>,
+    pub data_dir: Option<PathBuf>,
+    pub cluster_id: Option<String>,
+    pub num_partitions: Option<i32>,
+    pub default_replication_factor: Option<i16>,
+    pub auto_create_topics: Option<bool>,
+    pub log_retention_ms: Option<i64>,
+    pub log_retention_bytes: Option<i64>,
+    pub log_segment_bytes: Option<u64>,
+    pub log_segment_ms: Option<i64>,
+    pub log_retention_check_interval_ms: Option<u64>,
+    pub flush_mode: Option<FlushMode>,
+    pub flush_interval_messages: Option<i64>,
+    pub flush_interval_ms: Option<i64>,
+    pub message_max_bytes: Option<usize>,
+    pub socket_request_max_bytes: Option<usize>,
+    pub max_connections: Option<usize>,
+    pub min_insync_replicas: Option<i32>,
+}
+
+macro_rules! apply_overrides {
+    ($cfg:expr, $o:expr, [$($field:ident),*]) => {
+        $( if let Some(v) = $o.$field.clone() { $cfg.$field = v; } )*
+    };
+}
+
+impl ConfigOverrides {
+    pub fn from_yaml_file(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::from_yaml_str(&text).map_err(|message| ConfigError::Parse { path: path.to_owned(), message })
+    }
+
+    pub fn from_yaml_str(text: &str) -> Result<Self, String> {
+        if text.trim().is_empty() {
+            return Ok(Self::default());
+        }
+        serde_saphyr::from_str(text).map_err(|e| e.to_string())
+    }
+}
+
+impl BrokerConfig {
+    /// Layer `overrides` (applied in order) over the defaults and validate the result.
+    pub fn build(layers: &[ConfigOverrides]) -> Result<Self, ConfigError> {
+        let mut cfg = BrokerConfig::default();
+        for o in layers {
+            apply_overrides!(cfg, o, [node_id, listen, data_dir, num_partitions,
+                default_replication_factor, auto_create_topics, log_retention_ms,
+                log_retention_bytes, log_segment_bytes, log_segment_ms,
+                log_retention_check_interval_ms, flush_mode, flush_interval_messages,
+                flush_interval_ms, message_max_bytes, socket_request_max_bytes,
+                max_connections, min_insync_replicas]);
+            if o.advertised_listener.is_some() {
+                cfg.advertised_listener = o.advertised_listener.clone();
+            }
+            if o.cluster_id.is_some() {
+                cfg.cluster_id = o.cluster_id.clone();
+            }
+        }
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.node_id < 0 {
+            return Err(invalid("node_id", "must be >= 0"));
+        }
+        self.listen
+            .parse::<SocketAddr>()
+            .map_err(|e| invalid("listen", format!("`{}` is not ip:port ({e})", self.listen)))?;
+        if let Some(adv) = &self.advertised_listener {
+            let ok = adv
+                .rsplit_once(':')
+                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(invalid("advertised_listener", format!("`{adv}` is not host:port")));
+            }
+        }
+        if self.data_dir.as_os_str().is_empty() {
+            return Err(invalid("data_dir", "must not be empty"));
+        }
+        if self.num_partitions < 1 {
+            return Err(invalid("num_partitions", "must be >= 1"));
+        }
+        if self.default_replication_factor != 1 {
+            return Err(invalid("default_replication_factor", "single-node runnel supports only 1"));
+        }
+        if self.log_retention_ms < -1 {
+            return Err(invalid("log_retention_ms", "must be >= -1 (-1 = keep forever)"));
+        }
+        if self.log_retention_bytes < -1 {
+            return Err(invalid("log_retention_bytes", "must be >= -1 (-1 = unlimited)"));
+        }
+        if self.log_segment_bytes < 14 {
+            return Err(invalid("log_segment_bytes", "must be >= 14"));
+        }
+        if self.log_segment_ms < 1 {
+            return Err(invalid("log_segment_ms", "must be >= 1"));
+        }
+        if self.flush_interval_messages < 1 {
+            return Err(invalid("flush_interval_messages", "must be >= 1"));
+        }
+        if self.flush_interval_ms < 0 {
+            return Err(invalid("flush_interval_ms", "must be >= 0"));
+        }
+        if self.message_max_bytes < 64 {
+            return Err(invalid("message_max_bytes", "must be >= 64"));
+        }
+        if self.socket_request_max_bytes < 1024 || self.socket_request_max_bytes > i32::MAX as usize {
+            return Err(invalid("socket_request_max_bytes", "must be between 1024 and 2147483647"));
+        }
+        if self.max_connections < 1 {
+            return Err(invalid("max_connections", "must be >= 1"));
+        }
+        if self.min_insync_replicas < 1 {
+            return Err(invalid("min_insync_replicas", "must be >= 1"));
+        }
+        Ok(())
+    }
+
+    /// The log settings a new topic gets when it does not override them.
+    pub fn default_log_config(&self) -> LogConfig {
+        LogConfig {
+            segment_bytes: self.log_segment_bytes,
+            segment_ms: self.log_segment_ms,
+            retention_ms: self.log_retention_ms,
+            retention_bytes: self.log_retention_bytes,
+            flush_messages: self.flush_interval_messages,
+            flush_ms: self.flush_interval_ms,
+            max_message_bytes: self.message_max_bytes,
+            ..LogConfig::default()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        let cfg = BrokerConfig::build(&[]).unwrap();
+        assert_eq!(cfg.listen, "127.0.0.1:9092");
+        assert_eq!(cfg.data_dir, PathBuf::from("./runnel-data"));
+    }
+
+    #[test]
+    fn later_layers_win() {
+        let file = ConfigOverrides::from_yaml_str("num_partitions: 3\nlisten: 127.0.0.1:1234\n").unwrap();
+        let flags = ConfigOverrides { num_partitions: Some(5), ..Default::default() };
+        let cfg = BrokerConfig::build(&[file, flags]).unwrap();
+        assert_eq!(cfg.num_partitions, 5);
+        assert_eq!(cfg.listen, "127.0.0.1:1234");
+    }
+
+    #[test]
+    fn invalid_values_name_the_field() {
+        let o = ConfigOverrides { num_partitions: Some(0), ..Default::default() };
+        let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+        assert!(err.contains("num_partitions"), "{err}");
+        let o = ConfigOverrides { listen: Some("nonsense".into()), ..Default::default() };
+        let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+        assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn unknown_yaml_keys_are_refused() {
+        let err = ConfigOverrides::from_yaml_str("num_partitons: 3\n").unwrap_err();
+        assert!(err.contains("num_partitons"), "{err}");
+    }
+
+    #[test]
+    fn flush_mode_parses() {
+        let o = ConfigOverrides::from_yaml_str("flush_mode: fsync\n").unwrap();
+        assert_eq!(o.flush_mode, Some(FlushMode::Fsync));
+        assert!(ConfigOverrides::from_yaml_str("flush_mode: sometimes\n").is_err());
+    }
+}

@@ -1,0 +1,159 @@
+//! The metadata image: cluster metadata at one point of the metadata log.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::records::MetadataRecord;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct BrokerImage {
+    pub node_id: i32,
+    pub host: String,
+    pub port: u16,
+    pub rack: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PartitionImage {
+    pub partition: i32,
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TopicImage {
+    pub name: String,
+    pub topic_id: Uuid,
+    /// Indexed by partition number: partitions are numbered 0..n without gaps.
+    pub partitions: Vec<PartitionImage>,
+    /// Topic-level overrides only; broker defaults fill in the rest.
+    pub configs: BTreeMap<String, String>,
+}
+
+impl TopicImage {
+    pub fn is_internal(&self) -> bool {
+        self.name.starts_with("__")
+    }
+}
+
+/// Immutable; a change produces a new image (cheap: topics are behind `Arc`).
+#[derive(Debug, Clone, Default)]
+pub struct MetadataImage {
+    pub cluster_id: String,
+    pub brokers: BTreeMap<i32, BrokerImage>,
+    pub topics: BTreeMap<String, Arc<TopicImage>>,
+    pub topic_names_by_id: HashMap<Uuid, String>,
+    pub next_producer_id: i64,
+    /// Number of records applied: the metadata offset this image reflects.
+    pub offset: u64,
+}
+
+impl MetadataImage {
+    pub fn topic(&self, name: &str) -> Option<&Arc<TopicImage>> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&Arc<TopicImage>> {
+        self.topic_names_by_id.get(id).and_then(|n| self.topics.get(n))
+    }
+
+    /// Apply one record. Records that refer to unknown topics are ignored: they cannot be
+    /// produced by the controller, and a log must replay even if hand-edited.
+    pub fn apply(&mut self, record: &MetadataRecord) {
+        self.offset += 1;
+        match record {
+            MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id.clone(),
+            MetadataRecord::RegisterBroker { node_id, host, port, rack } => {
+                self.brokers.insert(
+                    *node_id,
+                    BrokerImage { node_id: *node_id, host: host.clone(), port: *port, rack: rack.clone() },
+                );
+            }
+            MetadataRecord::Topic { name, topic_id } => {
+                self.topic_names_by_id.insert(*topic_id, name.clone());
+                self.topics.insert(
+                    name.clone(),
+                    Arc::new(TopicImage {
+                        name: name.clone(),
+                        topic_id: *topic_id,
+                        partitions: Vec::new(),
+                        configs: BTreeMap::new(),
+                    }),
+                );
+            }
+            MetadataRecord::Partition { topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch } => {
+                if let Some(topic) = self.topic_mut(topic_id) {
+                    let p = PartitionImage {
+                        partition: *partition,
+                        replicas: replicas.clone(),
+                        isr: isr.clone(),
+                        leader: *leader,
+                        leader_epoch: *leader_epoch,
+                        partition_epoch: *partition_epoch,
+                    };
+                    let idx = *partition as usize;
+                    if idx < topic.partitions.len() {
+                        topic.partitions[idx] = p;
+                    } else if idx == topic.partitions.len() {
+                        topic.partitions.push(p);
+                    }
+                }
+            }
+            MetadataRecord::TopicConfig { topic_id, name, value } => {
+                if let Some(topic) = self.topic_mut(topic_id) {
+                    match value {
+                        Some(v) => topic.configs.insert(name.clone(), v.clone()),
+                        None => topic.configs.remove(name),
+                    };
+                }
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                if let Some(name) = self.topic_names_by_id.remove(topic_id) {
+                    self.topics.remove(&name);
+                }
+            }
+            MetadataRecord::ProducerIds { next_producer_id } => {
+                self.next_producer_id = self.next_producer_id.max(*next_producer_id);
+            }
+        }
+    }
+
+    fn topic_mut(&mut self, id: &Uuid) -> Option<&mut TopicImage> {
+        let name = self.topic_names_by_id.get(id)?;
+        self.topics.get_mut(name).map(Arc::make_mut)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_lifecycle() {
+        let id = Uuid::new_v4();
+        let mut img = MetadataImage::default();
+        img.apply(&MetadataRecord::Topic { name: "a".into(), topic_id: id });
+        for p in 0..2 {
+            img.apply(&MetadataRecord::Partition {
+                topic_id: id, partition: p, replicas: vec![1], isr: vec![1], leader: 1,
+                leader_epoch: 0, partition_epoch: 0,
+            });
+        }
+        img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });
+        let t = img.topic("a").unwrap();
+        assert_eq!(t.partitions.len(), 2);
+        assert_eq!(t.configs.get("retention.ms").map(String::as_str), Some("5"));
+        assert_eq!(img.topic_by_id(&id).unwrap().name, "a");
+        img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: None });
+        assert!(img.topic("a").unwrap().configs.is_empty());
+        img.apply(&MetadataRecord::RemoveTopic { topic_id: id });
+        assert!(img.topic("a").is_none());
+        assert!(img.topic_by_id(&id).is_none());
+        assert_eq!(img.offset, 6);
+    }
+}

@@ -1,0 +1,39 @@
+//! Cluster metadata: records, the image they build, and the controller that validates
+//! changes and appends them to the metadata log.
+//!
+//! Single-node runnel runs this with one voter: the controller's decisions are appended to
+//! a local, fsynced metadata log. The Raft quorum (later) replicates that same log.
+
+mod controller;
+pub mod image;
+pub mod metadata_log;
+pub mod records;
+pub mod topic_config;
+
+pub use controller::{ConfigChange, Controller, NewTopic};
+pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+pub use records::MetadataRecord;
+
+use thiserror::Error;
+
+#[derive(Debug, Error)]
+pub enum ControllerError {
+    #[error("Topic '{0}' already exists.")]
+    TopicAlreadyExists(String),
+    #[error("This server does not host this topic: {0}")]
+    UnknownTopic(String),
+    #[error("{0}")]
+    InvalidTopic(String),
+    #[error("{0}")]
+    InvalidPartitions(String),
+    #[error("{0}")]
+    InvalidReplicationFactor(String),
+    #[error("{0}")]
+    InvalidReplicaAssignment(String),
+    #[error("{0}")]
+    InvalidConfig(String),
+    #[error("metadata log I/O failed: {0}")]
+    Io(#[from] std::io::Error),
+    #[error("internal error: {0}")]
+    Internal(String),
+}

@@ -1,0 +1,32 @@
+//! runnel: a message broker that speaks the Apache Kafka wire protocol.
+//!
+//! # Layout
+//!
+//! * [`config`]: broker configuration from defaults, a YAML file, `RUNNEL_*` environment
+//!   variables and command-line flags, validated once at start.
+//! * [`server`]: the TCP listener, per-connection framing, graceful shutdown, and
+//!   [`Broker`], the embeddable handle that ties the layers together.
+//! * [`protocol`]: request decoding (guarded against hostile lengths), dispatch by API key,
+//!   one handler per Kafka API, and the single place where domain errors become Kafka
+//!   error codes.
+//! * [`coordinator`]: producer ids and idempotent-producer sequence state (consumer groups
+//!   and transactions later).
+//! * [`controller`]: cluster metadata as an event-sourced log of records applied to an
+//!   immutable [`controller::MetadataImage`].
+//! * [`replication`]: per-partition leader state: log end offset, high watermark, leader
+//!   epoch. One node today; followers later.
+//! * [`storage`]: Kafka's on-disk layout: segments of v2 record batches, sparse offset and
+//!   time indexes, recovery, retention.
+//!
+//! Imports point one way: `server → protocol → {coordinator, replication, controller} →
+//! storage`.
+
+pub mod config;
+pub mod controller;
+pub mod coordinator;
+pub mod protocol;
+pub mod replication;
+pub mod server;
+pub mod storage;
+
+pub use server::Broker;

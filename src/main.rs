@@ -1,0 +1,149 @@
+//! `runnel`: with no arguments, a single-node Kafka-compatible broker on 127.0.0.1:9092
+//! with its data in `./runnel-data`.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use runnel::config::{BrokerConfig, ConfigOverrides, FlushMode};
+use runnel::Broker;
+
+#[derive(Parser)]
+#[command(name = "runnel", version, about = "A message broker that speaks the Apache Kafka protocol")]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: ServeArgs,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker (the default).
+    Serve(ServeArgs),
+}
+
+/// Every flag also reads a `RUNNEL_*` environment variable; flags win over the
+/// environment, which wins over the YAML file, which wins over built-in defaults.
+#[derive(Args, Clone, Default)]
+struct ServeArgs {
+    /// YAML config file (see config/runnel.yaml).
+    #[arg(long, env = "RUNNEL_CONFIG")]
+    config: Option<PathBuf>,
+    /// Address to listen on, ip:port (port 0 = any free port).
+    #[arg(long, env = "RUNNEL_LISTEN")]
+    listen: Option<String>,
+    /// host:port that clients are told to connect to.
+    #[arg(long, env = "RUNNEL_ADVERTISED_LISTENER")]
+    advertised_listener: Option<String>,
+    #[arg(long, env = "RUNNEL_DATA_DIR")]
+    data_dir: Option<PathBuf>,
+    #[arg(long, env = "RUNNEL_NODE_ID")]
+    node_id: Option<i32>,
+    #[arg(long, env = "RUNNEL_CLUSTER_ID")]
+    cluster_id: Option<String>,
+    /// Partitions of auto-created topics and of CreateTopics without a count.
+    #[arg(long, env = "RUNNEL_NUM_PARTITIONS")]
+    num_partitions: Option<i32>,
+    #[arg(long, env = "RUNNEL_AUTO_CREATE_TOPICS")]
+    auto_create_topics: Option<bool>,
+    #[arg(long, env = "RUNNEL_LOG_RETENTION_MS")]
+    log_retention_ms: Option<i64>,
+    #[arg(long, env = "RUNNEL_LOG_RETENTION_BYTES")]
+    log_retention_bytes: Option<i64>,
+    #[arg(long, env = "RUNNEL_LOG_SEGMENT_BYTES")]
+    log_segment_bytes: Option<u64>,
+    #[arg(long, env = "RUNNEL_LOG_SEGMENT_MS")]
+    log_segment_ms: Option<i64>,
+    #[arg(long, env = "RUNNEL_LOG_RETENTION_CHECK_INTERVAL_MS")]
+    log_retention_check_interval_ms: Option<u64>,
+    /// `interval` (Kafka's page-cache acks) or `fsync` (fsync before ack, group commit).
+    #[arg(long, env = "RUNNEL_FLUSH_MODE")]
+    flush_mode: Option<FlushMode>,
+    #[arg(long, env = "RUNNEL_FLUSH_INTERVAL_MESSAGES")]
+    flush_interval_messages: Option<i64>,
+    #[arg(long, env = "RUNNEL_FLUSH_INTERVAL_MS")]
+    flush_interval_ms: Option<i64>,
+    #[arg(long, env = "RUNNEL_MESSAGE_MAX_BYTES")]
+    message_max_bytes: Option<usize>,
+    #[arg(long, env = "RUNNEL_SOCKET_REQUEST_MAX_BYTES")]
+    socket_request_max_bytes: Option<usize>,
+    #[arg(long, env = "RUNNEL_MAX_CONNECTIONS")]
+    max_connections: Option<usize>,
+    #[arg(long, env = "RUNNEL_MIN_INSYNC_REPLICAS")]
+    min_insync_replicas: Option<i32>,
+}
+
+impl ServeArgs {
+    fn overrides(&self) -> ConfigOverrides {
+        ConfigOverrides {
+            node_id: self.node_id,
+            listen: self.listen.clone(),
+            advertised_listener: self.advertised_listener.clone(),
+            data_dir: self.data_dir.clone(),
+            cluster_id: self.cluster_id.clone(),
+            num_partitions: self.num_partitions,
+            default_replication_factor: None,
+            auto_create_topics: self.auto_create_topics,
+            log_retention_ms: self.log_retention_ms,
+            log_retention_bytes: self.log_retention_bytes,
+            log_segment_bytes: self.log_segment_bytes,
+            log_segment_ms: self.log_segment_ms,
+            log_retention_check_interval_ms: self.log_retention_check_interval_ms,
+            flush_mode: self.flush_mode,
+            flush_interval_messages: self.flush_interval_messages,
+            flush_interval_ms: self.flush_interval_ms,
+            message_max_bytes: self.message_max_bytes,
+            socket_request_max_bytes: self.socket_request_max_bytes,
+            max_connections: self.max_connections,
+            min_insync_replicas: self.min_insync_replicas,
+        }
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("RUNNEL_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::Serve(a)) => a,
+        None => cli.serve,
+    };
+    let mut layers = Vec::new();
+    if let Some(path) = &args.config {
+        layers.push(ConfigOverrides::from_yaml_file(path)?);
+    }
+    layers.push(args.overrides());
+    let config = match BrokerConfig::build(&layers) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("runnel: {e}");
+            std::process::exit(2);
+        }
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    runtime.block_on(async move {
+        let broker = Broker::start(config).await.context("starting runnel")?;
+        // The ready line: harnesses wait for it and read the bound address from it.
+        println!("runnel ready: listening on {}", broker.local_addr());
+        std::io::stdout().flush().ok();
+        wait_for_signal().await;
+        tracing::info!("shutting down");
+        broker.shutdown().await;
+        Ok(())
+    })
+}
+
+async fn wait_for_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term.recv() => {}
+    }
+}

@@ -1,0 +1,46 @@
+//! The one place where domain errors become Kafka error codes.
+
+use kafka_protocol::error::ResponseError;
+
+use crate::controller::ControllerError;
+use crate::replication::PartitionError;
+use crate::storage::{BatchError, StorageError};
+
+pub fn storage_error(e: &StorageError) -> ResponseError {
+    match e {
+        StorageError::OffsetOutOfRange { .. } => ResponseError::OffsetOutOfRange,
+        StorageError::Batch(b) => batch_error(b),
+        _ => ResponseError::KafkaStorageError,
+    }
+}
+
+pub fn batch_error(e: &BatchError) -> ResponseError {
+    match e {
+        BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
+        BatchError::UnsupportedMagic { .. } => ResponseError::UnsupportedForMessageFormat,
+        _ => ResponseError::CorruptMessage,
+    }
+}
+
+pub fn partition_error(e: &PartitionError) -> ResponseError {
+    match e {
+        PartitionError::Storage(s) => storage_error(s),
+        PartitionError::InvalidBatch(b) => batch_error(b),
+        PartitionError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
+        PartitionError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
+        PartitionError::OffsetBeyondHighWatermark { .. } => ResponseError::OffsetOutOfRange,
+    }
+}
+
+pub fn controller_error(e: &ControllerError) -> ResponseError {
+    match e {
+        ControllerError::TopicAlreadyExists(_) => ResponseError::TopicAlreadyExists,
+        ControllerError::UnknownTopic(_) => ResponseError::UnknownTopicOrPartition,
+        ControllerError::InvalidTopic(_) => ResponseError::InvalidTopicException,
+        ControllerError::InvalidPartitions(_) => ResponseError::InvalidPartitions,
+        ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
+        ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
+        ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        ControllerError::Io(_) | ControllerError::Internal(_) => ResponseError::UnknownServerError,
+    }
+}

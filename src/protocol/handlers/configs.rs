@@ -1,0 +1,271 @@
+//! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym};
+use kafka_protocol::messages::{
+    alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
+    DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
+};
+
+use super::str_bytes;
+use crate::controller::topic_config::{self, ConfigType, TOPIC_CONFIGS};
+use crate::controller::{ConfigChange, ControllerError, TopicImage};
+use crate::protocol::errors::controller_error;
+use crate::protocol::Ctx;
+
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+pub const SOURCE_TOPIC: i8 = 1;
+pub const SOURCE_STATIC_BROKER: i8 = 4;
+pub const SOURCE_DEFAULT: i8 = 5;
+
+pub struct ConfigEntry {
+    pub name: String,
+    pub value: String,
+    pub source: i8,
+    pub config_type: i8,
+    pub doc: &'static str,
+    /// (synonym name, value, source), most specific first.
+    pub synonyms: Vec<(String, String, i8)>,
+}
+
+/// Every config of a topic with its effective value and where that value comes from.
+pub fn topic_config_entries(ctx: &Ctx, topic: &TopicImage) -> Vec<ConfigEntry> {
+    TOPIC_CONFIGS
+        .iter()
+        .map(|def| {
+            let default = def.default_value(&ctx.config);
+            let mut synonyms = Vec::new();
+            let (value, source) = match topic.configs.get(def.name) {
+                Some(v) => {
+                    synonyms.push((def.name.to_owned(), v.clone(), SOURCE_TOPIC));
+                    (v.clone(), SOURCE_TOPIC)
+                }
+                None => (default.clone(), SOURCE_DEFAULT),
+            };
+            if let Some(syn) = def.broker_synonym {
+                synonyms.push((syn.to_owned(), default, SOURCE_DEFAULT));
+            }
+            ConfigEntry { name: def.name.to_owned(), value, source, config_type: def.ty.code(), doc: def.doc, synonyms }
+        })
+        .collect()
+}
+
+fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
+    let c = &ctx.config;
+    let image = ctx.image();
+    let adv = image.brokers.get(&c.node_id).map(|b| format!("PLAINTEXT://{}:{}", b.host, b.port)).unwrap_or_default();
+    let entries: Vec<(&str, String, ConfigType)> = vec![
+        ("advertised.listeners", adv, ConfigType::String),
+        ("auto.create.topics.enable", c.auto_create_topics.to_string(), ConfigType::Boolean),
+        ("broker.id", c.node_id.to_string(), ConfigType::Int),
+        ("default.replication.factor", c.default_replication_factor.to_string(), ConfigType::Int),
+        ("listeners", format!("PLAINTEXT://{}", c.listen), ConfigType::String),
+        ("log.dirs", c.data_dir.display().to_string(), ConfigType::String),
+        ("log.flush.interval.messages", c.flush_interval_messages.to_string(), ConfigType::Long),
+        ("log.flush.interval.ms", c.flush_interval_ms.to_string(), ConfigType::Long),
+        ("log.retention.bytes", c.log_retention_bytes.to_string(), ConfigType::Long),
+        ("log.retention.check.interval.ms", c.log_retention_check_interval_ms.to_string(), ConfigType::Long),
+        ("log.retention.ms", c.log_retention_ms.to_string(), ConfigType::Long),
+        ("log.roll.ms", c.log_segment_ms.to_string(), ConfigType::Long),
+        ("log.segment.bytes", c.log_segment_bytes.to_string(), ConfigType::Int),
+        ("message.max.bytes", c.message_max_bytes.to_string(), ConfigType::Int),
+        ("min.insync.replicas", c.min_insync_replicas.to_string(), ConfigType::Int),
+        ("node.id", c.node_id.to_string(), ConfigType::Int),
+        ("num.partitions", c.num_partitions.to_string(), ConfigType::Int),
+        ("socket.request.max.bytes", c.socket_request_max_bytes.to_string(), ConfigType::Int),
+    ];
+    entries
+        .into_iter()
+        .map(|(name, value, ty)| ConfigEntry {
+            name: name.to_owned(),
+            synonyms: vec![(name.to_owned(), value.clone(), SOURCE_STATIC_BROKER)],
+            value,
+            source: SOURCE_STATIC_BROKER,
+            config_type: ty.code(),
+            doc: "",
+        })
+        .collect()
+}
+
+pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
+    let results = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let base = DescribeConfigsResult::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name.clone());
+            let entries = match r.resource_type {
+                RESOURCE_TOPIC => match ctx.image().topic(r.resource_name.as_str()) {
+                    Some(t) => topic_config_entries(ctx, t),
+                    None => {
+                        return base
+                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
+                            .with_error_message(Some(str_bytes(format!("Topic {} does not exist", r.resource_name.as_str()))))
+                    }
+                },
+                RESOURCE_BROKER => {
+                    let name = r.resource_name.as_str();
+                    if !name.is_empty() && name != ctx.config.node_id.to_string() {
+                        return base
+                            .with_error_code(ResponseError::InvalidRequest.code())
+                            .with_error_message(Some(str_bytes(format!("Unexpected broker id {name}"))));
+                    }
+                    broker_config_entries(ctx)
+                }
+                other => {
+                    return base
+                        .with_error_code(ResponseError::InvalidRequest.code())
+                        .with_error_message(Some(str_bytes(format!("Unsupported resource type {other}"))))
+                }
+            };
+            let keys = r.configuration_keys.map(|ks| ks.into_iter().map(|k| k.to_string()).collect::<Vec<_>>());
+            let configs = entries
+                .into_iter()
+                .filter(|e| keys.as_ref().is_none_or(|ks| ks.contains(&e.name)))
+                .map(|e| {
+                    let synonyms = if req.include_synonyms {
+                        e.synonyms
+                            .iter()
+                            .map(|(n, v, s)| DescribeConfigsSynonym::default().with_name(str_bytes(n.clone())).with_value(Some(str_bytes(v.clone()))).with_source(*s))
+                            .collect()
+                    } else {
+                        vec![]
+                    };
+                    DescribeConfigsResourceResult::default()
+                        .with_name(str_bytes(e.name))
+                        .with_value(Some(str_bytes(e.value)))
+                        .with_read_only(r.resource_type == RESOURCE_BROKER)
+                        .with_config_source(e.source)
+                        .with_is_sensitive(false)
+                        .with_synonyms(synonyms)
+                        .with_config_type(if version >= 3 { e.config_type } else { 0 })
+                        .with_documentation(if req.include_documentation { Some(str_bytes(e.doc)) } else { None })
+                })
+                .collect();
+            base.with_configs(configs)
+        })
+        .collect();
+    DescribeConfigsResponse::default().with_results(results)
+}
+
+/// Apply changes to one resource; `Err` carries the Kafka error code and message.
+fn alter_resource(ctx: &Ctx, resource_type: i8, name: &str, changes: Result<Vec<ConfigChange>, (ResponseError, String)>, validate_only: bool) -> Result<bool, (ResponseError, String)> {
+    let changes = changes?;
+    match resource_type {
+        RESOURCE_TOPIC => {
+            match ctx.controller.alter_topic_configs(name, &changes, validate_only) {
+                Ok(()) => Ok(!validate_only),
+                Err(e @ ControllerError::UnknownTopic(_)) => Err((controller_error(&e), format!("Topic {name} does not exist"))),
+                Err(e) => Err((controller_error(&e), e.to_string())),
+            }
+        }
+        RESOURCE_BROKER => Err((ResponseError::InvalidRequest, "runnel does not support dynamic broker configs; set them in the config file".into())),
+        other => Err((ResponseError::InvalidRequest, format!("Unsupported resource type {other}"))),
+    }
+}
+
+pub fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
+    let mut changed = false;
+    let responses = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let name = r.resource_name.to_string();
+            // AlterConfigs replaces the whole set: overrides not named are removed.
+            let changes = (|| {
+                let mut changes = Vec::new();
+                for c in &r.configs {
+                    let value = c.value.as_ref().ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str())))?;
+                    changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
+                }
+                if let Some(t) = ctx.image().topic(&name) {
+                    for k in t.configs.keys() {
+                        if !r.configs.iter().any(|c| c.name.as_str() == k) {
+                            changes.push(ConfigChange::Delete(k.clone()));
+                        }
+                    }
+                }
+                Ok(changes)
+            })();
+            let base = alter_configs_response::AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
+            match alter_resource(ctx, r.resource_type, &name, changes, req.validate_only) {
+                Ok(c) => {
+                    changed |= c;
+                    base
+                }
+                Err((code, msg)) => base.with_error_code(code.code()).with_error_message(Some(str_bytes(msg))),
+            }
+        })
+        .collect();
+    if changed {
+        ctx.sync_partitions();
+    }
+    AlterConfigsResponse::default().with_responses(responses)
+}
+
+const OP_SET: i8 = 0;
+const OP_DELETE: i8 = 1;
+const OP_APPEND: i8 = 2;
+const OP_SUBTRACT: i8 = 3;
+
+pub fn incremental_alter(ctx: &Ctx, req: IncrementalAlterConfigsRequest, _version: i16) -> IncrementalAlterConfigsResponse {
+    let mut changed = false;
+    let responses = req
+        .resources
+        .into_iter()
+        .map(|r| {
+            let name = r.resource_name.to_string();
+            let current = ctx.image().topic(&name).cloned();
+            let changes = (|| {
+                let mut changes = Vec::new();
+                for c in &r.configs {
+                    let key = c.name.to_string();
+                    let value = c.value.as_ref().map(|v| v.to_string());
+                    match c.config_operation {
+                        OP_SET => {
+                            let v = value.ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {key}")))?;
+                            changes.push(ConfigChange::Set(key, v));
+                        }
+                        OP_DELETE => changes.push(ConfigChange::Delete(key)),
+                        OP_APPEND | OP_SUBTRACT => {
+                            let def = topic_config::find(&key).ok_or_else(|| (ResponseError::InvalidConfig, format!("Unknown topic config name: {key}")))?;
+                            if def.ty != ConfigType::List {
+                                return Err((ResponseError::InvalidConfig, format!("Config value append is not allowed for config key: {key}")));
+                            }
+                            let existing = current
+                                .as_ref()
+                                .and_then(|t| t.configs.get(&key).cloned())
+                                .unwrap_or_else(|| def.default_value(&ctx.config));
+                            let mut items: Vec<String> = existing.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+                            for v in value.unwrap_or_default().split(',').map(str::trim).filter(|s| !s.is_empty()) {
+                                if c.config_operation == OP_APPEND {
+                                    if !items.iter().any(|i| i == v) {
+                                        items.push(v.to_owned());
+                                    }
+                                } else {
+                                    items.retain(|i| i != v);
+                                }
+                            }
+                            changes.push(ConfigChange::Set(key, items.join(",")));
+                        }
+                        other => return Err((ResponseError::InvalidRequest, format!("Unknown config operation {other}"))),
+                    }
+                }
+                Ok(changes)
+            })();
+            let base = incremental_alter_configs_response::AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
+            match alter_resource(ctx, r.resource_type, &name, changes, req.validate_only) {
+                Ok(c) => {
+                    changed |= c;
+                    base
+                }
+                Err((code, msg)) => base.with_error_code(code.code()).with_error_message(Some(str_bytes(msg))),
+            }
+        })
+        .collect();
+    if changed {
+        ctx.sync_partitions();
+    }
+    IncrementalAlterConfigsResponse::default().with_responses(responses)
+}

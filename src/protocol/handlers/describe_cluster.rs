@@ -1,0 +1,27 @@
+//! DescribeCluster.
+
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+
+use super::{cluster_ops_all, str_bytes, OPS_NOT_REQUESTED};
+use crate::protocol::Ctx;
+
+pub fn handle(ctx: &Ctx, req: DescribeClusterRequest, _version: i16) -> DescribeClusterResponse {
+    let image = ctx.image();
+    let brokers = image
+        .brokers
+        .values()
+        .map(|b| {
+            DescribeClusterBroker::default()
+                .with_broker_id(BrokerId(b.node_id))
+                .with_host(str_bytes(b.host.clone()))
+                .with_port(i32::from(b.port))
+                .with_rack(b.rack.clone().map(str_bytes))
+        })
+        .collect();
+    DescribeClusterResponse::default()
+        .with_cluster_id(str_bytes(image.cluster_id.clone()))
+        .with_controller_id(BrokerId(ctx.controller.node_id()))
+        .with_brokers(brokers)
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations { cluster_ops_all() } else { OPS_NOT_REQUESTED })
+}

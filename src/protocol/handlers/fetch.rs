@@ -1,0 +1,132 @@
+//! Fetch: whole batches up to the high watermark, long-polling for min_bytes.
+
+use std::time::Duration;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+
+use super::{local_partition, str_bytes};
+use crate::protocol::errors::partition_error;
+use crate::protocol::Ctx;
+
+/// Fetches wait at most this long, whatever the client asks.
+const MAX_WAIT_CAP_MS: i32 = 30_000;
+
+pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchResponse {
+    let wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
+    let deadline = tokio::time::Instant::now() + wait;
+    let mut appends = ctx.replicas.subscribe_appends();
+    loop {
+        appends.borrow_and_update();
+        let (responses, bytes, errors) = read_once(ctx, &req, version);
+        let done = bytes >= req.min_bytes.max(0) as usize || errors || wait.is_zero();
+        if done || tokio::time::Instant::now() >= deadline {
+            return FetchResponse::default().with_responses(responses).with_session_id(0);
+        }
+        // Wake on the next append anywhere, or give up at the deadline.
+        match tokio::time::timeout_at(deadline, appends.changed()).await {
+            Ok(Ok(())) => continue,
+            _ => {
+                let (responses, _, _) = read_once(ctx, &req, version);
+                return FetchResponse::default().with_responses(responses).with_session_id(0);
+            }
+        }
+    }
+}
+
+fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_error_code(e.code())
+        .with_high_watermark(-1)
+        .with_last_stable_offset(-1)
+        .with_log_start_offset(-1)
+        .with_records(Some(Default::default()))
+}
+
+/// One pass over the requested partitions: (responses, record bytes, any error).
+fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopicResponse>, usize, bool) {
+    let image = ctx.image();
+    let mut remaining = req.max_bytes.max(0) as usize;
+    let mut total = 0usize;
+    let mut any_error = false;
+    let mut out = Vec::with_capacity(req.topics.len());
+    for ft in &req.topics {
+        let topic = if version >= 13 { image.topic_by_id(&ft.topic_id) } else { image.topic(ft.topic.0.as_str()) };
+        let missing = if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+        let mut parts = Vec::with_capacity(ft.partitions.len());
+        for fp in &ft.partitions {
+            let partition = match topic {
+                Some(t) => local_partition(ctx, t, fp.partition),
+                None => Err(missing),
+            };
+            let partition = match partition {
+                Ok(p) => p,
+                Err(e) => {
+                    any_error = true;
+                    parts.push(partition_error_data(fp.partition, e));
+                    continue;
+                }
+            };
+            let epoch = partition.leader_epoch();
+            if fp.current_leader_epoch >= 0 && fp.current_leader_epoch != epoch {
+                any_error = true;
+                let e = if fp.current_leader_epoch > epoch {
+                    ResponseError::UnknownLeaderEpoch
+                } else {
+                    ResponseError::FencedLeaderEpoch
+                };
+                parts.push(partition_error_data(fp.partition, e));
+                continue;
+            }
+            // KIP-74: the first batch of the first non-empty partition is returned whole
+            // even when larger than the limits; after that the limits hold.
+            let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
+            let result = if limit == 0 && total > 0 {
+                Ok(None)
+            } else {
+                partition.fetch(fp.fetch_offset, limit.max(1)).map(Some)
+            };
+            match result {
+                Ok(Some(r)) => {
+                    let n = r.records.len();
+                    total += n;
+                    remaining = remaining.saturating_sub(n);
+                    parts.push(
+                        PartitionData::default()
+                            .with_partition_index(fp.partition)
+                            .with_high_watermark(r.high_watermark)
+                            .with_last_stable_offset(r.last_stable_offset)
+                            .with_log_start_offset(r.log_start_offset)
+                            .with_aborted_transactions(if req.isolation_level == 1 { Some(vec![]) } else { None })
+                            .with_records(Some(r.records)),
+                    );
+                }
+                Ok(None) => parts.push(
+                    PartitionData::default()
+                        .with_partition_index(fp.partition)
+                        .with_high_watermark(partition.high_watermark())
+                        .with_last_stable_offset(partition.high_watermark())
+                        .with_log_start_offset(partition.log_start_offset())
+                        .with_records(Some(Default::default())),
+                ),
+                Err(e) => {
+                    any_error = true;
+                    let mut d = partition_error_data(fp.partition, partition_error(&e));
+                    d.high_watermark = partition.high_watermark();
+                    d.last_stable_offset = d.high_watermark;
+                    d.log_start_offset = partition.log_start_offset();
+                    parts.push(d);
+                }
+            }
+        }
+        let name = if version >= 13 {
+            TopicName(topic.map(|t| str_bytes(t.name.clone())).unwrap_or_default())
+        } else {
+            ft.topic.clone()
+        };
+        out.push(FetchableTopicResponse::default().with_topic(name).with_topic_id(ft.topic_id).with_partitions(parts));
+    }
+    (out, total, any_error)
+}

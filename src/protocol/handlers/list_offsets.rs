@@ -1,0 +1,65 @@
+//! ListOffsets: earliest, latest, max timestamp, or the first offset at a timestamp.
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
+use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
+
+use super::local_partition;
+use crate::protocol::errors::partition_error;
+use crate::protocol::Ctx;
+
+const LATEST: i64 = -1;
+const EARLIEST: i64 = -2;
+const MAX_TIMESTAMP: i64 = -3;
+const EARLIEST_LOCAL: i64 = -4;
+const LATEST_TIERED: i64 = -5;
+
+pub fn handle(ctx: &Ctx, req: ListOffsetsRequest, version: i16) -> ListOffsetsResponse {
+    let image = ctx.image();
+    let topics = req
+        .topics
+        .into_iter()
+        .map(|t| {
+            let topic = image.topic(t.name.0.as_str());
+            let parts = t
+                .partitions
+                .into_iter()
+                .map(|p| {
+                    let base = ListOffsetsPartitionResponse::default()
+                        .with_partition_index(p.partition_index)
+                        .with_timestamp(-1)
+                        .with_offset(-1)
+                        .with_leader_epoch(-1);
+                    let partition = match topic.ok_or(ResponseError::UnknownTopicOrPartition).and_then(|t| local_partition(ctx, t, p.partition_index)) {
+                        Ok(part) => part,
+                        Err(e) => return base.with_error_code(e.code()),
+                    };
+                    let epoch = partition.leader_epoch();
+                    if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {
+                        let e = if p.current_leader_epoch > epoch { ResponseError::UnknownLeaderEpoch } else { ResponseError::FencedLeaderEpoch };
+                        return base.with_error_code(e.code());
+                    }
+                    // The leader epoch is only in v4+ responses.
+                    let base = if version >= 4 { base.with_leader_epoch(epoch) } else { base };
+                    match p.timestamp {
+                        LATEST => base.with_offset(partition.high_watermark()),
+                        EARLIEST | EARLIEST_LOCAL => base.with_offset(partition.log_start_offset()),
+                        LATEST_TIERED => base.with_offset(-1),
+                        MAX_TIMESTAMP => match partition.max_timestamp() {
+                            Some((ts, off)) => base.with_timestamp(ts).with_offset(off),
+                            None => base,
+                        },
+                        ts if ts >= 0 => match partition.offset_for_timestamp(ts) {
+                            Ok(Some((off, ts))) => base.with_timestamp(ts).with_offset(off),
+                            Ok(None) => base,
+                            Err(e) => base.with_error_code(partition_error(&e).code()),
+                        },
+                        _ => base.with_error_code(ResponseError::InvalidRequest.code()),
+                    }
+                })
+                .collect();
+            ListOffsetsTopicResponse::default().with_name(t.name).with_partitions(parts)
+        })
+        .collect();
+    ListOffsetsResponse::default().with_topics(topics)
+}

@@ -1,0 +1,79 @@
+//! One module per Kafka API: `handle(ctx, request, version) -> response`. Handlers never
+//! touch the socket.
+
+pub mod api_versions;
+pub mod configs;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_records;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod offset_for_leader_epoch;
+pub mod produce;
+
+use std::sync::Arc;
+
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::protocol::StrBytes;
+
+use super::errors::controller_error;
+use super::Ctx;
+use crate::controller::{ControllerError, NewTopic, TopicImage};
+use crate::replication::Partition;
+
+pub fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Look a topic up; when it is missing and auto-creation is allowed, create it with the
+/// broker defaults (synchronously: the caller can use it at once).
+pub fn topic_or_auto_create(ctx: &Ctx, name: &str, allow_auto_create: bool) -> Result<Arc<TopicImage>, ResponseError> {
+    if let Some(t) = ctx.image().topic(name) {
+        return Ok(t.clone());
+    }
+    if !(allow_auto_create && ctx.config.auto_create_topics) {
+        return Err(ResponseError::UnknownTopicOrPartition);
+    }
+    let req = NewTopic {
+        name: name.to_owned(),
+        num_partitions: ctx.config.num_partitions,
+        replication_factor: -1,
+        assignments: vec![],
+        configs: vec![],
+    };
+    match ctx.controller.create_topic(&req, false) {
+        Ok(t) => {
+            tracing::info!(topic = name, partitions = t.partitions.len(), "auto-created topic");
+            ctx.sync_partitions();
+            Ok(t)
+        }
+        // Lost a race with another creator: fine.
+        Err(ControllerError::TopicAlreadyExists(_)) => {
+            ctx.image().topic(name).cloned().ok_or(ResponseError::UnknownTopicOrPartition)
+        }
+        Err(e) => Err(controller_error(&e)),
+    }
+}
+
+/// The local partition `index` of `topic`, or UNKNOWN_TOPIC_OR_PARTITION.
+pub fn local_partition(ctx: &Ctx, topic: &TopicImage, index: i32) -> Result<Arc<Partition>, ResponseError> {
+    ctx.replicas.partition(&topic.topic_id, index).ok_or(ResponseError::UnknownTopicOrPartition)
+}
+
+/// `-2147483648`: "authorized operations not requested" in Metadata/DescribeCluster.
+pub const OPS_NOT_REQUESTED: i32 = i32::MIN;
+
+/// Everything is allowed (no ACLs yet): the bit set Kafka reports for a topic.
+pub fn topic_ops_all() -> i32 {
+    // READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11
+    [3, 4, 5, 6, 7, 8, 10, 11].iter().fold(0, |acc, b| acc | (1 << b))
+}
+
+pub fn cluster_ops_all() -> i32 {
+    // CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12
+    [5, 7, 8, 9, 10, 11, 12].iter().fold(0, |acc, b| acc | (1 << b))
+}

@@ -1,0 +1,136 @@
+//! Produce: validate, append, and (in fsync mode) wait for the disk before answering.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+
+use super::{local_partition, str_bytes, topic_or_auto_create};
+use crate::config::FlushMode;
+use crate::protocol::errors::partition_error;
+use crate::protocol::Ctx;
+
+fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_error_code(e.code())
+        .with_base_offset(-1)
+        .with_log_append_time_ms(-1)
+        .with_log_start_offset(-1)
+        .with_error_message(message.map(str_bytes))
+}
+
+/// `None` for acks=0: the producer expects no response.
+pub async fn handle(ctx: &Ctx, req: ProduceRequest, _version: i16) -> Option<ProduceResponse> {
+    let acks = req.acks;
+    let mut responses = Vec::with_capacity(req.topic_data.len());
+    let mut to_flush = Vec::new();
+    let mut appended = false;
+    for td in req.topic_data {
+        let name = td.name.0.as_str().to_owned();
+        let mut parts = Vec::with_capacity(td.partition_data.len());
+        let topic = if acks != 0 && acks != 1 && acks != -1 {
+            Err(ResponseError::InvalidRequiredAcks)
+        } else {
+            topic_or_auto_create(ctx, &name, true)
+        };
+        for pd in td.partition_data {
+            let topic = match &topic {
+                Ok(t) => t,
+                Err(e) => {
+                    parts.push(partition_response(pd.index, *e, None));
+                    continue;
+                }
+            };
+            let partition = match local_partition(ctx, topic, pd.index) {
+                Ok(p) => p,
+                Err(e) => {
+                    parts.push(partition_response(pd.index, e, None));
+                    continue;
+                }
+            };
+            let (log_config, _) = ctx.replicas.log_config_for(topic);
+            if acks == -1 {
+                let min_isr = topic
+                    .configs
+                    .get("min.insync.replicas")
+                    .and_then(|v| v.parse::<i32>().ok())
+                    .unwrap_or(ctx.config.min_insync_replicas);
+                let isr = topic.partitions.get(pd.index as usize).map_or(0, |p| p.isr.len() as i32);
+                if isr < min_isr {
+                    parts.push(partition_response(
+                        pd.index,
+                        ResponseError::NotEnoughReplicas,
+                        Some(format!("The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr}")),
+                    ));
+                    continue;
+                }
+            }
+            let Some(records) = pd.records.filter(|r| !r.is_empty()) else {
+                parts.push(partition_response(pd.index, ResponseError::CorruptMessage, Some("empty records".into())));
+                continue;
+            };
+            let mut records = into_mut(records);
+            match partition.append(&mut records, log_config.max_message_bytes, ctx.now_ms()) {
+                Ok(res) => {
+                    appended = true;
+                    if ctx.config.flush_mode == FlushMode::Fsync && acks != 0 {
+                        to_flush.push((partition.clone(), res.last_offset));
+                    }
+                    parts.push(
+                        PartitionProduceResponse::default()
+                            .with_index(pd.index)
+                            .with_base_offset(res.base_offset)
+                            .with_log_append_time_ms(res.log_append_time)
+                            .with_log_start_offset(res.log_start_offset),
+                    );
+                }
+                Err(e) => {
+                    let code = partition_error(&e);
+                    tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
+                    parts.push(partition_response(pd.index, code, Some(e.to_string())));
+                }
+            }
+        }
+        responses.push(TopicProduceResponse::default().with_name(td.name).with_topic_id(td.topic_id).with_partition_responses(parts));
+    }
+    if !to_flush.is_empty() {
+        let results = tokio::task::spawn_blocking(move || {
+            to_flush.iter().map(|(p, offset)| p.flush_through(*offset).map_err(|e| (p.topic.clone(), p.index, e))).collect::<Vec<_>>()
+        })
+        .await;
+        let failed: Vec<(String, i32)> = match results {
+            Ok(rs) => rs
+                .into_iter()
+                .filter_map(|r| r.err())
+                .map(|(t, i, e)| {
+                    tracing::error!(topic = %t, partition = i, error = %e, "fsync failed; answering KAFKA_STORAGE_ERROR");
+                    (t, i)
+                })
+                .collect(),
+            Err(e) => {
+                tracing::error!(error = %e, "flush task failed");
+                responses.iter().flat_map(|t| t.partition_responses.iter().map(move |p| (t.name.0.to_string(), p.index))).collect()
+            }
+        };
+        for (t, i) in failed {
+            for tr in responses.iter_mut().filter(|r| r.name.0.as_str() == t) {
+                for pr in tr.partition_responses.iter_mut().filter(|p| p.index == i && p.error_code == 0) {
+                    *pr = partition_response(i, ResponseError::KafkaStorageError, Some("fsync failed".into()));
+                }
+            }
+        }
+    }
+    if appended {
+        ctx.replicas.notify_appended();
+    }
+    if acks == 0 {
+        return None;
+    }
+    Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// The request buffer is usually uniquely owned, so this is normally free.
+fn into_mut(b: Bytes) -> BytesMut {
+    b.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+}

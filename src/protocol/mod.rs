@@ -1,0 +1,126 @@
+//! The Kafka protocol layer: frame → guard → decode → handler → encode.
+//!
+//! Only this layer knows `kafka_protocol::messages` types. A frame is checked by
+//! [`guard`] before the codec sees it (the codec would otherwise pre-allocate arrays sized
+//! by lengths read from the wire). Unknown API keys, unsupported versions (other than
+//! ApiVersions, which answers UNSUPPORTED_VERSION as Kafka does) and malformed requests
+//! close the connection, as Kafka does.
+
+pub mod context;
+pub mod errors;
+pub mod guard;
+pub mod handlers;
+pub mod versions;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::{Decodable, Encodable};
+use thiserror::Error;
+
+pub use context::Ctx;
+
+#[derive(Debug, Error)]
+pub enum ProtocolError {
+    #[error("frame of {0} bytes is too short for a request header")]
+    ShortFrame(usize),
+    #[error("unknown API key {0}")]
+    UnknownApiKey(i16),
+    #[error("unsupported version {version} of {api:?}")]
+    UnsupportedVersion { api: ApiKey, version: i16 },
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    #[error("failed to encode response: {0}")]
+    Encode(String),
+}
+
+/// What a handler produced: a response body to encode, or nothing (acks=0 produce).
+pub enum Reply {
+    Response(ResponseKind),
+    NoResponse,
+}
+
+/// Handle one request frame (without its size prefix). Returns the encoded response
+/// frame (with size prefix), or `None` when the request gets no response.
+pub async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Result<Option<BytesMut>, ProtocolError> {
+    if frame.len() < 8 {
+        return Err(ProtocolError::ShortFrame(frame.len()));
+    }
+    let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
+    let version = i16::from_be_bytes([frame[2], frame[3]]);
+    let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
+    let api = ApiKey::try_from(raw_key).map_err(|_| ProtocolError::UnknownApiKey(raw_key))?;
+    if !versions::is_supported(api, version) {
+        if api == ApiKey::ApiVersions {
+            // Kafka answers an unknown ApiVersions version with a v0 response carrying
+            // UNSUPPORTED_VERSION and the version ranges, so the client can pick one.
+            let body = handlers::api_versions::unsupported_version_response();
+            return encode(ApiKey::ApiVersions, 0, correlation_id, &ResponseKind::ApiVersions(body)).map(Some);
+        }
+        return Err(ProtocolError::UnsupportedVersion { api, version });
+    }
+    guard::check_request(&frame).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    let mut buf = frame;
+    let header_version = api.request_header_version(version);
+    let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    let request = RequestKind::decode(api, &mut buf, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    let reply = dispatch(ctx, &header, request, version).await?;
+    match reply {
+        Reply::NoResponse => Ok(None),
+        Reply::Response(body) => encode(api, version, correlation_id, &body).map(Some),
+    }
+}
+
+async fn dispatch(ctx: &Ctx, header: &RequestHeader, request: RequestKind, v: i16) -> Result<Reply, ProtocolError> {
+    use handlers::*;
+    let resp = match request {
+        RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, v)),
+        RequestKind::Produce(r) => match produce::handle(ctx, r, v).await {
+            Some(resp) => ResponseKind::Produce(resp),
+            None => return Ok(Reply::NoResponse),
+        },
+        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(ctx, r, v).await),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, v)),
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(ctx, r, v)),
+        RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, v)),
+        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(create_partitions::handle(ctx, r, v)),
+        RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(configs::describe(ctx, r, v)),
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(configs::alter(ctx, r, v)),
+        RequestKind::IncrementalAlterConfigs(r) => {
+            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(ctx, r, v))
+        }
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, v)),
+        RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(ctx, r, v)),
+        RequestKind::OffsetForLeaderEpoch(r) => {
+            ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r, v))
+        }
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, v)),
+        other => {
+            return Err(ProtocolError::Malformed(format!(
+                "no handler for {:?} (client {:?})",
+                std::mem::discriminant(&other),
+                header.client_id
+            )))
+        }
+    };
+    Ok(Reply::Response(resp))
+}
+
+/// Encode a response frame: size prefix, response header, body.
+pub fn encode(api: ApiKey, version: i16, correlation_id: i32, body: &ResponseKind) -> Result<BytesMut, ProtocolError> {
+    let mut buf = BytesMut::with_capacity(256);
+    buf.put_i32(0);
+    let header = ResponseHeader::default().with_correlation_id(correlation_id);
+    let hv = api.response_header_version(version);
+    header.encode(&mut buf, hv).map_err(|e| ProtocolError::Encode(e.to_string()))?;
+    body.encode(&mut buf, version).map_err(|e| ProtocolError::Encode(e.to_string()))?;
+    let len = (buf.len() - 4) as i32;
+    buf[0..4].copy_from_slice(&len.to_be_bytes());
+    Ok(buf)
+}
+
+/// Peek the correlation id of a frame, for log lines about frames that fail to parse.
+pub fn peek_correlation_id(frame: &[u8]) -> Option<i32> {
+    let mut b = frame.get(4..8)?;
+    Some(b.get_i32())
+}

@@ -1,0 +1,44 @@
+//! The API versions runnel serves: the intersection of what kafka-protocol 0.18 can
+//! decode, what Kafka 4.x clients use, and what the handlers implement.
+
+use kafka_protocol::messages::ApiKey;
+
+/// (api key, min version, max version)
+pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
+    (ApiKey::Produce, 3, 12),
+    (ApiKey::Fetch, 4, 17),
+    (ApiKey::ListOffsets, 1, 9),
+    (ApiKey::Metadata, 0, 12),
+    (ApiKey::ApiVersions, 0, 4),
+    (ApiKey::CreateTopics, 2, 7),
+    (ApiKey::DeleteTopics, 1, 6),
+    (ApiKey::DeleteRecords, 0, 2),
+    (ApiKey::InitProducerId, 0, 5),
+    (ApiKey::OffsetForLeaderEpoch, 2, 4),
+    (ApiKey::DescribeConfigs, 1, 4),
+    (ApiKey::AlterConfigs, 0, 2),
+    (ApiKey::CreatePartitions, 0, 3),
+    (ApiKey::IncrementalAlterConfigs, 0, 1),
+    (ApiKey::DescribeCluster, 0, 1),
+];
+
+pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
+    SUPPORTED.iter().find(|(k, _, _)| *k == key).map(|(_, lo, hi)| (*lo, *hi))
+}
+
+pub fn is_supported(key: ApiKey, version: i16) -> bool {
+    supported(key).is_some_and(|(lo, hi)| version >= lo && version <= hi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn within_what_the_codec_supports() {
+        for (key, lo, hi) in SUPPORTED {
+            let v = key.valid_versions();
+            assert!(*lo >= v.min && *hi <= v.max, "{key:?} {lo}..{hi} outside {v:?}");
+        }
+    }
+}

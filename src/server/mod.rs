@@ -1,0 +1,171 @@
+//! The network side: listener, connections, shutdown, and [`Broker`], the handle that
+//! starts and stops a whole broker (used by `main` and embeddable in tests).
+
+pub mod connection;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use thiserror::Error;
+use tokio::net::TcpListener;
+use tokio::sync::{broadcast, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::config::BrokerConfig;
+use crate::controller::{Controller, ControllerError};
+use crate::protocol::context::system_clock;
+use crate::protocol::Ctx;
+use crate::replication::replica_manager::METADATA_DIR;
+use crate::replication::{PartitionError, ReplicaManager};
+
+#[derive(Debug, Error)]
+pub enum StartError {
+    #[error("cannot create data dir {path}: {source}")]
+    DataDir { path: String, source: std::io::Error },
+    #[error("cannot listen on {addr}: {source}")]
+    Bind { addr: String, source: std::io::Error },
+    #[error("cannot open cluster metadata: {0}")]
+    Metadata(#[from] ControllerError),
+    #[error("cannot open partitions: {0}")]
+    Partitions(#[from] PartitionError),
+}
+
+/// A running broker. Dropping it stops accepting and closes connections; call
+/// [`Broker::shutdown`] to also wait for that and flush every partition.
+pub struct Broker {
+    local_addr: SocketAddr,
+    ctx: Arc<Ctx>,
+    shutdown: broadcast::Sender<()>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Broker {
+    /// Start a broker: bind, recover metadata and partitions, serve.
+    pub async fn start(config: BrokerConfig) -> Result<Broker, StartError> {
+        std::fs::create_dir_all(&config.data_dir)
+            .map_err(|source| StartError::DataDir { path: config.data_dir.display().to_string(), source })?;
+        let listener = TcpListener::bind(&config.listen)
+            .await
+            .map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
+        let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
+        let (host, port) = advertised(&config, local_addr);
+        let controller = Controller::open(
+            &config.data_dir.join(METADATA_DIR),
+            config.node_id,
+            (&host, port),
+            config.cluster_id.as_deref(),
+            config.num_partitions,
+        )?;
+        let replicas = ReplicaManager::new(&config);
+        let image = controller.image();
+        replicas.remove_orphans(&image);
+        let clock = system_clock();
+        replicas.apply_image(&image, clock())?;
+        let ctx = Arc::new(Ctx { config, controller, replicas, clock });
+        let (shutdown, _) = broadcast::channel(1);
+        let tasks = vec![
+            tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone())),
+            tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
+        ];
+        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
+        Ok(Broker { local_addr, ctx, shutdown, tasks })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// `host:port` for a client's bootstrap.servers.
+    pub fn bootstrap(&self) -> String {
+        self.local_addr.to_string()
+    }
+
+    pub fn context(&self) -> &Arc<Ctx> {
+        &self.ctx
+    }
+
+    /// Stop serving, wait for the tasks, flush every partition.
+    pub async fn shutdown(mut self) {
+        let _ = self.shutdown.send(());
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+        for p in self.ctx.replicas.all_partitions() {
+            if let Err(e) = p.flush() {
+                tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush at shutdown failed");
+            }
+        }
+        tracing::info!("runnel broker stopped");
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        let _ = self.shutdown.send(());
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn advertised(config: &BrokerConfig, bound: SocketAddr) -> (String, u16) {
+    if let Some(adv) = &config.advertised_listener {
+        if let Some((h, p)) = adv.rsplit_once(':') {
+            if let Ok(p) = p.parse::<u16>() {
+                // Port 0 in the advertised address means "the port we bound".
+                return (h.to_owned(), if p == 0 { bound.port() } else { p });
+            }
+        }
+    }
+    let host = if bound.ip().is_unspecified() { "127.0.0.1".to_owned() } else { bound.ip().to_string() };
+    (host, bound.port())
+}
+
+async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::Sender<()>) {
+    let limit = Arc::new(Semaphore::new(ctx.config.max_connections));
+    let mut stop = shutdown.subscribe();
+    loop {
+        let permit = tokio::select! {
+            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
+            _ = stop.recv() => return,
+        };
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.recv() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let ctx = ctx.clone();
+                let rx = shutdown.subscribe();
+                tokio::spawn(async move {
+                    connection::serve(ctx, stream, peer, rx).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                // EMFILE and friends: back off instead of spinning.
+                tracing::error!(error = %e, "accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+async fn retention_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
+    let period = Duration::from_millis(ctx.config.log_retention_check_interval_ms.max(100));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.recv() => return,
+        }
+        let now = ctx.now_ms();
+        for p in ctx.replicas.all_partitions() {
+            match p.enforce_retention(now) {
+                Ok(0) => {}
+                Ok(n) => tracing::info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments"),
+                Err(e) => tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
+            }
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! [`PartitionLog`]: one partition's log, the storage layer's entry point.
+//!
+//! Durability: an append is in the page cache when `append` returns; it survives a process
+//! crash then, but a power loss only after an fsync. fsyncs happen when `flush.messages`
+//! records or `flush.ms` have accumulated since the last one (Kafka's policy; both default
+//! to never), on every segment roll (for the sealed segment), on [`PartitionLog::flush`] and
+//! [`PartitionLog::close`], and through [`PartitionLog::unflushed_handle`] for callers that
+//! group-commit before acknowledging. On restart, everything at or above the persisted
+//! recovery point is scanned and a torn or corrupt tail is cut off.
+
+use std::fs::File;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+
+use super::batch::{set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression};
+use super::checkpoint::{sync_dir, CheckpointFile};
+use super::error::StorageError;
+use super::leader_epoch::LeaderEpochCache;
+use super::record::record_positions;
+use super::segment::LogSegment;
+
+mod lookup;
+mod recovery;
+mod retention;
+#[cfg(test)]
+mod tests;
+
+/// Per-topic log settings, named after Kafka's topic configs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogConfig {
+    /// `segment.bytes`: roll when the active segment would grow past this.
+    pub segment_bytes: u64,
+    /// `segment.ms`: roll when the active segment's first append is older than this.
+    pub segment_ms: i64,
+    /// `index.interval.bytes`: log bytes between offset index entries.
+    pub index_interval_bytes: u64,
+    /// `retention.ms`: delete sealed segments whose newest record is older; -1 = forever.
+    pub retention_ms: i64,
+    /// `retention.bytes`: delete oldest sealed segments while the log is larger; -1 = no limit.
+    pub retention_bytes: i64,
+    /// `flush.messages`: fsync after this many records; `i64::MAX` = never.
+    pub flush_messages: i64,
+    /// `flush.ms`: fsync when this long has passed since the last fsync; `i64::MAX` = never.
+    pub flush_ms: i64,
+    /// `max.message.bytes`: largest record batch accepted.
+    pub max_message_bytes: usize,
+}
+
+const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
+
+impl Default for LogConfig {
+    fn default() -> Self {
+        LogConfig {
+            segment_bytes: 1 << 30,
+            segment_ms: WEEK_MS,
+            index_interval_bytes: 4096,
+            retention_ms: WEEK_MS,
+            retention_bytes: -1,
+            flush_messages: i64::MAX,
+            flush_ms: i64::MAX,
+            max_message_bytes: 1_048_588,
+        }
+    }
+}
+
+/// Where an append landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AppendInfo {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// Largest batch max timestamp appended (-1 when none carries a timestamp).
+    pub max_timestamp: i64,
+    /// Offset of the record with `max_timestamp` (the batch's base offset when compressed).
+    pub offset_of_max_timestamp: i64,
+    pub log_start_offset: i64,
+}
+
+pub(crate) const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-checkpoint";
+pub(crate) const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub(crate) const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+
+/// A partition's log: ordered segments, only the last of which (the active segment) is
+/// appended to.
+///
+/// Invariants: `segments` is never empty and sorted by base offset; offsets increase
+/// across segments; `log_start_offset` ≥ the first segment's base offset and ≤ the log end
+/// offset; `recovery_point` ≤ the log end offset and everything below it has been fsynced.
+#[derive(Debug)]
+pub struct PartitionLog {
+    dir: PathBuf,
+    config: LogConfig,
+    segments: Vec<LogSegment>,
+    log_start_offset: i64,
+    recovery_point: i64,
+    unflushed_messages: i64,
+    last_flush_ms: i64,
+    epochs: LeaderEpochCache,
+}
+
+impl PartitionLog {
+    pub fn set_config(&mut self, config: LogConfig) {
+        self.config = config;
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    pub fn log_end_offset(&self) -> i64 {
+        self.active().next_offset()
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.iter().map(LogSegment::size).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    /// Offset up to which the log is known to be on disk.
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    fn active(&self) -> &LogSegment {
+        self.segments.last().expect("a partition log always has a segment")
+    }
+
+    fn active_mut(&mut self) -> &mut LogSegment {
+        self.segments.last_mut().expect("a partition log always has a segment")
+    }
+
+    /// Index of the segment that would hold `offset`: the last one with base ≤ `offset`.
+    fn segment_index_for(&self, offset: i64) -> usize {
+        self.segments.partition_point(|s| s.base_offset() <= offset).saturating_sub(1)
+    }
+
+    fn out_of_range(&self, offset: i64) -> StorageError {
+        StorageError::OffsetOutOfRange {
+            offset,
+            log_start_offset: self.log_start_offset,
+            log_end_offset: self.log_end_offset(),
+        }
+    }
+
+    /// Appends already validated batches, assigning offsets from the log end offset and
+    /// stamping `leader_epoch`, both in place in `records`. All or nothing.
+    pub fn append(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, StorageError> {
+        let mut headers = split_batches(records)?;
+        let base_offset = self.log_end_offset();
+        let mut next = base_offset;
+        let mut pos = 0;
+        let mut record_count: i64 = 0;
+        for h in &mut headers {
+            set_base_offset(&mut records[pos..], next);
+            set_partition_leader_epoch(&mut records[pos..], leader_epoch);
+            h.base_offset = next;
+            h.partition_leader_epoch = leader_epoch;
+            next = h.next_offset();
+            pos += h.total_len();
+            record_count += i64::from(h.records_count.max(0));
+        }
+        let last_offset = next - 1;
+        if self.should_roll(records.len() as u64, last_offset, now_ms) {
+            self.roll(now_ms)?;
+        }
+        self.active_mut().append(records, &headers, now_ms)?;
+        if leader_epoch >= 0 && self.epochs.latest_epoch().map_or(true, |e| leader_epoch > e) {
+            if let Err(e) = self.epochs.assign(leader_epoch, base_offset) {
+                // Keep the append all-or-nothing: the epoch must be known for its data.
+                self.active_mut().truncate_to(base_offset)?;
+                return Err(e.into());
+            }
+        }
+        let (max_timestamp, offset_of_max_timestamp) = max_timestamp_of(records, &headers);
+        self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
+        if self.unflushed_messages >= self.config.flush_messages
+            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
+        {
+            self.flush_at(now_ms)?;
+        }
+        Ok(AppendInfo {
+            base_offset,
+            last_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            log_start_offset: self.log_start_offset,
+        })
+    }
+
+    fn should_roll(&self, append_bytes: u64, last_offset: i64, now_ms: i64) -> bool {
+        let active = self.active();
+        if active.is_empty() {
+            return false;
+        }
+        let too_big = active.size() + append_bytes > self.config.segment_bytes
+            // Index positions are u32.
+            || active.size() + append_bytes > u64::from(u32::MAX);
+        let too_old = active
+            .created_ms()
+            .is_some_and(|created| now_ms.saturating_sub(created) > self.config.segment_ms);
+        // Index offsets are relative to the base offset and must fit.
+        let offsets_overflow = last_offset - active.base_offset() > i64::from(i32::MAX);
+        too_big || too_old || offsets_overflow
+    }
+
+    /// Seals the active segment (fsyncing it, so only the new active segment can hold
+    /// unflushed data) and starts a new one at the log end offset.
+    fn roll(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        let base_offset = self.log_end_offset();
+        let active = self.active_mut();
+        active.seal()?;
+        active.flush()?;
+        let segment = LogSegment::create(&self.dir, base_offset, self.config.index_interval_bytes)?;
+        sync_dir(&self.dir)?;
+        self.segments.push(segment);
+        // Every earlier segment was fsynced when it was sealed.
+        self.recovery_point = self.recovery_point.max(base_offset);
+        tracing::debug!(dir = %self.dir.display(), base_offset, now_ms, "rolled new segment");
+        Ok(())
+    }
+
+    /// Whole batches from the one containing `offset`, stopping before any batch whose base
+    /// offset is ≥ `max_offset` and before exceeding `max_bytes` (the first batch is
+    /// always returned whole). Empty at the log end offset or at/after `max_offset`.
+    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64) -> Result<Bytes, StorageError> {
+        let log_end_offset = self.log_end_offset();
+        if offset < self.log_start_offset || offset > log_end_offset {
+            return Err(self.out_of_range(offset));
+        }
+        if offset == log_end_offset || offset >= max_offset {
+            return Ok(Bytes::new());
+        }
+        let mut out: Vec<u8> = Vec::new();
+        let mut first_batch = true;
+        let mut start = None;
+        for (i, seg) in self.segments.iter().enumerate().skip(self.segment_index_for(offset)) {
+            if let Some((pos, _)) = seg.find_batch(offset)? {
+                start = Some((i, pos));
+                break;
+            }
+        }
+        let Some((first_segment, mut pos)) = start else { return Ok(Bytes::new()) };
+        'segments: for seg in &self.segments[first_segment..] {
+            let range_start = pos;
+            let mut done = false;
+            for item in seg.batches_from(pos) {
+                let (at, h) = item?;
+                let len = h.total_len();
+                let taken = out.len() + (at - range_start) as usize;
+                if h.base_offset >= max_offset || (!first_batch && taken + len > max_bytes) {
+                    done = true;
+                    break;
+                }
+                first_batch = false;
+                pos = at + len as u64;
+            }
+            if pos > range_start {
+                out.extend_from_slice(&seg.read(range_start, (pos - range_start) as usize)?);
+            }
+            if done {
+                break 'segments;
+            }
+            pos = 0;
+        }
+        Ok(Bytes::from(out))
+    }
+
+    /// fdatasyncs everything not yet flushed and persists the recovery point.
+    pub fn flush(&mut self) -> Result<(), StorageError> {
+        self.flush_at(wall_clock_ms())
+    }
+
+    fn flush_at(&mut self, now_ms: i64) -> Result<(), StorageError> {
+        let first = self.segment_index_for(self.recovery_point);
+        for seg in &self.segments[first..] {
+            seg.flush()?;
+        }
+        self.recovery_point = self.log_end_offset();
+        CheckpointFile::write_offset(&self.dir.join(RECOVERY_POINT_CHECKPOINT), self.recovery_point)?;
+        self.unflushed_messages = 0;
+        self.last_flush_ms = now_ms;
+        Ok(())
+    }
+
+    /// For group commit outside the caller's lock: the active segment's file and the log
+    /// end offset now. fsyncing that file makes everything below the offset durable (older
+    /// segments were fsynced when sealed). `None` when nothing is unflushed.
+    pub fn unflushed_handle(&self) -> Option<(Arc<File>, i64)> {
+        let log_end_offset = self.log_end_offset();
+        (self.recovery_point < log_end_offset).then(|| (self.active().log_file(), log_end_offset))
+    }
+
+    /// Records that a caller fsynced through [`Self::unflushed_handle`] up to `offset`.
+    /// The recovery point is kept in memory only; the next [`Self::flush`] persists it.
+    pub fn mark_flushed(&mut self, offset: i64) {
+        let log_end_offset = self.log_end_offset();
+        self.recovery_point = self.recovery_point.max(offset.min(log_end_offset));
+        if self.recovery_point == log_end_offset {
+            self.unflushed_messages = 0;
+        }
+    }
+
+    /// Flushes and leaves a clean-shutdown marker so the next open skips recovery.
+    pub fn close(mut self) -> Result<(), StorageError> {
+        self.active_mut().seal()?;
+        self.flush()?;
+        File::create(self.dir.join(CLEAN_SHUTDOWN_MARKER))?.sync_all()?;
+        sync_dir(&self.dir)?;
+        Ok(())
+    }
+
+    /// Removes the partition directory and everything in it.
+    pub fn delete(self) -> Result<(), StorageError> {
+        let dir = self.dir.clone();
+        drop(self);
+        std::fs::remove_dir_all(&dir)?;
+        if let Some(parent) = dir.parent() {
+            sync_dir(parent)?;
+        }
+        Ok(())
+    }
+}
+
+/// Largest batch max timestamp in `records` and the offset of the record carrying it
+/// (exact for uncompressed batches, the batch's base offset otherwise).
+fn max_timestamp_of(records: &[u8], headers: &[BatchHeader]) -> (i64, i64) {
+    let mut best: Option<(usize, &BatchHeader)> = None;
+    let mut pos = 0;
+    for h in headers {
+        if h.max_timestamp >= 0 && best.map_or(true, |(_, b)| h.max_timestamp > b.max_timestamp) {
+            best = Some((pos, h));
+        }
+        pos += h.total_len();
+    }
+    match best {
+        None => (-1, -1),
+        Some((pos, h)) => (h.max_timestamp, exact_offset_of_timestamp(&records[pos..pos + h.total_len()], h)),
+    }
+}
+
+/// Offset of the first record in `batch` whose timestamp is the batch's max timestamp.
+pub(crate) fn exact_offset_of_timestamp(batch: &[u8], h: &BatchHeader) -> i64 {
+    if h.compression() != Compression::None {
+        return h.base_offset;
+    }
+    record_positions(h, batch)
+        .ok()
+        .and_then(|recs| recs.into_iter().find(|r| r.timestamp == h.max_timestamp))
+        .map_or(h.base_offset, |r| r.offset)
+}
+
+fn wall_clock_ms() -> i64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}

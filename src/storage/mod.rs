@@ -1,0 +1,35 @@
+//! Kafka's on-disk log layout: per partition, segments of v2 record batches with sparse
+//! offset and time indexes, crash recovery, retention. Synchronous `std::fs` only; callers
+//! run it off the async runtime.
+//!
+//! # Layout
+//!
+//! * [`log`]: [`PartitionLog`], the entry point: offsets, appends, reads, recovery on open,
+//!   flush policy, retention, DeleteRecords, truncation, timestamp and epoch lookups.
+//! * [`segment`]: [`segment::LogSegment`], one `.log` file with its indexes.
+//! * [`offset_index`], [`time_index`]: the sparse `.index` and `.timeindex` files.
+//! * [`batch`]: the v2 record batch header, Produce-time validation, in-place stamping.
+//! * [`record`]: walking the records of an uncompressed batch.
+//! * [`leader_epoch`]: the `leader-epoch-checkpoint` cache for OffsetForLeaderEpoch.
+//! * [`checkpoint`]: atomically replaced checkpoint files.
+//! * [`error`]: the [`StorageError`] enum.
+
+pub mod batch;
+pub mod checkpoint;
+pub mod error;
+pub mod leader_epoch;
+pub mod log;
+pub mod offset_index;
+pub mod record;
+pub mod segment;
+pub mod time_index;
+
+#[cfg(test)]
+mod test_util;
+
+pub use batch::{
+    set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batches, BatchError, BatchHeader,
+    BATCH_HEADER_LEN,
+};
+pub use error::StorageError;
+pub use log::{AppendInfo, LogConfig, PartitionLog};

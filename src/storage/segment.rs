@@ -1,0 +1,541 @@
+//! One segment of a partition log: a `.log` file and its two sparse indexes.
+
+use std::fs::{self, File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::UNIX_EPOCH;
+
+use super::batch::{BatchHeader, BATCH_HEADER_LEN, MIN_BATCH_LENGTH};
+use super::offset_index::OffsetIndex;
+use super::time_index::TimeIndex;
+
+pub const LOG_SUFFIX: &str = "log";
+pub const INDEX_SUFFIX: &str = "index";
+pub const TIME_INDEX_SUFFIX: &str = "timeindex";
+
+/// Kafka's file name for a segment file: the base offset zero-padded to 20 digits.
+pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
+    format!("{base_offset:020}.{suffix}")
+}
+
+/// Timestamp meaning "none" in Kafka's formats.
+pub const NO_TIMESTAMP: i64 = -1;
+
+/// A contiguous run of the partition's record batches.
+///
+/// On disk, `<base offset>.log` holds v2 record batches back to back exactly as produced
+/// (after the broker stamped base offset and leader epoch); nothing else, no header.
+/// `<base offset>.index` and `<base offset>.timeindex` are its sparse indexes
+/// ([`OffsetIndex`], [`TimeIndex`]).
+///
+/// Invariants: batch offsets strictly increase and are all ≥ `base_offset`; `size` is the
+/// `.log` length and ends on a batch boundary; `next_offset` is one past the last batch's
+/// last offset (`base_offset` when empty); index entries only point at batches that exist.
+/// Only the partition's last segment (the active one) is appended to.
+#[derive(Debug)]
+pub struct LogSegment {
+    base_offset: i64,
+    log_path: PathBuf,
+    log: Arc<File>,
+    offset_index: OffsetIndex,
+    time_index: TimeIndex,
+    size: u64,
+    next_offset: i64,
+    index_interval_bytes: u64,
+    bytes_since_last_index_entry: u64,
+    /// Largest batch max timestamp and the base offset of the batch that carries it.
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    /// When the first batch was appended (file mtime for a reopened segment); drives
+    /// `segment.ms` rolls.
+    created_ms: Option<i64>,
+}
+
+/// Batch headers from a position onward: `(position, header)`. Stops at the end of the
+/// segment or at the first position holding no complete, well-framed batch.
+pub struct BatchIter<'a> {
+    segment: &'a LogSegment,
+    pos: u64,
+}
+
+impl Iterator for BatchIter<'_> {
+    type Item = io::Result<(u64, BatchHeader)>;
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.segment.read_header(self.pos) {
+            Ok(Some(h)) => {
+                let at = self.pos;
+                self.pos += h.total_len() as u64;
+                Some(Ok((at, h)))
+            }
+            Ok(None) => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+/// State that an append changes, kept to undo a failed append.
+struct Snapshot {
+    size: u64,
+    next_offset: i64,
+    bytes_since_last_index_entry: u64,
+    max_timestamp: i64,
+    offset_of_max_timestamp: i64,
+    created_ms: Option<i64>,
+}
+
+impl LogSegment {
+    /// Creates an empty segment, replacing any files with its name.
+    pub fn create(dir: &Path, base_offset: i64, index_interval_bytes: u64) -> io::Result<LogSegment> {
+        let log_path = dir.join(segment_file_name(base_offset, LOG_SUFFIX));
+        let log = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&log_path)?;
+        Ok(LogSegment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            offset_index: OffsetIndex::create(&dir.join(segment_file_name(base_offset, INDEX_SUFFIX)), base_offset)?,
+            time_index: TimeIndex::create(&dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset)?,
+            size: 0,
+            next_offset: base_offset,
+            index_interval_bytes,
+            bytes_since_last_index_entry: 0,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: base_offset,
+            created_ms: None,
+        })
+    }
+
+    /// Opens an existing segment. With `recover`, or when an index is missing or fails its
+    /// sanity check, every batch is checked and the indexes rebuilt (see [`Self::recover`]).
+    /// Returns the segment and the number of bytes recovery cut off.
+    pub fn open(
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: u64,
+        recover: bool,
+    ) -> io::Result<(LogSegment, u64)> {
+        let log_path = dir.join(segment_file_name(base_offset, LOG_SUFFIX));
+        let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
+        let meta = log.metadata()?;
+        let size = meta.len();
+        let created_ms = (size > 0).then(|| mtime_ms(&meta));
+        let index_path = dir.join(segment_file_name(base_offset, INDEX_SUFFIX));
+        let time_index_path = dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX));
+        let offset_index = OffsetIndex::load(&index_path, base_offset, size)?;
+        let time_index = TimeIndex::load(&time_index_path, base_offset)?;
+        let indexes_loaded = offset_index.is_some() && time_index.is_some();
+        let mut segment = LogSegment {
+            base_offset,
+            log_path,
+            log: Arc::new(log),
+            offset_index: match offset_index {
+                Some(i) => i,
+                None => OffsetIndex::create(&index_path, base_offset)?,
+            },
+            time_index: match time_index {
+                Some(i) => i,
+                None => TimeIndex::create(&time_index_path, base_offset)?,
+            },
+            size,
+            next_offset: base_offset,
+            index_interval_bytes,
+            bytes_since_last_index_entry: 0,
+            max_timestamp: NO_TIMESTAMP,
+            offset_of_max_timestamp: base_offset,
+            created_ms,
+        };
+        if !recover && indexes_loaded && segment.load_tail()? {
+            return Ok((segment, 0));
+        }
+        if !recover {
+            tracing::warn!(segment = %segment.log_path.display(), "index missing or inconsistent; rebuilding");
+        }
+        let truncated = segment.recover()?;
+        Ok((segment, truncated))
+    }
+
+    /// Derives the in-memory state of a trusted segment from its indexes and the batches
+    /// after the last offset index entry. False when the files disagree (rebuild needed).
+    fn load_tail(&mut self) -> io::Result<bool> {
+        let (mut pos, index_offset) = match self.offset_index.last_entry() {
+            Some((offset, pos)) => (pos, Some(offset)),
+            None => (0, None),
+        };
+        if let Some((ts, offset)) = self.time_index.last_entry() {
+            self.max_timestamp = ts;
+            self.offset_of_max_timestamp = offset;
+        }
+        let mut first = true;
+        while pos < self.size {
+            let Some(h) = self.read_header(pos)? else { return Ok(false) };
+            if first && index_offset.is_some_and(|o| o != h.last_offset()) {
+                return Ok(false);
+            }
+            first = false;
+            if h.max_timestamp > self.max_timestamp {
+                self.max_timestamp = h.max_timestamp;
+                self.offset_of_max_timestamp = h.base_offset;
+            }
+            self.bytes_since_last_index_entry += h.total_len() as u64;
+            self.next_offset = h.next_offset();
+            pos += h.total_len() as u64;
+        }
+        let time_index_ok = self.time_index.last_entry().map_or(true, |(_, o)| o < self.next_offset);
+        Ok(time_index_ok)
+    }
+
+    /// Checks every batch (framing, CRC-32C, counts, increasing offsets), cuts the file at
+    /// the first bad or torn batch and rebuilds both indexes. Returns the bytes cut off.
+    pub fn recover(&mut self) -> io::Result<u64> {
+        self.offset_index.truncate_to_position(0)?;
+        self.time_index.truncate_to_offset(self.base_offset)?;
+        self.next_offset = self.base_offset;
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp = NO_TIMESTAMP;
+        self.offset_of_max_timestamp = self.base_offset;
+        let mut pos = 0;
+        while pos < self.size {
+            match self.read_header(pos)? {
+                Some(h) if self.batch_is_valid(pos, &h)? => {
+                    self.index_batch(&h, pos)?;
+                    pos += h.total_len() as u64;
+                }
+                _ => break,
+            }
+        }
+        let truncated = self.size - pos;
+        if truncated > 0 {
+            tracing::warn!(
+                segment = %self.log_path.display(),
+                position = pos,
+                bytes = truncated,
+                "truncating invalid or torn batches at the end of the segment"
+            );
+            self.log.set_len(pos)?;
+            self.size = pos;
+        }
+        Ok(truncated)
+    }
+
+    fn batch_is_valid(&self, pos: u64, h: &BatchHeader) -> io::Result<bool> {
+        if h.records_count < 0 || h.last_offset_delta < 0 || h.base_offset < self.next_offset {
+            return Ok(false);
+        }
+        Ok(self.crc_of_batch(pos, h)? == h.crc)
+    }
+
+    /// CRC-32C of the batch's CRC'd range, read in bounded chunks.
+    fn crc_of_batch(&self, pos: u64, h: &BatchHeader) -> io::Result<u32> {
+        const CRC_START: u64 = 21;
+        let end = pos + h.total_len() as u64;
+        let mut at = pos + CRC_START;
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut crc = 0;
+        while at < end {
+            let n = ((end - at) as usize).min(buf.len());
+            self.log.read_exact_at(&mut buf[..n], at)?;
+            crc = crc32c::crc32c_append(crc, &buf[..n]);
+            at += n as u64;
+        }
+        Ok(crc)
+    }
+
+    /// The header of the batch at `pos` if a complete, well-framed batch is there.
+    pub fn read_header(&self, pos: u64) -> io::Result<Option<BatchHeader>> {
+        if pos + BATCH_HEADER_LEN as u64 > self.size {
+            return Ok(None);
+        }
+        let mut buf = [0u8; BATCH_HEADER_LEN];
+        self.log.read_exact_at(&mut buf, pos)?;
+        let Ok(h) = BatchHeader::parse(&buf) else { return Ok(None) };
+        if h.batch_length < MIN_BATCH_LENGTH || pos + h.total_len() as u64 > self.size {
+            return Ok(None);
+        }
+        Ok(Some(h))
+    }
+
+    /// Updates indexes and running state for a batch written at `pos`.
+    fn index_batch(&mut self, h: &BatchHeader, pos: u64) -> io::Result<()> {
+        if h.max_timestamp > self.max_timestamp {
+            self.max_timestamp = h.max_timestamp;
+            self.offset_of_max_timestamp = h.base_offset;
+        }
+        if self.bytes_since_last_index_entry > self.index_interval_bytes {
+            self.offset_index.append(h.last_offset(), pos)?;
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
+            self.bytes_since_last_index_entry = 0;
+        }
+        self.bytes_since_last_index_entry += h.total_len() as u64;
+        self.next_offset = h.next_offset();
+        Ok(())
+    }
+
+    /// Appends `records` (the batches described by `headers`, offsets already assigned) with
+    /// one positional write. On failure the segment is cut back to its previous end.
+    pub fn append(&mut self, records: &[u8], headers: &[BatchHeader], now_ms: i64) -> io::Result<()> {
+        let snapshot = Snapshot {
+            size: self.size,
+            next_offset: self.next_offset,
+            bytes_since_last_index_entry: self.bytes_since_last_index_entry,
+            max_timestamp: self.max_timestamp,
+            offset_of_max_timestamp: self.offset_of_max_timestamp,
+            created_ms: self.created_ms,
+        };
+        let result = self.log.write_all_at(records, self.size).and_then(|()| {
+            let mut pos = self.size;
+            for h in headers {
+                self.index_batch(h, pos)?;
+                pos += h.total_len() as u64;
+            }
+            Ok(())
+        });
+        match result {
+            Ok(()) => {
+                self.size += records.len() as u64;
+                self.created_ms.get_or_insert(now_ms);
+                Ok(())
+            }
+            Err(e) => {
+                self.restore(&snapshot)?;
+                Err(e)
+            }
+        }
+    }
+
+    fn restore(&mut self, s: &Snapshot) -> io::Result<()> {
+        self.log.set_len(s.size)?;
+        self.offset_index.truncate_to_position(s.size)?;
+        self.time_index.truncate_to_offset(s.next_offset)?;
+        self.size = s.size;
+        self.next_offset = s.next_offset;
+        self.bytes_since_last_index_entry = s.bytes_since_last_index_entry;
+        self.max_timestamp = s.max_timestamp;
+        self.offset_of_max_timestamp = s.offset_of_max_timestamp;
+        self.created_ms = s.created_ms;
+        Ok(())
+    }
+
+    /// Reads `len` bytes at `pos`.
+    pub fn read(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.log.read_exact_at(&mut buf, pos)?;
+        Ok(buf)
+    }
+
+    pub fn batches_from(&self, pos: u64) -> BatchIter<'_> {
+        BatchIter { segment: self, pos }
+    }
+
+    /// Position and header of the first batch whose last offset is ≥ `offset`: an index
+    /// lookup, then a forward scan of headers. `None` when the segment ends before it.
+    pub fn find_batch(&self, offset: i64) -> io::Result<Option<(u64, BatchHeader)>> {
+        if offset >= self.next_offset {
+            return Ok(None);
+        }
+        let (_, start) = self.offset_index.lookup(offset);
+        for item in self.batches_from(start) {
+            let (pos, h) = item?;
+            if h.last_offset() >= offset {
+                return Ok(Some((pos, h)));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Offset to start a search for the first record with timestamp ≥ `ts`.
+    pub fn search_start_for_timestamp(&self, ts: i64) -> i64 {
+        // Strictly below `ts`: an entry at exactly `ts` may have earlier records equal to it.
+        match self.time_index.lookup(ts.saturating_sub(1)) {
+            Some((_, offset)) => offset,
+            None => self.base_offset,
+        }
+    }
+
+    /// Removes the batch containing `offset` and everything after it. Returns bytes removed.
+    pub fn truncate_to(&mut self, offset: i64) -> io::Result<u64> {
+        let Some((pos, h)) = self.find_batch(offset)? else { return Ok(0) };
+        let removed = self.size - pos;
+        self.log.set_len(pos)?;
+        self.offset_index.truncate_to_position(pos)?;
+        self.time_index.truncate_to_offset(h.base_offset)?;
+        self.size = pos;
+        self.next_offset = self.base_offset;
+        self.bytes_since_last_index_entry = 0;
+        self.max_timestamp = NO_TIMESTAMP;
+        self.offset_of_max_timestamp = self.base_offset;
+        if !self.load_tail()? {
+            self.recover()?;
+        }
+        if self.size == 0 {
+            self.created_ms = None;
+        }
+        Ok(removed)
+    }
+
+    /// Called when the segment stops being active: records its final max timestamp in the
+    /// time index, so a reopen finds it without scanning.
+    pub fn seal(&mut self) -> io::Result<()> {
+        if self.max_timestamp != NO_TIMESTAMP {
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
+        }
+        Ok(())
+    }
+
+    /// fdatasync of the log and both indexes.
+    pub fn flush(&self) -> io::Result<()> {
+        self.log.sync_data()?;
+        self.offset_index.flush()?;
+        self.time_index.flush()
+    }
+
+    /// Removes the segment's files; indexes first, so a crash leaves a log whose indexes
+    /// are rebuilt rather than orphan indexes.
+    pub fn delete(self) -> io::Result<()> {
+        for path in [self.offset_index.path(), self.time_index.path(), self.log_path.as_path()] {
+            match fs::remove_file(path) {
+                Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    pub fn base_offset(&self) -> i64 {
+        self.base_offset
+    }
+
+    /// One past the last offset in the segment.
+    pub fn next_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.size == 0
+    }
+
+    /// `(max timestamp, base offset of the batch holding it)`; `None` without timestamps.
+    pub fn max_timestamp(&self) -> Option<(i64, i64)> {
+        (self.max_timestamp != NO_TIMESTAMP).then_some((self.max_timestamp, self.offset_of_max_timestamp))
+    }
+
+    /// Timestamp retention compares against: the largest record timestamp, or the file's
+    /// mtime when no batch carries one (as Kafka does).
+    pub fn largest_timestamp(&self) -> io::Result<i64> {
+        if self.max_timestamp > 0 {
+            return Ok(self.max_timestamp);
+        }
+        Ok(mtime_ms(&self.log.metadata()?))
+    }
+
+    pub fn created_ms(&self) -> Option<i64> {
+        self.created_ms
+    }
+
+    pub fn log_file(&self) -> Arc<File> {
+        Arc::clone(&self.log)
+    }
+
+    pub fn offset_index(&self) -> &OffsetIndex {
+        &self.offset_index
+    }
+}
+
+fn mtime_ms(meta: &fs::Metadata) -> i64 {
+    meta.modified()
+        .ok()
+        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::batch::{set_base_offset, split_batches};
+    use crate::storage::test_util::build_batch;
+
+    /// Appends `count` single-batch appends of 3 records each, starting at the segment's end.
+    fn fill(seg: &mut LogSegment, count: usize) {
+        for i in 0..count {
+            let mut b = build_batch(0, &[1000 + i as i64, 1001, 1002], 100);
+            set_base_offset(&mut b, seg.next_offset());
+            let headers = split_batches(&b).unwrap();
+            seg.append(&b, &headers, 5).unwrap();
+        }
+    }
+
+    #[test]
+    fn append_find_and_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = LogSegment::create(dir.path(), 100, 300).unwrap();
+        fill(&mut seg, 20);
+        assert_eq!(seg.next_offset(), 160);
+        assert!(!seg.offset_index().is_empty());
+        for offset in [100, 101, 102, 103, 150, 159] {
+            let (pos, h) = seg.find_batch(offset).unwrap().unwrap();
+            assert!(h.base_offset <= offset && offset <= h.last_offset());
+            assert_eq!(seg.read_header(pos).unwrap(), Some(h));
+        }
+        assert!(seg.find_batch(160).unwrap().is_none());
+        assert_eq!(seg.max_timestamp(), Some((1019, 157)));
+        seg.seal().unwrap();
+        let size = seg.size();
+        drop(seg);
+
+        let (seg, cut) = LogSegment::open(dir.path(), 100, 300, false).unwrap();
+        assert_eq!((cut, seg.size(), seg.next_offset()), (0, size, 160));
+        assert_eq!(seg.max_timestamp(), Some((1019, 157)));
+        assert_eq!(seg.find_batch(131).unwrap().unwrap().1.base_offset, 130);
+    }
+
+    #[test]
+    fn recover_cuts_torn_tail_and_rebuilds_indexes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
+        fill(&mut seg, 10);
+        let good_size = seg.size();
+        let entries = seg.offset_index().len();
+        // A torn half batch after the good ones.
+        let half = build_batch(30, &[1], 100);
+        seg.log.write_all_at(&half[..half.len() / 2], good_size).unwrap();
+        drop(seg);
+        fs::remove_file(dir.path().join(segment_file_name(0, INDEX_SUFFIX))).unwrap();
+
+        let (seg, cut) = LogSegment::open(dir.path(), 0, 300, true).unwrap();
+        assert_eq!(cut, (half.len() / 2) as u64);
+        assert_eq!((seg.size(), seg.next_offset()), (good_size, 30));
+        assert_eq!(seg.offset_index().len(), entries);
+        assert_eq!(seg.find_batch(22).unwrap().unwrap().1.base_offset, 21);
+    }
+
+    #[test]
+    fn recover_cuts_at_crc_mismatch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
+        fill(&mut seg, 5);
+        let (pos, _) = seg.find_batch(9).unwrap().unwrap();
+        seg.log.write_all_at(&[0xee], pos + 70).unwrap();
+        let size = seg.size();
+        assert_eq!(seg.recover().unwrap(), size - pos);
+        assert_eq!((seg.size(), seg.next_offset()), (pos, 9));
+    }
+
+    #[test]
+    fn truncate_to_drops_containing_batch() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
+        fill(&mut seg, 10);
+        seg.truncate_to(16).unwrap();
+        assert_eq!(seg.next_offset(), 15);
+        fill(&mut seg, 1);
+        assert_eq!(seg.next_offset(), 18);
+        assert_eq!(seg.find_batch(16).unwrap().unwrap().1.base_offset, 15);
+        seg.truncate_to(0).unwrap();
+        assert!(seg.is_empty());
+        assert_eq!((seg.next_offset(), seg.max_timestamp(), seg.created_ms()), (0, None, None));
+    }
+}

@@ -1,0 +1,172 @@
+//! The sparse time index of one segment (`<base offset>.timeindex`).
+
+use std::fs::{File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Sparse map from the segment's running max timestamp to the batch holding it.
+///
+/// On disk: a sequence of 12-byte entries, no header:
+///
+/// ```text
+/// timestamp        i64 big-endian   max timestamp of the segment up to this batch
+/// relative offset  u32 big-endian   that batch's base offset - segment base offset
+/// ```
+///
+/// Invariants: file length is a multiple of 12; timestamps strictly increase and offsets
+/// never decrease from entry to entry. Entry `(t, o)` therefore promises that no record
+/// before the batch at `o` has a timestamp above `t`, so a search for the first record at
+/// or after time `T` may start at the entry with the largest `t < T`.
+#[derive(Debug)]
+pub struct TimeIndex {
+    path: PathBuf,
+    file: File,
+    base_offset: i64,
+    entries: Vec<(i64, u32)>,
+}
+
+pub const TIME_ENTRY_LEN: usize = 12;
+
+impl TimeIndex {
+    /// Creates an empty index, replacing any file at `path`.
+    pub fn create(path: &Path, base_offset: i64) -> io::Result<TimeIndex> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        file.set_len(0)?;
+        Ok(TimeIndex { path: path.to_owned(), file, base_offset, entries: Vec::new() })
+    }
+
+    /// Loads an existing index. `Ok(None)` when the file is missing or fails the sanity
+    /// check (then the caller rebuilds it from the log).
+    pub fn load(path: &Path, base_offset: i64) -> io::Result<Option<TimeIndex>> {
+        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        if bytes.len() % TIME_ENTRY_LEN != 0 {
+            return Ok(None);
+        }
+        let entries: Vec<(i64, u32)> = bytes
+            .chunks_exact(TIME_ENTRY_LEN)
+            .map(|e| {
+                let mut ts = [0u8; 8];
+                ts.copy_from_slice(&e[..8]);
+                (i64::from_be_bytes(ts), u32::from_be_bytes([e[8], e[9], e[10], e[11]]))
+            })
+            .collect();
+        if !entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1) {
+            return Ok(None);
+        }
+        Ok(Some(TimeIndex { path: path.to_owned(), file, base_offset, entries }))
+    }
+
+    /// Adds `(timestamp, offset)` if `timestamp` exceeds the last entry's; otherwise the
+    /// entry would add nothing and is skipped.
+    pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> io::Result<()> {
+        let relative = u32::try_from(offset - self.base_offset).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "offset does not fit the time index")
+        })?;
+        if let Some(&(last_ts, last_rel)) = self.entries.last() {
+            if timestamp <= last_ts {
+                return Ok(());
+            }
+            if relative < last_rel {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    "time index offsets must not decrease",
+                ));
+            }
+        }
+        let mut entry = [0u8; TIME_ENTRY_LEN];
+        entry[..8].copy_from_slice(&timestamp.to_be_bytes());
+        entry[8..].copy_from_slice(&relative.to_be_bytes());
+        self.file.write_all(&entry)?;
+        self.entries.push((timestamp, relative));
+        Ok(())
+    }
+
+    /// The entry with the largest timestamp ≤ `target`, as (timestamp, offset); `None`
+    /// when every entry is later (search from the segment's start).
+    pub fn lookup(&self, target: i64) -> Option<(i64, i64)> {
+        let n = self.entries.partition_point(|&(ts, _)| ts <= target);
+        n.checked_sub(1)
+            .map(|i| self.entries[i])
+            .map(|(ts, rel)| (ts, self.base_offset + i64::from(rel)))
+    }
+
+    pub fn last_entry(&self) -> Option<(i64, i64)> {
+        self.entries.last().map(|&(ts, rel)| (ts, self.base_offset + i64::from(rel)))
+    }
+
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Drops every entry at `offset` or beyond.
+    pub fn truncate_to_offset(&mut self, offset: i64) -> io::Result<()> {
+        let keep = self
+            .entries
+            .partition_point(|&(_, rel)| self.base_offset + i64::from(rel) < offset);
+        self.file.set_len((keep * TIME_ENTRY_LEN) as u64)?;
+        self.entries.truncate(keep);
+        Ok(())
+    }
+
+    pub fn flush(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn append_lookup_truncate_reload() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("00000000000000000100.timeindex");
+        let mut idx = TimeIndex::create(&path, 100).unwrap();
+        assert_eq!(idx.lookup(5), None);
+        idx.maybe_append(1000, 100).unwrap();
+        idx.maybe_append(900, 105).unwrap(); // not a new max: skipped
+        idx.maybe_append(2000, 110).unwrap();
+        idx.maybe_append(3000, 120).unwrap();
+        assert_eq!(idx.len(), 3);
+        assert_eq!(idx.lookup(999), None);
+        assert_eq!(idx.lookup(1000), Some((1000, 100)));
+        assert_eq!(idx.lookup(2500), Some((2000, 110)));
+        idx.truncate_to_offset(120).unwrap();
+        assert_eq!(idx.last_entry(), Some((2000, 110)));
+        drop(idx);
+
+        let idx = TimeIndex::load(&path, 100).unwrap().unwrap();
+        assert_eq!(idx.len(), 2);
+        assert_eq!(idx.lookup(i64::MAX), Some((2000, 110)));
+    }
+
+    #[test]
+    fn load_rejects_torn_or_unordered_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.timeindex");
+        assert!(TimeIndex::load(&path, 0).unwrap().is_none());
+        std::fs::write(&path, [0u8; 13]).unwrap();
+        assert!(TimeIndex::load(&path, 0).unwrap().is_none());
+        let mut bytes = Vec::new();
+        for (ts, rel) in [(10i64, 1u32), (9, 2)] {
+            bytes.extend_from_slice(&ts.to_be_bytes());
+            bytes.extend_from_slice(&rel.to_be_bytes());
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        assert!(TimeIndex::load(&path, 0).unwrap().is_none());
+    }
+}
