@@ -289,3 +289,19 @@ mod tests {
         assert!(ConfigOverrides::from_yaml_str("flush_mode: sometimes\n").is_err());
     }
 }
+
+#[cfg(test)]
+mod documented_file_tests {
+    use super::*;
+
+    /// config/runnel.yaml documents every option with its default: it must parse, and
+    /// parse to exactly the defaults.
+    #[test]
+    fn documented_config_file_is_the_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/runnel.yaml");
+        let o = ConfigOverrides::from_yaml_file(&path).unwrap();
+        let from_file = BrokerConfig::build(&[o]).unwrap();
+        let defaults = BrokerConfig::default();
+        assert_eq!(format!("{from_file:?}"), format!("{defaults:?}"));
+    }
+}

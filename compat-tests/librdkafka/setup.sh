@@ -9,7 +9,8 @@
 #
 # Idempotent: a second run with the same pin and flags only checks the stamp.
 # Needs (installed here via apt-get when missing): gcc/g++, make, pkg-config,
-# python3, perl and the -dev packages of the optional codecs/security libraries.
+# python3, perl, the -dev packages of the optional codecs/security libraries and
+# rapidjson-dev (without it the tests that check statistics JSON skip themselves).
 #
 # Environment:
 #   RUNNEL_CACHE        cache root (default ~/.cache/runnel)
@@ -33,7 +34,7 @@ PKG_DIR="${CACHE}/node-rdkafka-${NODE_RDKAFKA_VERSION}"
 SRC_DIR="${PKG_DIR}/package/deps/librdkafka"
 CONFIGURE_FLAGS=(--no-download --disable-debug-symbols)
 STAMP="${SRC_DIR}/.runnel-build-stamp"
-STAMP_TEXT="node-rdkafka=${NODE_RDKAFKA_VERSION} flags=${CONFIGURE_FLAGS[*]} v1"
+STAMP_TEXT="node-rdkafka=${NODE_RDKAFKA_VERSION} flags=${CONFIGURE_FLAGS[*]} v2"
 
 log() { printf '[librdkafka-setup] %s\n' "$*" >&2; }
 
@@ -46,7 +47,8 @@ fi
 
 # ---------------------------------------------------------------- build deps
 DEB_PKGS=(gcc g++ make pkg-config perl python3 libssl-dev zlib1g-dev
-          libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev)
+          libzstd-dev liblz4-dev libsasl2-dev libcurl4-openssl-dev
+          rapidjson-dev)
 missing=()
 for p in "${DEB_PKGS[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then

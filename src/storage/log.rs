@@ -15,7 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use super::batch::{set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression};
+use super::batch::{
+    set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression,
+};
 use super::checkpoint::{sync_dir, CheckpointFile};
 use super::error::StorageError;
 use super::leader_epoch::LeaderEpochCache;
@@ -85,6 +87,18 @@ pub(crate) const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
 /// A partition's log: ordered segments, only the last of which (the active segment) is
 /// appended to.
 ///
+/// The partition directory holds:
+///
+/// ```text
+/// <base offset>.log / .index / .timeindex   one LogSegment each (20-digit base offset)
+/// recovery-point-checkpoint     offset below which everything was fsynced
+/// log-start-offset-checkpoint   log start offset moved by DeleteRecords or retention
+/// leader-epoch-checkpoint       LeaderEpochCache
+/// .kafka_cleanshutdown          present only between close() and the next open()
+/// ```
+///
+/// The checkpoints use [`CheckpointFile`]'s format with a single entry.
+///
 /// Invariants: `segments` is never empty and sorted by base offset; offsets increase
 /// across segments; `log_start_offset` ≥ the first segment's base offset and ≤ the log end
 /// offset; `recovery_point` ≤ the log end offset and everything below it has been fsynced.
@@ -135,16 +149,22 @@ impl PartitionLog {
     }
 
     fn active(&self) -> &LogSegment {
-        self.segments.last().expect("a partition log always has a segment")
+        self.segments
+            .last()
+            .expect("a partition log always has a segment")
     }
 
     fn active_mut(&mut self) -> &mut LogSegment {
-        self.segments.last_mut().expect("a partition log always has a segment")
+        self.segments
+            .last_mut()
+            .expect("a partition log always has a segment")
     }
 
     /// Index of the segment that would hold `offset`: the last one with base ≤ `offset`.
     fn segment_index_for(&self, offset: i64) -> usize {
-        self.segments.partition_point(|s| s.base_offset() <= offset).saturating_sub(1)
+        self.segments
+            .partition_point(|s| s.base_offset() <= offset)
+            .saturating_sub(1)
     }
 
     fn out_of_range(&self, offset: i64) -> StorageError {
@@ -157,7 +177,12 @@ impl PartitionLog {
 
     /// Appends already validated batches, assigning offsets from the log end offset and
     /// stamping `leader_epoch`, both in place in `records`. All or nothing.
-    pub fn append(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, StorageError> {
+    pub fn append(
+        &mut self,
+        records: &mut [u8],
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
         let mut headers = split_batches(records)?;
         let base_offset = self.log_end_offset();
         let mut next = base_offset;
@@ -177,7 +202,12 @@ impl PartitionLog {
             self.roll(now_ms)?;
         }
         self.active_mut().append(records, &headers, now_ms)?;
-        if leader_epoch >= 0 && self.epochs.latest_epoch().map_or(true, |e| leader_epoch > e) {
+        if leader_epoch >= 0
+            && self
+                .epochs
+                .latest_epoch()
+                .map_or(true, |e| leader_epoch > e)
+        {
             if let Err(e) = self.epochs.assign(leader_epoch, base_offset) {
                 // Keep the append all-or-nothing: the epoch must be known for its data.
                 self.active_mut().truncate_to(base_offset)?;
@@ -235,7 +265,12 @@ impl PartitionLog {
     /// Whole batches from the one containing `offset`, stopping before any batch whose base
     /// offset is ≥ `max_offset` and before exceeding `max_bytes` (the first batch is
     /// always returned whole). Empty at the log end offset or at/after `max_offset`.
-    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64) -> Result<Bytes, StorageError> {
+    pub fn read(
+        &self,
+        offset: i64,
+        max_bytes: usize,
+        max_offset: i64,
+    ) -> Result<Bytes, StorageError> {
         let log_end_offset = self.log_end_offset();
         if offset < self.log_start_offset || offset > log_end_offset {
             return Err(self.out_of_range(offset));
@@ -246,13 +281,20 @@ impl PartitionLog {
         let mut out: Vec<u8> = Vec::new();
         let mut first_batch = true;
         let mut start = None;
-        for (i, seg) in self.segments.iter().enumerate().skip(self.segment_index_for(offset)) {
+        for (i, seg) in self
+            .segments
+            .iter()
+            .enumerate()
+            .skip(self.segment_index_for(offset))
+        {
             if let Some((pos, _)) = seg.find_batch(offset)? {
                 start = Some((i, pos));
                 break;
             }
         }
-        let Some((first_segment, mut pos)) = start else { return Ok(Bytes::new()) };
+        let Some((first_segment, mut pos)) = start else {
+            return Ok(Bytes::new());
+        };
         'segments: for seg in &self.segments[first_segment..] {
             let range_start = pos;
             let mut done = false;
@@ -289,7 +331,10 @@ impl PartitionLog {
             seg.flush()?;
         }
         self.recovery_point = self.log_end_offset();
-        CheckpointFile::write_offset(&self.dir.join(RECOVERY_POINT_CHECKPOINT), self.recovery_point)?;
+        CheckpointFile::write_offset(
+            &self.dir.join(RECOVERY_POINT_CHECKPOINT),
+            self.recovery_point,
+        )?;
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
         Ok(())
@@ -347,7 +392,10 @@ fn max_timestamp_of(records: &[u8], headers: &[BatchHeader]) -> (i64, i64) {
     }
     match best {
         None => (-1, -1),
-        Some((pos, h)) => (h.max_timestamp, exact_offset_of_timestamp(&records[pos..pos + h.total_len()], h)),
+        Some((pos, h)) => (
+            h.max_timestamp,
+            exact_offset_of_timestamp(&records[pos..pos + h.total_len()], h),
+        ),
     }
 }
 
@@ -363,5 +411,7 @@ pub(crate) fn exact_offset_of_timestamp(batch: &[u8], h: &BatchHeader) -> i64 {
 }
 
 fn wall_clock_ms() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
 }

@@ -87,15 +87,30 @@ struct Snapshot {
 
 impl LogSegment {
     /// Creates an empty segment, replacing any files with its name.
-    pub fn create(dir: &Path, base_offset: i64, index_interval_bytes: u64) -> io::Result<LogSegment> {
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: u64,
+    ) -> io::Result<LogSegment> {
         let log_path = dir.join(segment_file_name(base_offset, LOG_SUFFIX));
-        let log = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&log_path)?;
+        let log = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&log_path)?;
         Ok(LogSegment {
             base_offset,
             log_path,
             log: Arc::new(log),
-            offset_index: OffsetIndex::create(&dir.join(segment_file_name(base_offset, INDEX_SUFFIX)), base_offset)?,
-            time_index: TimeIndex::create(&dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset)?,
+            offset_index: OffsetIndex::create(
+                &dir.join(segment_file_name(base_offset, INDEX_SUFFIX)),
+                base_offset,
+            )?,
+            time_index: TimeIndex::create(
+                &dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+                base_offset,
+            )?,
             size: 0,
             next_offset: base_offset,
             index_interval_bytes,
@@ -168,7 +183,9 @@ impl LogSegment {
         }
         let mut first = true;
         while pos < self.size {
-            let Some(h) = self.read_header(pos)? else { return Ok(false) };
+            let Some(h) = self.read_header(pos)? else {
+                return Ok(false);
+            };
             if first && index_offset.is_some_and(|o| o != h.last_offset()) {
                 return Ok(false);
             }
@@ -181,7 +198,10 @@ impl LogSegment {
             self.next_offset = h.next_offset();
             pos += h.total_len() as u64;
         }
-        let time_index_ok = self.time_index.last_entry().map_or(true, |(_, o)| o < self.next_offset);
+        let time_index_ok = self
+            .time_index
+            .last_entry()
+            .map_or(true, |(_, o)| o < self.next_offset);
         Ok(time_index_ok)
     }
 
@@ -248,7 +268,9 @@ impl LogSegment {
         }
         let mut buf = [0u8; BATCH_HEADER_LEN];
         self.log.read_exact_at(&mut buf, pos)?;
-        let Ok(h) = BatchHeader::parse(&buf) else { return Ok(None) };
+        let Ok(h) = BatchHeader::parse(&buf) else {
+            return Ok(None);
+        };
         if h.batch_length < MIN_BATCH_LENGTH || pos + h.total_len() as u64 > self.size {
             return Ok(None);
         }
@@ -263,7 +285,8 @@ impl LogSegment {
         }
         if self.bytes_since_last_index_entry > self.index_interval_bytes {
             self.offset_index.append(h.last_offset(), pos)?;
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
             self.bytes_since_last_index_entry = 0;
         }
         self.bytes_since_last_index_entry += h.total_len() as u64;
@@ -273,7 +296,12 @@ impl LogSegment {
 
     /// Appends `records` (the batches described by `headers`, offsets already assigned) with
     /// one positional write. On failure the segment is cut back to its previous end.
-    pub fn append(&mut self, records: &[u8], headers: &[BatchHeader], now_ms: i64) -> io::Result<()> {
+    pub fn append(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+        now_ms: i64,
+    ) -> io::Result<()> {
         let snapshot = Snapshot {
             size: self.size,
             next_offset: self.next_offset,
@@ -354,7 +382,9 @@ impl LogSegment {
 
     /// Removes the batch containing `offset` and everything after it. Returns bytes removed.
     pub fn truncate_to(&mut self, offset: i64) -> io::Result<u64> {
-        let Some((pos, h)) = self.find_batch(offset)? else { return Ok(0) };
+        let Some((pos, h)) = self.find_batch(offset)? else {
+            return Ok(0);
+        };
         let removed = self.size - pos;
         self.log.set_len(pos)?;
         self.offset_index.truncate_to_position(pos)?;
@@ -377,7 +407,8 @@ impl LogSegment {
     /// time index, so a reopen finds it without scanning.
     pub fn seal(&mut self) -> io::Result<()> {
         if self.max_timestamp != NO_TIMESTAMP {
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
+            self.time_index
+                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
         }
         Ok(())
     }
@@ -392,7 +423,11 @@ impl LogSegment {
     /// Removes the segment's files; indexes first, so a crash leaves a log whose indexes
     /// are rebuilt rather than orphan indexes.
     pub fn delete(self) -> io::Result<()> {
-        for path in [self.offset_index.path(), self.time_index.path(), self.log_path.as_path()] {
+        for path in [
+            self.offset_index.path(),
+            self.time_index.path(),
+            self.log_path.as_path(),
+        ] {
             match fs::remove_file(path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                 _ => {}
@@ -420,7 +455,8 @@ impl LogSegment {
 
     /// `(max timestamp, base offset of the batch holding it)`; `None` without timestamps.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
-        (self.max_timestamp != NO_TIMESTAMP).then_some((self.max_timestamp, self.offset_of_max_timestamp))
+        (self.max_timestamp != NO_TIMESTAMP)
+            .then_some((self.max_timestamp, self.offset_of_max_timestamp))
     }
 
     /// Timestamp retention compares against: the largest record timestamp, or the file's
@@ -453,89 +489,4 @@ fn mtime_ms(meta: &fs::Metadata) -> i64 {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::storage::batch::{set_base_offset, split_batches};
-    use crate::storage::test_util::build_batch;
-
-    /// Appends `count` single-batch appends of 3 records each, starting at the segment's end.
-    fn fill(seg: &mut LogSegment, count: usize) {
-        for i in 0..count {
-            let mut b = build_batch(0, &[1000 + i as i64, 1001, 1002], 100);
-            set_base_offset(&mut b, seg.next_offset());
-            let headers = split_batches(&b).unwrap();
-            seg.append(&b, &headers, 5).unwrap();
-        }
-    }
-
-    #[test]
-    fn append_find_and_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut seg = LogSegment::create(dir.path(), 100, 300).unwrap();
-        fill(&mut seg, 20);
-        assert_eq!(seg.next_offset(), 160);
-        assert!(!seg.offset_index().is_empty());
-        for offset in [100, 101, 102, 103, 150, 159] {
-            let (pos, h) = seg.find_batch(offset).unwrap().unwrap();
-            assert!(h.base_offset <= offset && offset <= h.last_offset());
-            assert_eq!(seg.read_header(pos).unwrap(), Some(h));
-        }
-        assert!(seg.find_batch(160).unwrap().is_none());
-        assert_eq!(seg.max_timestamp(), Some((1019, 157)));
-        seg.seal().unwrap();
-        let size = seg.size();
-        drop(seg);
-
-        let (seg, cut) = LogSegment::open(dir.path(), 100, 300, false).unwrap();
-        assert_eq!((cut, seg.size(), seg.next_offset()), (0, size, 160));
-        assert_eq!(seg.max_timestamp(), Some((1019, 157)));
-        assert_eq!(seg.find_batch(131).unwrap().unwrap().1.base_offset, 130);
-    }
-
-    #[test]
-    fn recover_cuts_torn_tail_and_rebuilds_indexes() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
-        fill(&mut seg, 10);
-        let good_size = seg.size();
-        let entries = seg.offset_index().len();
-        // A torn half batch after the good ones.
-        let half = build_batch(30, &[1], 100);
-        seg.log.write_all_at(&half[..half.len() / 2], good_size).unwrap();
-        drop(seg);
-        fs::remove_file(dir.path().join(segment_file_name(0, INDEX_SUFFIX))).unwrap();
-
-        let (seg, cut) = LogSegment::open(dir.path(), 0, 300, true).unwrap();
-        assert_eq!(cut, (half.len() / 2) as u64);
-        assert_eq!((seg.size(), seg.next_offset()), (good_size, 30));
-        assert_eq!(seg.offset_index().len(), entries);
-        assert_eq!(seg.find_batch(22).unwrap().unwrap().1.base_offset, 21);
-    }
-
-    #[test]
-    fn recover_cuts_at_crc_mismatch() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
-        fill(&mut seg, 5);
-        let (pos, _) = seg.find_batch(9).unwrap().unwrap();
-        seg.log.write_all_at(&[0xee], pos + 70).unwrap();
-        let size = seg.size();
-        assert_eq!(seg.recover().unwrap(), size - pos);
-        assert_eq!((seg.size(), seg.next_offset()), (pos, 9));
-    }
-
-    #[test]
-    fn truncate_to_drops_containing_batch() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
-        fill(&mut seg, 10);
-        seg.truncate_to(16).unwrap();
-        assert_eq!(seg.next_offset(), 15);
-        fill(&mut seg, 1);
-        assert_eq!(seg.next_offset(), 18);
-        assert_eq!(seg.find_batch(16).unwrap().unwrap().1.base_offset, 15);
-        seg.truncate_to(0).unwrap();
-        assert!(seg.is_empty());
-        assert_eq!((seg.next_offset(), seg.max_timestamp(), seg.created_ms()), (0, None, None));
-    }
-}
+mod tests;

@@ -16,15 +16,22 @@ impl PartitionLog {
             .filter(|s| s.next_offset() > self.log_start_offset)
             .filter(|s| s.max_timestamp().is_some_and(|(max, _)| max >= ts));
         for segment in candidates {
-            let start = segment.search_start_for_timestamp(ts).max(self.log_start_offset);
-            let Some((pos, _)) = segment.find_batch(start)? else { continue };
+            let start = segment
+                .search_start_for_timestamp(ts)
+                .max(self.log_start_offset);
+            let Some((pos, _)) = segment.find_batch(start)? else {
+                continue;
+            };
             for item in segment.batches_from(pos) {
                 let (at, h) = item?;
                 if h.max_timestamp < ts || h.last_offset() < self.log_start_offset {
                     continue;
                 }
                 if h.compression() != Compression::None {
-                    return Ok(Some((h.base_offset.max(self.log_start_offset), h.max_timestamp)));
+                    return Ok(Some((
+                        h.base_offset.max(self.log_start_offset),
+                        h.max_timestamp,
+                    )));
                 }
                 let batch = segment.read(at, h.total_len())?;
                 let found = match record_positions(&h, &batch) {
@@ -60,7 +67,12 @@ impl PartitionLog {
             .ok()
             .flatten()
             .filter(|(_, h)| h.max_timestamp == ts)
-            .and_then(|(pos, h)| Some(exact_offset_of_timestamp(&segment.read(pos, h.total_len()).ok()?, &h)));
+            .and_then(|(pos, h)| {
+                Some(exact_offset_of_timestamp(
+                    &segment.read(pos, h.total_len()).ok()?,
+                    &h,
+                ))
+            });
         Some((ts, exact.unwrap_or(batch_offset)))
     }
 
@@ -84,7 +96,9 @@ impl PartitionLog {
         let offset = offset.max(self.log_start_offset);
         let mut headers = Vec::new();
         for segment in &self.segments[self.segment_index_for(offset)..] {
-            let Some((pos, _)) = segment.find_batch(offset)? else { continue };
+            let Some((pos, _)) = segment.find_batch(offset)? else {
+                continue;
+            };
             for item in segment.batches_from(pos) {
                 headers.push(item?.1);
             }

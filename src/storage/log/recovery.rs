@@ -6,12 +6,15 @@ use std::io;
 use std::path::Path;
 
 use super::{
-    LogConfig, PartitionLog, CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT,
+    LogConfig, PartitionLog, CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
 };
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::error::StorageError;
 use crate::storage::leader_epoch::LeaderEpochCache;
-use crate::storage::segment::{segment_file_name, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::storage::segment::{
+    segment_file_name, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
 
 /// Leftovers of interrupted deletes, compactions and checkpoint writes.
 const STRAY_SUFFIXES: [&str; 4] = [".deleted", ".cleaned", ".swap", ".tmp"];
@@ -35,18 +38,24 @@ impl PartitionLog {
         }
         let persisted_recovery_point =
             CheckpointFile::read_offset(&dir.join(RECOVERY_POINT_CHECKPOINT))?.unwrap_or(0);
-        let checkpointed_start = CheckpointFile::read_offset(&dir.join(LOG_START_OFFSET_CHECKPOINT))?;
+        let checkpointed_start =
+            CheckpointFile::read_offset(&dir.join(LOG_START_OFFSET_CHECKPOINT))?;
 
         let mut segments: Vec<LogSegment> = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
-            let holds_unflushed = bases.get(i + 1).map_or(true, |&next| next > persisted_recovery_point);
+            let holds_unflushed = bases
+                .get(i + 1)
+                .map_or(true, |&next| next > persisted_recovery_point);
             let recover = !clean_shutdown && holds_unflushed;
             let (segment, cut) = LogSegment::open(dir, base, config.index_interval_bytes, recover)?;
             if let Some(prev) = segments.last() {
                 if base < prev.next_offset() {
                     return Err(StorageError::Corrupt {
                         path: dir.join(segment_file_name(base, LOG_SUFFIX)),
-                        reason: format!("segment overlaps the previous one, which ends at {}", prev.next_offset()),
+                        reason: format!(
+                            "segment overlaps the previous one, which ends at {}",
+                            prev.next_offset()
+                        ),
                     });
                 }
             }
@@ -73,7 +82,11 @@ impl PartitionLog {
         };
         if log.segments.is_empty() {
             let base = checkpointed_start.unwrap_or(0).max(0);
-            log.segments.push(LogSegment::create(dir, base, log.config.index_interval_bytes)?);
+            log.segments.push(LogSegment::create(
+                dir,
+                base,
+                log.config.index_interval_bytes,
+            )?);
             sync_dir(dir)?;
         }
         let first_base = log.segments[0].base_offset();
@@ -113,7 +126,9 @@ fn clean_directory(dir: &Path) -> io::Result<Vec<i64>> {
     let mut indexes = Vec::new();
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
-        let Ok(name) = entry.file_name().into_string() else { continue };
+        let Ok(name) = entry.file_name().into_string() else {
+            continue;
+        };
         if !entry.file_type()?.is_file() {
             continue;
         }
@@ -122,8 +137,12 @@ fn clean_directory(dir: &Path) -> io::Result<Vec<i64>> {
             fs::remove_file(entry.path())?;
             continue;
         }
-        let Some((stem, suffix)) = name.split_once('.') else { continue };
-        let Some(base) = parse_base_offset(stem) else { continue };
+        let Some((stem, suffix)) = name.split_once('.') else {
+            continue;
+        };
+        let Some(base) = parse_base_offset(stem) else {
+            continue;
+        };
         match suffix {
             LOG_SUFFIX => {
                 logs.insert(base);

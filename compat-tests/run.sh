@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The compatibility suite: installs the clients (idempotent, cached under
+# ${RUNNEL_CACHE:-~/.cache/runnel}), then runs
+#   1. pytest over compat-tests/ (kcat, Kafka 4.4 tools, confluent-kafka, kafka-python,
+#      franz-go, durability), each test against its own runnel process;
+#   2. librdkafka's own test suite (allow-listed tests) against one runnel process.
+# Expects target/debug/runnel (cargo build) or $RUNNEL_BIN.
+set -euo pipefail
+HERE="$(cd "$(dirname "$0")" && pwd)"
+REPO="$(dirname "$HERE")"
+CACHE="${RUNNEL_CACHE:-$HOME/.cache/runnel}"
+export RUNNEL_BIN="${RUNNEL_BIN:-$REPO/target/debug/runnel}"
+
+bash "$HERE/setup/kcat.sh"
+bash "$HERE/setup/kafka.sh"
+bash "$HERE/setup/python.sh"
+bash "$HERE/setup/go.sh"
+bash "$HERE/librdkafka/setup.sh"
+
+echo "== pytest compat-tests"
+cd "$HERE"
+"$CACHE/venv/bin/python" -m pytest -p no:cacheprovider -ra "$@" .
+
+echo "== librdkafka test suite (allow-list) against runnel"
+WORK="$(mktemp -d)"
+"$RUNNEL_BIN" --listen 127.0.0.1:0 --data-dir "$WORK/data" --num-partitions 4 >"$WORK/out" 2>"$WORK/err" &
+PID=$!
+trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
+for _ in $(seq 1 200); do
+  grep -q "listening on" "$WORK/out" 2>/dev/null && break
+  sleep 0.05
+done
+BOOTSTRAP="$(grep -o 'listening on [0-9.:]*' "$WORK/out" | awk '{print $3}')"
+[ -n "$BOOTSTRAP" ] || { echo "runnel did not start"; cat "$WORK/err"; exit 1; }
+bash "$HERE/librdkafka/run.sh" "$BOOTSTRAP"

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Runs every test: Rust unit + in-process integration tests, then the compatibility
+# suite with real Kafka clients against a real runnel process (compat-tests/run.sh).
+# Installs what it needs (Debian packages, Kafka jars, Python/Go modules, librdkafka's
+# test suite) idempotently, caching under ~/.cache/runnel.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== cargo test (unit + integration)"
+cargo build --locked --bins
+cargo test --locked --all-targets 2>&1 | tee /tmp/runnel-cargo-test.log
+
+echo "== compatibility suite (real clients against a real runnel process)"
+bash compat-tests/run.sh
