@@ -23,6 +23,8 @@ use crate::replication::{PartitionError, ReplicaManager};
 pub enum StartError {
     #[error("cannot create data dir {path}: {source}")]
     DataDir { path: String, source: std::io::Error },
+    #[error("data dir {path} is in use by another runnel process")]
+    DataDirLocked { path: String },
     #[error("cannot listen on {addr}: {source}")]
     Bind { addr: String, source: std::io::Error },
     #[error("cannot open cluster metadata: {0}")]
@@ -38,6 +40,8 @@ pub struct Broker {
     ctx: Arc<Ctx>,
     shutdown: broadcast::Sender<()>,
     tasks: Vec<JoinHandle<()>>,
+    /// Held for the broker's lifetime: one process per data dir.
+    _lock: std::fs::File,
 }
 
 impl Broker {
@@ -45,6 +49,7 @@ impl Broker {
     pub async fn start(config: BrokerConfig) -> Result<Broker, StartError> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|source| StartError::DataDir { path: config.data_dir.display().to_string(), source })?;
+        let lock = lock_data_dir(&config.data_dir)?;
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
@@ -69,7 +74,7 @@ impl Broker {
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
         ];
         tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
-        Ok(Broker { local_addr, ctx, shutdown, tasks })
+        Ok(Broker { local_addr, ctx, shutdown, tasks, _lock: lock })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -106,6 +111,21 @@ impl Drop for Broker {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
+    let path = dir.join(".lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|source| StartError::DataDir { path: path.display().to_string(), source })?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(StartError::DataDirLocked { path: dir.display().to_string() }),
+        Err(std::fs::TryLockError::Error(source)) => Err(StartError::DataDir { path: path.display().to_string(), source }),
     }
 }
 
