@@ -1,0 +1,412 @@
+//! Every (API, version) the broker advertises is answered with a response that decodes at
+//! that version. kafka-protocol refuses to encode a value in a field the version does not
+//! have, and the broker then closes the connection, so a field set unconditionally in a
+//! handler shows up here as a closed connection at the old versions.
+
+mod common;
+
+use anyhow::Context;
+use common::batches::{self, Rec};
+use common::requests::*;
+use common::{ensure, str, Client, TestBroker};
+use kafka_protocol::messages::delete_topics_request::DeleteTopicState;
+use kafka_protocol::messages::fetch_request::FetchTopic;
+use kafka_protocol::messages::offset_for_leader_epoch_request::{OffsetForLeaderPartition, OffsetForLeaderTopic};
+use kafka_protocol::messages::*;
+use runnel::protocol::versions::SUPPORTED;
+
+const TOPIC: &str = "matrix";
+/// Create times of the three records in [`TOPIC`].
+const T0: i64 = 1_700_000_000_000;
+
+/// The shared topic every read-only request looks at: one partition, three records with
+/// timestamps T0, T0+10, T0+20 at offsets 0, 1, 2.
+struct Fixture {
+    topic_id: uuid::Uuid,
+    leader_epoch: i32,
+    port: i32,
+}
+
+async fn fixture(broker: &TestBroker) -> Fixture {
+    let mut c = broker.client().await;
+    let topic_id = c.create_topic_ok(TOPIC, 1, &[]).await;
+    let recs: Vec<Rec> = (0..3).map(|i| Rec::value(&format!("m-{i}")).at(T0 + 10 * i)).collect();
+    assert_eq!(c.produce_ok(TOPIC, 0, batches::batch(&recs)).await, 0);
+    c.create_topic_ok("matrix-ac", 1, &[]).await;
+    c.create_topic_ok("matrix-iac", 1, &[]).await;
+    let md = c.metadata(&[TOPIC]).await;
+    let leader_epoch = md.topics[0].partitions[0].leader_epoch;
+    Fixture { topic_id, leader_epoch, port: broker.addr().port() as i32 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_supported_api_and_version_answers() {
+    let broker = TestBroker::start_with(|c| c.auto_create_topics = false).await;
+    let fx = fixture(&broker).await;
+    let mut failures = Vec::new();
+    let mut checked = 0;
+    for &(api, lo, hi) in SUPPORTED {
+        for v in lo..=hi {
+            // A fresh connection each time: a failed encode closes the previous one.
+            let mut c = broker.client().await;
+            if let Err(e) = check(&mut c, &broker, &fx, api, v).await {
+                failures.push(format!("{api:?} v{v}: {e:#}"));
+            }
+            checked += 1;
+        }
+    }
+    let expected: i32 = SUPPORTED.iter().map(|(_, lo, hi)| i32::from(hi - lo + 1)).sum();
+    assert_eq!(checked, expected);
+    assert!(failures.is_empty(), "{} of {checked} (api, version) pairs failed:\n{}", failures.len(), failures.join("\n"));
+}
+
+async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v: i16) -> anyhow::Result<()> {
+    match api {
+        ApiKey::ApiVersions => api_versions(c, v).await,
+        ApiKey::Produce => produce(c, v).await,
+        ApiKey::Fetch => fetch(c, fx, v).await,
+        ApiKey::ListOffsets => list_offsets(c, fx, v).await,
+        ApiKey::Metadata => metadata(c, fx, v).await,
+        ApiKey::CreateTopics => create_topics(c, broker, v).await,
+        ApiKey::DeleteTopics => delete_topics(c, broker, v).await,
+        ApiKey::DeleteRecords => delete_records(c, broker, v).await,
+        ApiKey::InitProducerId => init_producer_id(c, v).await,
+        ApiKey::OffsetForLeaderEpoch => offset_for_leader_epoch(c, fx, v).await,
+        ApiKey::DescribeConfigs => describe_configs(c, v).await,
+        ApiKey::AlterConfigs => alter_configs(c, broker, v).await,
+        ApiKey::CreatePartitions => create_partitions(c, broker, v).await,
+        ApiKey::IncrementalAlterConfigs => incremental_alter_configs(c, broker, v).await,
+        ApiKey::DescribeCluster => describe_cluster(c, fx, v).await,
+        other => anyhow::bail!("no representative request for {other:?}: add one"),
+    }
+}
+
+fn advertised_matches_supported(resp: &ApiVersionsResponse) -> anyhow::Result<()> {
+    let mut got: Vec<(i16, i16, i16)> = resp.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
+    let mut want: Vec<(i16, i16, i16)> = SUPPORTED.iter().map(|(k, lo, hi)| (*k as i16, *lo, *hi)).collect();
+    got.sort();
+    want.sort();
+    ensure(got == want, || format!("advertised {got:?}, serving {want:?}"))
+}
+
+async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let mut req = ApiVersionsRequest::default();
+    if v >= 3 {
+        req = req.with_client_software_name(str("runnel-it")).with_client_software_version(str("0.1"));
+    }
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
+    advertised_matches_supported(&resp)
+}
+
+async fn produce(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let resp = c.try_send(v, produce_request("matrix-produce", 0, batches::values("p", 2), -1)).await;
+    // The topic does not exist (auto-create is off): first the error path...
+    let resp = resp?;
+    let p = &resp.responses[0].partition_responses[0];
+    ensure(p.error_code == 3, || format!("produce to a missing topic: error {}", p.error_code))?;
+    // ...then the success path, on a topic of its own.
+    let topic = format!("matrix-produce-v{v}");
+    c.create_topic_ok(&topic, 1, &[]).await;
+    for expected_base in [0, 2] {
+        let resp = c.try_send(v, produce_request(&topic, 0, batches::values("p", 2), -1)).await?;
+        ensure(resp.responses.len() == 1, || "one topic".into())?;
+        let t = &resp.responses[0];
+        ensure(t.name.0.as_str() == topic, || format!("topic {:?}", t.name))?;
+        let p = &t.partition_responses[0];
+        ensure(p.error_code == 0, || format!("error {} {:?}", p.error_code, p.error_message))?;
+        ensure(p.base_offset == expected_base, || format!("base offset {} != {expected_base}", p.base_offset))?;
+        if v >= 5 {
+            ensure(p.log_start_offset == 0, || format!("log start offset {}", p.log_start_offset))?;
+        }
+    }
+    Ok(())
+}
+
+async fn fetch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
+    let mut req = fetch_request(TOPIC, 0, 0, 1024 * 1024);
+    if v >= 13 {
+        req.topics = vec![FetchTopic::default()
+            .with_topic_id(fx.topic_id)
+            .with_partitions(vec![fetch_partition(0, 0, 1024 * 1024)])];
+    }
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.error_code == 0, || format!("top-level error {}", resp.error_code))?;
+    ensure(resp.responses.len() == 1, || format!("{} topics", resp.responses.len()))?;
+    let t = &resp.responses[0];
+    if v >= 13 {
+        ensure(t.topic_id == fx.topic_id, || format!("topic id {}", t.topic_id))?;
+    } else {
+        ensure(t.topic.0.as_str() == TOPIC, || format!("topic {:?}", t.topic))?;
+    }
+    let p = &t.partitions[0];
+    ensure(p.error_code == 0, || format!("partition error {}", p.error_code))?;
+    ensure(p.high_watermark == 3, || format!("high watermark {}", p.high_watermark))?;
+    let values = batches::decode_values(&p.records);
+    ensure(values == ["m-0", "m-1", "m-2"], || format!("records {values:?}"))?;
+    // And a fetch of a partition that does not exist answers per partition.
+    let mut missing = fetch_request(TOPIC, 7, 0, 1024);
+    if v >= 13 {
+        missing.topics = vec![FetchTopic::default().with_topic_id(fx.topic_id).with_partitions(vec![fetch_partition(7, 0, 1024)])];
+    }
+    let resp = c.try_send(v, missing).await.context("fetch of a missing partition")?;
+    let code = resp.responses[0].partitions[0].error_code;
+    ensure(code == 3, || format!("missing partition: error {code}"))
+}
+
+async fn list_offsets(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
+    let mut cases = vec![(LATEST, 3, -1), (EARLIEST, 0, -1), (T0 + 10, 1, T0 + 10), (T0 + 5, 1, T0 + 10)];
+    if v >= 7 {
+        cases.push((MAX_TIMESTAMP, 2, T0 + 20));
+    }
+    for (ts, want_offset, want_ts) in cases {
+        let resp = c.try_send(v, list_offsets_request(TOPIC, 0, ts)).await.with_context(|| format!("timestamp {ts}"))?;
+        let p = &resp.topics[0].partitions[0];
+        ensure(p.error_code == 0, || format!("timestamp {ts}: error {}", p.error_code))?;
+        ensure(p.offset == want_offset, || format!("timestamp {ts}: offset {} != {want_offset}", p.offset))?;
+        if want_ts >= 0 {
+            ensure(p.timestamp == want_ts, || format!("timestamp {ts}: found timestamp {}", p.timestamp))?;
+        }
+        if v >= 4 {
+            ensure(p.leader_epoch == fx.leader_epoch, || format!("leader epoch {}", p.leader_epoch))?;
+        }
+    }
+    Ok(())
+}
+
+async fn metadata(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
+    let resp = c.try_send(v, metadata_request(&[TOPIC])).await?;
+    ensure(resp.brokers.len() == 1, || format!("{} brokers", resp.brokers.len()))?;
+    let b = &resp.brokers[0];
+    ensure(b.node_id.0 == 1 && b.port == fx.port, || format!("broker {b:?}"))?;
+    if v >= 1 {
+        ensure(resp.controller_id.0 == 1, || format!("controller {:?}", resp.controller_id))?;
+    }
+    if v >= 2 {
+        ensure(resp.cluster_id.as_ref().is_some_and(|id| !id.is_empty()), || "no cluster id".into())?;
+    }
+    ensure(resp.topics.len() == 1, || format!("{} topics", resp.topics.len()))?;
+    let t = &resp.topics[0];
+    ensure(t.error_code == 0, || format!("topic error {}", t.error_code))?;
+    ensure(t.name.as_ref().is_some_and(|n| n.0.as_str() == TOPIC), || format!("name {:?}", t.name))?;
+    if v >= 10 {
+        ensure(t.topic_id == fx.topic_id, || format!("topic id {}", t.topic_id))?;
+    }
+    ensure(t.partitions.len() == 1, || format!("{} partitions", t.partitions.len()))?;
+    let p = &t.partitions[0];
+    ensure(p.error_code == 0 && p.leader_id.0 == 1, || format!("partition {p:?}"))?;
+    ensure(p.replica_nodes.len() == 1 && p.isr_nodes.len() == 1, || format!("partition {p:?}"))
+}
+
+async fn create_topics(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
+    let name = format!("matrix-ct-v{v}");
+    let resp = c.try_send(v, create_topics_request(&name, 2, 1, &[("retention.ms", "1234")])).await?;
+    let t = &resp.topics[0];
+    ensure(t.error_code == 0, || format!("error {} {:?}", t.error_code, t.error_message))?;
+    if v >= 5 {
+        ensure(t.num_partitions == 2 && t.replication_factor == 1, || format!("{} partitions, rf {}", t.num_partitions, t.replication_factor))?;
+        let configs = t.configs.as_deref().unwrap_or_default();
+        let retention = configs.iter().find(|e| e.name.as_str() == "retention.ms");
+        ensure(
+            retention.is_some_and(|e| e.value.as_deref() == Some("1234") && e.config_source == 1),
+            || format!("retention.ms {retention:?}"),
+        )?;
+    }
+    if v >= 7 {
+        ensure(!t.topic_id.is_nil(), || "nil topic id".into())?;
+    }
+    // Again: already exists.
+    let resp = c.try_send(v, create_topics_request(&name, 2, 1, &[])).await.context("duplicate create")?;
+    ensure(resp.topics[0].error_code == 36, || format!("duplicate: error {}", resp.topics[0].error_code))?;
+    let md = broker.client().await.metadata(&[&name]).await;
+    ensure(md.topics[0].partitions.len() == 2, || format!("metadata shows {} partitions", md.topics[0].partitions.len()))
+}
+
+async fn delete_topics(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
+    let name = format!("matrix-dt-v{v}");
+    let id = broker.client().await.create_topic_ok(&name, 1, &[]).await;
+    let req = if v >= 6 {
+        DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default().with_name(None).with_topic_id(id)])
+    } else {
+        DeleteTopicsRequest::default().with_topic_names(vec![topic_name(&name)])
+    };
+    let resp = c.try_send(v, req.with_timeout_ms(30_000)).await?;
+    let r = &resp.responses[0];
+    ensure(r.error_code == 0, || format!("error {} {:?}", r.error_code, r.error_message))?;
+    if v >= 6 {
+        ensure(r.topic_id == id, || format!("topic id {}", r.topic_id))?;
+    } else {
+        ensure(r.name.as_ref().is_some_and(|n| n.0.as_str() == name), || format!("name {:?}", r.name))?;
+    }
+    let md = broker.client().await.metadata(&[&name]).await;
+    ensure(md.topics[0].error_code == 3, || format!("after delete, metadata error {}", md.topics[0].error_code))?;
+    // Deleting it again: unknown.
+    let again = if v >= 6 {
+        DeleteTopicsRequest::default().with_topics(vec![DeleteTopicState::default().with_name(None).with_topic_id(id)])
+    } else {
+        DeleteTopicsRequest::default().with_topic_names(vec![topic_name(&name)])
+    };
+    let resp = c.try_send(v, again).await.context("second delete")?;
+    let want = if v >= 6 { 100 } else { 3 };
+    ensure(resp.responses[0].error_code == want, || format!("second delete: error {} != {want}", resp.responses[0].error_code))
+}
+
+async fn delete_records(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::delete_records_request::{DeleteRecordsPartition, DeleteRecordsTopic};
+    let name = format!("matrix-dr-v{v}");
+    let mut admin = broker.client().await;
+    admin.create_topic_ok(&name, 1, &[]).await;
+    admin.produce_ok(&name, 0, batches::values("d", 3)).await;
+    let req = DeleteRecordsRequest::default().with_timeout_ms(30_000).with_topics(vec![DeleteRecordsTopic::default()
+        .with_name(topic_name(&name))
+        .with_partitions(vec![DeleteRecordsPartition::default().with_partition_index(0).with_offset(2)])]);
+    let resp = c.try_send(v, req).await?;
+    let p = &resp.topics[0].partitions[0];
+    ensure(p.error_code == 0, || format!("error {}", p.error_code))?;
+    ensure(p.low_watermark == 2, || format!("low watermark {}", p.low_watermark))?;
+    let earliest = admin.list_offset(&name, 0, EARLIEST).await;
+    ensure(earliest.offset == 2, || format!("earliest after delete {}", earliest.offset))
+}
+
+async fn init_producer_id(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let req = InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000);
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
+    ensure(resp.producer_id.0 >= 0 && resp.producer_epoch == 0, || format!("pid {:?} epoch {}", resp.producer_id, resp.producer_epoch))
+}
+
+async fn offset_for_leader_epoch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
+    let mut req = OffsetForLeaderEpochRequest::default().with_topics(vec![OffsetForLeaderTopic::default()
+        .with_topic(topic_name(TOPIC))
+        .with_partitions(vec![OffsetForLeaderPartition::default()
+            .with_partition(0)
+            .with_current_leader_epoch(fx.leader_epoch)
+            .with_leader_epoch(fx.leader_epoch)])]);
+    if v >= 3 {
+        req = req.with_replica_id(BrokerId(-1));
+    }
+    let resp = c.try_send(v, req).await?;
+    let p = &resp.topics[0].partitions[0];
+    ensure(p.error_code == 0, || format!("error {}", p.error_code))?;
+    ensure(p.leader_epoch == fx.leader_epoch && p.end_offset == 3, || format!("epoch {} end offset {}", p.leader_epoch, p.end_offset))
+}
+
+async fn describe_configs(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let mut req = describe_configs_request(RESOURCE_TOPIC, TOPIC).with_include_synonyms(true);
+    req.resources.push(
+        kafka_protocol::messages::describe_configs_request::DescribeConfigsResource::default()
+            .with_resource_type(RESOURCE_BROKER)
+            .with_resource_name(str("1"))
+            .with_configuration_keys(None),
+    );
+    if v >= 3 {
+        req = req.with_include_documentation(true);
+    }
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.results.len() == 2, || format!("{} results", resp.results.len()))?;
+    let topic = &resp.results[0];
+    ensure(topic.error_code == 0, || format!("topic error {} {:?}", topic.error_code, topic.error_message))?;
+    let retention = config_entry(topic, "retention.ms");
+    ensure(
+        retention.as_ref().is_some_and(|(value, source)| value.is_some() && *source == 5),
+        || format!("retention.ms {retention:?}"),
+    )?;
+    let broker = &resp.results[1];
+    ensure(broker.error_code == 0, || format!("broker error {} {:?}", broker.error_code, broker.error_message))?;
+    ensure(!broker.configs.is_empty(), || "no broker configs".into())
+}
+
+async fn alter_configs(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let value = format!("{}", 100_000 + i64::from(v));
+    let req = AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+        .with_resource_type(RESOURCE_TOPIC)
+        .with_resource_name(str("matrix-ac"))
+        .with_configs(vec![AlterableConfig::default().with_name(str("retention.ms")).with_value(Some(str(&value)))])]);
+    let resp = c.try_send(v, req).await?;
+    let r = &resp.responses[0];
+    ensure(r.error_code == 0, || format!("error {} {:?}", r.error_code, r.error_message))?;
+    let described = broker.client().await.describe_topic_configs("matrix-ac").await;
+    let got = config_entry(&described, "retention.ms");
+    ensure(got == Some((Some(value.clone()), 1)), || format!("after alter: retention.ms {got:?}"))
+}
+
+async fn create_partitions(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+    let name = format!("matrix-cp-v{v}");
+    broker.client().await.create_topic_ok(&name, 1, &[]).await;
+    let req = CreatePartitionsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatePartitionsTopic::default()
+        .with_name(topic_name(&name))
+        .with_count(3)
+        .with_assignments(None)]);
+    let resp = c.try_send(v, req).await?;
+    let r = &resp.results[0];
+    ensure(r.error_code == 0, || format!("error {} {:?}", r.error_code, r.error_message))?;
+    let md = broker.client().await.metadata(&[&name]).await;
+    ensure(md.topics[0].partitions.len() == 3, || format!("metadata shows {} partitions", md.topics[0].partitions.len()))
+}
+
+async fn incremental_alter_configs(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::incremental_alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let value = format!("{}", 200_000 + i64::from(v));
+    let req = IncrementalAlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+        .with_resource_type(RESOURCE_TOPIC)
+        .with_resource_name(str("matrix-iac"))
+        .with_configs(vec![AlterableConfig::default()
+            .with_name(str("retention.ms"))
+            .with_config_operation(0)
+            .with_value(Some(str(&value)))])]);
+    let resp = c.try_send(v, req).await?;
+    let r = &resp.responses[0];
+    ensure(r.error_code == 0, || format!("error {} {:?}", r.error_code, r.error_message))?;
+    let described = broker.client().await.describe_topic_configs("matrix-iac").await;
+    let got = config_entry(&described, "retention.ms");
+    ensure(got == Some((Some(value.clone()), 1)), || format!("after alter: retention.ms {got:?}"))
+}
+
+async fn describe_cluster(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
+    let resp = c.try_send(v, DescribeClusterRequest::default().with_include_cluster_authorized_operations(true)).await?;
+    ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
+    ensure(!resp.cluster_id.is_empty(), || "empty cluster id".into())?;
+    ensure(resp.controller_id.0 == 1, || format!("controller {:?}", resp.controller_id))?;
+    ensure(
+        resp.brokers.len() == 1 && resp.brokers[0].broker_id.0 == 1 && resp.brokers[0].port == fx.port,
+        || format!("brokers {:?}", resp.brokers),
+    )
+}
+
+/// A client newer than the broker asks for ApiVersions v99: Kafka answers with a v0
+/// response carrying UNSUPPORTED_VERSION and the API list, so the client can retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_versions_too_new_gets_a_v0_answer() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let body = common::encode_body(
+        &ApiVersionsRequest::default().with_client_software_name(str("future")).with_client_software_version(str("99")),
+        4,
+    );
+    // Flexible request header (v2), as a v3+ ApiVersions client sends.
+    let frame = common::raw_request(ApiKey::ApiVersions as i16, 99, 2, &body);
+    let mut reply = match c.send_raw(&frame).await {
+        common::RawReply::Frame(f) => f,
+        common::RawReply::Closed => panic!("broker closed the connection on ApiVersions v99"),
+    };
+    use kafka_protocol::protocol::Decodable;
+    let header = ResponseHeader::decode(&mut reply, 0).unwrap();
+    assert_eq!(header.correlation_id, 99);
+    let resp = ApiVersionsResponse::decode(&mut reply, 0).unwrap();
+    assert_eq!(resp.error_code, 35);
+    advertised_matches_supported(&resp).unwrap();
+    // The connection stays usable: the client retries at a version we serve.
+    let resp = c.send(3, ApiVersionsRequest::default().with_client_software_name(str("x")).with_client_software_version(str("1"))).await;
+    assert_eq!(resp.error_code, 0);
+}
+
+/// The advertised ranges stay within what the codec can encode.
+#[test]
+fn supported_versions_are_within_the_codec() {
+    for (key, lo, hi) in SUPPORTED {
+        let valid = key.valid_versions();
+        assert!(valid.min <= *lo && *hi <= valid.max, "{key:?} {lo}..={hi} outside {valid:?}");
+    }
+}
