@@ -116,7 +116,7 @@ mod tests {
         let (mut log, recs) = MetadataLog::open(dir.path()).unwrap();
         assert_eq!(recs, vec![r1.clone(), r2.clone()]);
         assert_eq!(std::fs::metadata(&path).unwrap().len(), good_len);
-        log.append(&[r1.clone()]).unwrap();
+        log.append(std::slice::from_ref(&r1)).unwrap();
         drop(log);
         let (_, recs) = MetadataLog::open(dir.path()).unwrap();
         assert_eq!(recs.len(), 3);

@@ -4,13 +4,13 @@
 //! Single-node runnel runs this with one voter: the controller's decisions are appended to
 //! a local, fsynced metadata log. The Raft quorum (later) replicates that same log.
 
-mod controller;
+mod quorum;
 pub mod image;
 pub mod metadata_log;
 pub mod records;
 pub mod topic_config;
 
-pub use controller::{ConfigChange, Controller, NewTopic};
+pub use quorum::{ConfigChange, Controller, NewTopic};
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use records::MetadataRecord;
 

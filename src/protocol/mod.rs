@@ -35,7 +35,7 @@ pub enum ProtocolError {
 
 /// What a handler produced: a response body to encode, or nothing (acks=0 produce).
 pub enum Reply {
-    Response(ResponseKind),
+    Response(Box<ResponseKind>),
     NoResponse,
 }
 
@@ -103,7 +103,7 @@ async fn dispatch(ctx: &Ctx, header: &RequestHeader, request: RequestKind, v: i1
             )))
         }
     };
-    Ok(Reply::Response(resp))
+    Ok(Reply::Response(Box::new(resp)))
 }
 
 /// Encode a response frame: size prefix, response header, body.

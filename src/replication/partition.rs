@@ -56,6 +56,14 @@ struct PartitionState {
     log_append_time: bool,
 }
 
+/// Which partition: topic name, topic id, partition number.
+#[derive(Debug, Clone, Copy)]
+pub struct PartitionId<'a> {
+    pub topic: &'a str,
+    pub topic_id: Uuid,
+    pub index: i32,
+}
+
 pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
@@ -66,15 +74,14 @@ pub struct Partition {
 
 impl Partition {
     pub fn open(
-        topic: &str,
-        topic_id: Uuid,
-        index: i32,
+        id: PartitionId<'_>,
         dir: PathBuf,
         config: LogConfig,
         log_append_time: bool,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<Partition, PartitionError> {
+        let PartitionId { topic, topic_id, index } = id;
         let log = PartitionLog::open(&dir, config, now_ms)?;
         let headers = log.batch_headers_from(log.log_start_offset())?;
         let producers = ProducerStateTable::rebuild(headers.iter());

@@ -7,7 +7,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 use uuid::Uuid;
 
-use super::partition::{Partition, PartitionError};
+use super::partition::{Partition, PartitionError, PartitionId};
 use crate::config::BrokerConfig;
 use crate::controller::{MetadataImage, TopicImage};
 use crate::storage::LogConfig;
@@ -77,7 +77,8 @@ impl ReplicaManager {
             }
             for pi in topic.partitions.iter().skip(parts.len()) {
                 let dir = self.partition_dir(&topic.name, pi.partition);
-                let p = Partition::open(&topic.name, topic.topic_id, pi.partition, dir, config.clone(), lat, pi.leader_epoch, now_ms)?;
+                let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
+                let p = Partition::open(id, dir, config.clone(), lat, pi.leader_epoch, now_ms)?;
                 parts.push(Arc::new(p));
             }
         }

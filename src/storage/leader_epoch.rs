@@ -103,10 +103,9 @@ impl LeaderEpochCache {
         let covering = self.entries[below - 1].0;
         self.entries.drain(..below);
         // Remaining entries start at or after `start_offset`.
-        if !self
+        if self
             .entries
-            .first()
-            .is_some_and(|&(_, start)| start == start_offset)
+            .first().is_none_or(|&(_, start)| start != start_offset)
         {
             self.entries.insert(0, (covering, start_offset));
         }

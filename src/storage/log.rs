@@ -206,7 +206,7 @@ impl PartitionLog {
             && self
                 .epochs
                 .latest_epoch()
-                .map_or(true, |e| leader_epoch > e)
+                .is_none_or(|e| leader_epoch > e)
         {
             if let Err(e) = self.epochs.assign(leader_epoch, base_offset) {
                 // Keep the append all-or-nothing: the epoch must be known for its data.
@@ -385,7 +385,7 @@ fn max_timestamp_of(records: &[u8], headers: &[BatchHeader]) -> (i64, i64) {
     let mut best: Option<(usize, &BatchHeader)> = None;
     let mut pos = 0;
     for h in headers {
-        if h.max_timestamp >= 0 && best.map_or(true, |(_, b)| h.max_timestamp > b.max_timestamp) {
+        if h.max_timestamp >= 0 && best.is_none_or(|(_, b)| h.max_timestamp > b.max_timestamp) {
             best = Some((pos, h));
         }
         pos += h.total_len();

@@ -68,7 +68,7 @@ impl OffsetIndex {
             .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
         let within_log = entries
             .last()
-            .map_or(true, |&(_, pos)| u64::from(pos) < log_size);
+            .is_none_or(|&(_, pos)| u64::from(pos) < log_size);
         if !monotonic || !within_log {
             return Ok(None);
         }

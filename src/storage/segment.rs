@@ -201,7 +201,7 @@ impl LogSegment {
         let time_index_ok = self
             .time_index
             .last_entry()
-            .map_or(true, |(_, o)| o < self.next_offset);
+            .is_none_or(|(_, o)| o < self.next_offset);
         Ok(time_index_ok)
     }
 

@@ -45,7 +45,7 @@ impl PartitionLog {
         for (i, &base) in bases.iter().enumerate() {
             let holds_unflushed = bases
                 .get(i + 1)
-                .map_or(true, |&next| next > persisted_recovery_point);
+                .is_none_or(|&next| next > persisted_recovery_point);
             let recover = !clean_shutdown && holds_unflushed;
             let (segment, cut) = LogSegment::open(dir, base, config.index_interval_bytes, recover)?;
             if let Some(prev) = segments.last() {
