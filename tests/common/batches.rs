@@ -71,7 +71,9 @@ fn encode(recs: &[Rec], producer: Option<Idempotence>) -> Bytes {
             producer_epoch: producer.map_or(-1, |p| p.producer_epoch),
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: producer.map_or(-1, |p| p.base_sequence + i as i32),
+            // The encoder starts a new batch whenever `offset - sequence` changes, and
+            // writes base sequence = first sequence; `i - 1` keeps one batch with -1.
+            sequence: producer.map_or(i as i32 - 1, |p| p.base_sequence + i as i32),
             timestamp: r.timestamp,
             key: r.key.clone().map(Bytes::from),
             value: r.value.clone().map(Bytes::from),
@@ -85,7 +87,9 @@ fn encode(recs: &[Rec], producer: Option<Idempotence>) -> Bytes {
     let mut buf = BytesMut::new();
     RecordBatchEncoder::encode(&mut buf, &records, &RecordEncodeOptions { version: 2, compression: Compression::None })
         .expect("encode batch");
-    buf.freeze()
+    let buf = buf.freeze();
+    assert_eq!(batch_sizes(&Some(buf.clone())).len(), 1, "the records were split into several batches");
+    buf
 }
 
 /// One plain (non-idempotent) batch holding `recs`.
