@@ -75,6 +75,10 @@ pub struct BrokerConfig {
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
     pub min_insync_replicas: i32,
+    pub group_min_session_timeout_ms: i32,
+    pub group_max_session_timeout_ms: i32,
+    pub group_initial_rebalance_delay_ms: i32,
+    pub offsets_retention_minutes: i64,
 }
 
 impl Default for BrokerConfig {
@@ -100,6 +104,10 @@ impl Default for BrokerConfig {
             socket_request_max_bytes: 104_857_600,
             max_connections: 1024,
             min_insync_replicas: 1,
+            group_min_session_timeout_ms: 6_000,
+            group_max_session_timeout_ms: 1_800_000,
+            group_initial_rebalance_delay_ms: 0,
+            offsets_retention_minutes: 10_080,
         }
     }
 }
@@ -129,6 +137,10 @@ pub struct ConfigOverrides {
     pub socket_request_max_bytes: Option<usize>,
     pub max_connections: Option<usize>,
     pub min_insync_replicas: Option<i32>,
+    pub group_min_session_timeout_ms: Option<i32>,
+    pub group_max_session_timeout_ms: Option<i32>,
+    pub group_initial_rebalance_delay_ms: Option<i32>,
+    pub offsets_retention_minutes: Option<i64>,
 }
 
 macro_rules! apply_overrides {
@@ -162,7 +174,9 @@ impl BrokerConfig {
                 log_retention_bytes, log_segment_bytes, log_segment_ms,
                 log_retention_check_interval_ms, flush_mode, flush_interval_messages,
                 flush_interval_ms, message_max_bytes, socket_request_max_bytes,
-                max_connections, min_insync_replicas]);
+                max_connections, min_insync_replicas, group_min_session_timeout_ms,
+                group_max_session_timeout_ms, group_initial_rebalance_delay_ms,
+                offsets_retention_minutes]);
             if o.advertised_listener.is_some() {
                 cfg.advertised_listener = o.advertised_listener.clone();
             }
@@ -227,6 +241,18 @@ impl BrokerConfig {
         }
         if self.min_insync_replicas < 1 {
             return Err(invalid("min_insync_replicas", "must be >= 1"));
+        }
+        if self.group_min_session_timeout_ms < 1 {
+            return Err(invalid("group_min_session_timeout_ms", "must be >= 1"));
+        }
+        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms {
+            return Err(invalid("group_max_session_timeout_ms", "must be >= group_min_session_timeout_ms"));
+        }
+        if self.group_initial_rebalance_delay_ms < 0 {
+            return Err(invalid("group_initial_rebalance_delay_ms", "must be >= 0"));
+        }
+        if self.offsets_retention_minutes < 1 {
+            return Err(invalid("offsets_retention_minutes", "must be >= 1"));
         }
         Ok(())
     }

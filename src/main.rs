@@ -73,6 +73,16 @@ struct ServeArgs {
     max_connections: Option<usize>,
     #[arg(long, env = "RUNNEL_MIN_INSYNC_REPLICAS")]
     min_insync_replicas: Option<i32>,
+    #[arg(long, env = "RUNNEL_GROUP_MIN_SESSION_TIMEOUT_MS")]
+    group_min_session_timeout_ms: Option<i32>,
+    #[arg(long, env = "RUNNEL_GROUP_MAX_SESSION_TIMEOUT_MS")]
+    group_max_session_timeout_ms: Option<i32>,
+    /// Delay of a new group's first rebalance, so that members starting together join one
+    /// generation (Kafka's default is 3000; runnel's dev default is 0).
+    #[arg(long, env = "RUNNEL_GROUP_INITIAL_REBALANCE_DELAY_MS")]
+    group_initial_rebalance_delay_ms: Option<i32>,
+    #[arg(long, env = "RUNNEL_OFFSETS_RETENTION_MINUTES")]
+    offsets_retention_minutes: Option<i64>,
 }
 
 impl ServeArgs {
@@ -98,6 +108,10 @@ impl ServeArgs {
             socket_request_max_bytes: self.socket_request_max_bytes,
             max_connections: self.max_connections,
             min_insync_replicas: self.min_insync_replicas,
+            group_min_session_timeout_ms: self.group_min_session_timeout_ms,
+            group_max_session_timeout_ms: self.group_max_session_timeout_ms,
+            group_initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
+            offsets_retention_minutes: self.offsets_retention_minutes,
         }
     }
 }

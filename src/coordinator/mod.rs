@@ -1,3 +1,17 @@
-//! Coordinators: consumer groups, committed offsets and transactions will live here.
+//! Coordinators: consumer groups and their committed offsets (transactions later).
+//!
+//! * [`group`]: the classic group protocol as a pure state machine (events and `now` in,
+//!   effects out).
+//! * [`offsets`]: the `__consumer_offsets` record formats (Kafka's).
+//! * [`group_coordinator`]: the shell that parks JoinGroup/SyncGroup requests, runs the
+//!   clock, and persists group metadata and committed offsets.
+//!
 //! Producer ids are handed out by the controller (they must never repeat, also across
 //! restarts, so they are metadata).
+
+pub mod group;
+pub mod group_coordinator;
+pub mod offsets;
+
+pub use group::{GroupError, GroupLimits, GroupState};
+pub use group_coordinator::{CoordinatorError, GroupCoordinator, OffsetsLog};

@@ -5,6 +5,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::BrokerConfig;
 use crate::controller::{Controller, MetadataImage};
+use crate::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
 
 /// Wall-clock milliseconds; injectable so tests can move time.
@@ -18,6 +19,7 @@ pub struct Ctx {
     pub config: BrokerConfig,
     pub controller: Controller,
     pub replicas: ReplicaManager,
+    pub groups: GroupCoordinator,
     pub clock: Clock,
 }
 
@@ -28,6 +30,11 @@ impl Ctx {
 
     pub fn image(&self) -> Arc<MetadataImage> {
         self.controller.image()
+    }
+
+    /// The coordinator's log (`__consumer_offsets`) as seen from this context.
+    pub fn offsets_log(&self) -> super::offsets_topic::ConsumerOffsetsLog<'_> {
+        super::offsets_topic::ConsumerOffsetsLog(self)
     }
 
     /// Bring local partitions in line with the latest metadata (after a controller write).

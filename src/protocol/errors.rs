@@ -3,6 +3,7 @@
 use kafka_protocol::error::ResponseError;
 
 use crate::controller::ControllerError;
+use crate::coordinator::{CoordinatorError, GroupError};
 use crate::replication::PartitionError;
 use crate::storage::{BatchError, StorageError};
 
@@ -42,5 +43,29 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
         ControllerError::Io(_) | ControllerError::Internal(_) => ResponseError::UnknownServerError,
+    }
+}
+
+pub fn group_error(e: GroupError) -> ResponseError {
+    match e {
+        GroupError::UnknownMemberId => ResponseError::UnknownMemberId,
+        GroupError::IllegalGeneration => ResponseError::IllegalGeneration,
+        GroupError::RebalanceInProgress => ResponseError::RebalanceInProgress,
+        GroupError::MemberIdRequired => ResponseError::MemberIdRequired,
+        GroupError::InconsistentGroupProtocol => ResponseError::InconsistentGroupProtocol,
+        GroupError::InvalidSessionTimeout => ResponseError::InvalidSessionTimeout,
+        GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
+        GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
+        GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+    }
+}
+
+pub fn coordinator_error(e: CoordinatorError) -> ResponseError {
+    match e {
+        CoordinatorError::Group(g) => group_error(g),
+        CoordinatorError::Storage => ResponseError::CoordinatorNotAvailable,
+        CoordinatorError::GroupIdNotFound => ResponseError::GroupIdNotFound,
+        CoordinatorError::NonEmptyGroup => ResponseError::NonEmptyGroup,
+        CoordinatorError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,
     }
 }

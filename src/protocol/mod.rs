@@ -10,6 +10,7 @@ pub mod context;
 pub mod errors;
 pub mod guard;
 pub mod handlers;
+pub mod offsets_topic;
 pub mod versions;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -39,9 +40,23 @@ pub enum Reply {
     NoResponse,
 }
 
+/// Who sent a request.
+#[derive(Debug, Clone, Default)]
+pub struct RequestInfo {
+    pub peer: Option<std::net::SocketAddr>,
+    pub client_id: String,
+}
+
+impl RequestInfo {
+    /// Kafka's `client_host` in DescribeGroups: "/" + the peer's IP.
+    pub fn client_host(&self) -> String {
+        self.peer.map(|p| format!("/{}", p.ip())).unwrap_or_default()
+    }
+}
+
 /// Handle one request frame (without its size prefix). Returns the encoded response
 /// frame (with size prefix), or `None` when the request gets no response.
-pub async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Result<Option<BytesMut>, ProtocolError> {
+pub async fn handle_frame(ctx: &Ctx, peer: Option<std::net::SocketAddr>, frame: Bytes) -> Result<Option<BytesMut>, ProtocolError> {
     if frame.len() < 8 {
         return Err(ProtocolError::ShortFrame(frame.len()));
     }
@@ -63,14 +78,15 @@ pub async fn handle_frame(ctx: &Ctx, frame: Bytes) -> Result<Option<BytesMut>, P
     let header_version = api.request_header_version(version);
     let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let request = RequestKind::decode(api, &mut buf, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
-    let reply = dispatch(ctx, &header, request, version).await?;
+    let info = RequestInfo { peer, client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default() };
+    let reply = dispatch(ctx, &info, request, version).await?;
     match reply {
         Reply::NoResponse => Ok(None),
         Reply::Response(body) => encode(api, version, correlation_id, &body).map(Some),
     }
 }
 
-async fn dispatch(ctx: &Ctx, header: &RequestHeader, request: RequestKind, v: i16) -> Result<Reply, ProtocolError> {
+async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -> Result<Reply, ProtocolError> {
     use handlers::*;
     let resp = match request {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),
@@ -95,12 +111,19 @@ async fn dispatch(ctx: &Ctx, header: &RequestHeader, request: RequestKind, v: i1
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r, v))
         }
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, v)),
-        other => {
-            return Err(ProtocolError::Malformed(format!(
-                "no handler for {:?} (client {:?})",
-                std::mem::discriminant(&other),
-                header.client_id
-            )))
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(groups::find_coordinator(ctx, r, v)),
+        RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(ctx, info, r, v).await),
+        RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(ctx, r, v).await),
+        RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(ctx, r, v)),
+        RequestKind::LeaveGroup(r) => ResponseKind::LeaveGroup(groups::leave_group(ctx, r, v)),
+        RequestKind::DescribeGroups(r) => ResponseKind::DescribeGroups(groups::describe_groups(ctx, r, v)),
+        RequestKind::ListGroups(r) => ResponseKind::ListGroups(groups::list_groups(ctx, r, v)),
+        RequestKind::DeleteGroups(r) => ResponseKind::DeleteGroups(groups::delete_groups(ctx, r, v)),
+        RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(group_offsets::offset_commit(ctx, r, v)),
+        RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(group_offsets::offset_fetch(ctx, r, v)),
+        RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(group_offsets::offset_delete(ctx, r, v)),
+        _ => {
+            return Err(ProtocolError::Malformed(format!("no handler for this API (client {:?})", info.client_id)))
         }
     };
     Ok(Reply::Response(Box::new(resp)))

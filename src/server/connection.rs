@@ -51,7 +51,7 @@ pub async fn serve(ctx: Arc<Ctx>, mut stream: TcpStream, peer: SocketAddr, mut s
             match parse_frame(&mut buf, max) {
                 Ok(Some(frame)) => {
                     let correlation = peek_correlation_id(&frame);
-                    match handle_frame(&ctx, frame).await {
+                    match handle_frame(&ctx, Some(peer), frame).await {
                         Ok(Some(resp)) => {
                             if let Err(e) = stream.write_all(&resp).await {
                                 tracing::debug!(%peer, error = %e, "write failed; closing connection");

@@ -2,6 +2,7 @@
 //! starts and stops a whole broker (used by `main` and embeddable in tests).
 
 pub mod connection;
+pub mod embedded;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +15,9 @@ use tokio::task::JoinHandle;
 
 use crate::config::BrokerConfig;
 use crate::controller::{Controller, ControllerError};
+use crate::coordinator::{GroupCoordinator, GroupLimits};
 use crate::protocol::context::system_clock;
+use crate::protocol::offsets_topic;
 use crate::protocol::Ctx;
 use crate::replication::replica_manager::METADATA_DIR;
 use crate::replication::{PartitionError, ReplicaManager};
@@ -67,11 +70,20 @@ impl Broker {
         replicas.remove_orphans(&image);
         let clock = system_clock();
         replicas.apply_image(&image, clock())?;
-        let ctx = Arc::new(Ctx { config, controller, replicas, clock });
+        let limits = GroupLimits {
+            min_session_timeout_ms: config.group_min_session_timeout_ms,
+            max_session_timeout_ms: config.group_max_session_timeout_ms,
+            initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
+            max_size: usize::MAX,
+        };
+        let groups = GroupCoordinator::new(limits, config.offsets_retention_minutes.saturating_mul(60_000));
+        let ctx = Arc::new(Ctx { config, controller, replicas, groups, clock });
+        ctx.groups.load(offsets_topic::read_all(&ctx), ctx.now_ms());
         let (shutdown, _) = broadcast::channel(1);
         let tasks = vec![
             tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone())),
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
+            tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
         ];
         tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
         Ok(Broker { local_addr, ctx, shutdown, tasks, _lock: lock })
@@ -187,5 +199,18 @@ async fn retention_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
                 Err(e) => tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
             }
         }
+    }
+}
+
+/// Drives the group coordinator's clock: session expiry, rebalance and sync timeouts,
+/// offset expiry.
+async fn group_clock(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
+    let mut interval = tokio::time::interval(Duration::from_millis(100));
+    loop {
+        tokio::select! {
+            _ = interval.tick() => {}
+            _ = stop.recv() => return,
+        }
+        ctx.groups.tick(ctx.now_ms(), &ctx.offsets_log());
     }
 }

@@ -9,6 +9,8 @@ pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod fetch;
+pub mod group_offsets;
+pub mod groups;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -76,4 +78,9 @@ pub fn topic_ops_all() -> i32 {
 pub fn cluster_ops_all() -> i32 {
     // CREATE 5, ALTER 7, DESCRIBE 8, CLUSTER_ACTION 9, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11, IDEMPOTENT_WRITE 12
     [5, 7, 8, 9, 10, 11, 12].iter().fold(0, |acc, b| acc | (1 << b))
+}
+
+pub fn group_ops_all() -> i32 {
+    // READ 3, DELETE 6, DESCRIBE 8
+    [3, 6, 8].iter().fold(0, |acc, b| acc | (1 << b))
 }

@@ -1,0 +1,246 @@
+//! State-machine tests: feed events with a hand-moved clock, assert the effects.
+
+use super::*;
+
+const SESSION: i32 = 10_000;
+const REBALANCE: i32 = 30_000;
+
+fn params(member_id: &str, protocols: &[&str]) -> JoinParams {
+    JoinParams {
+        member_id: member_id.to_owned(),
+        group_instance_id: None,
+        client_id: "client".into(),
+        client_host: "/127.0.0.1".into(),
+        session_timeout_ms: SESSION,
+        rebalance_timeout_ms: REBALANCE,
+        protocol_type: "consumer".into(),
+        protocols: protocols.iter().map(|p| (p.to_string(), Bytes::from(format!("meta-{p}")))).collect(),
+        require_known_member_id: true,
+    }
+}
+
+fn join_outcomes(fx: &[Effect]) -> Vec<(Token, JoinOutcome)> {
+    fx.iter().filter_map(|e| if let Effect::Join(t, o) = e { Some((*t, o.clone())) } else { None }).collect()
+}
+
+fn sync_outcomes(fx: &[Effect]) -> Vec<(Token, SyncOutcome)> {
+    fx.iter().filter_map(|e| if let Effect::Sync(t, o) = e { Some((*t, o.clone())) } else { None }).collect()
+}
+
+/// Join with the v4 two-step dance; returns the member id (the join stays parked).
+fn first_join(g: &mut Group, now: i64, token: Token, name: &str) -> (String, Vec<Effect>) {
+    let fx = g.join(now, token, params("", &["range"]), || format!("{name}-id"));
+    let out = join_outcomes(&fx);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1.error, Some(GroupError::MemberIdRequired));
+    let id = out[0].1.member_id.clone();
+    let fx = g.join(now, token + 100, params(&id, &["range"]), || unreachable!());
+    (id, fx)
+}
+
+fn stable_group_of_two(now: i64) -> (Group, String, String) {
+    let mut g = Group::new("g", GroupLimits::default(), now);
+    let (a, fx) = first_join(&mut g, now, 1, "a");
+    // Alone: the rebalance completes at once, generation 1.
+    let out = join_outcomes(&fx);
+    assert_eq!(out[0].1.generation_id, 1);
+    assert_eq!(out[0].1.leader, a);
+    g.sync(now, 2, &a, 1, None, None, None, vec![(a.clone(), Bytes::from_static(b"all"))]);
+    assert_eq!(g.state, GroupState::Stable);
+    // b joins: a must rejoin.
+    let (b, fx) = first_join(&mut g, now, 3, "b");
+    assert!(join_outcomes(&fx).is_empty(), "b waits for a to rejoin");
+    assert_eq!(g.state, GroupState::PreparingRebalance);
+    assert_eq!(g.heartbeat(now, &a, 1, None), Err(GroupError::RebalanceInProgress));
+    let fx = g.join(now, 4, params(&a, &["range"]), || unreachable!());
+    let out = join_outcomes(&fx);
+    assert_eq!(out.len(), 2);
+    for (_, o) in &out {
+        assert_eq!(o.generation_id, 2);
+        assert_eq!(o.leader, a);
+        assert_eq!(o.protocol_name.as_deref(), Some("range"));
+    }
+    let leader = out.iter().find(|(_, o)| o.member_id == a).unwrap();
+    assert_eq!(leader.1.members.len(), 2);
+    let follower = out.iter().find(|(_, o)| o.member_id == b).unwrap();
+    assert!(follower.1.members.is_empty());
+    assert_eq!(g.state, GroupState::CompletingRebalance);
+    // follower syncs first and waits; the leader's sync releases both.
+    let fx = g.sync(now, 5, &b, 2, None, None, None, vec![]);
+    assert!(sync_outcomes(&fx).is_empty());
+    let fx = g.sync(now, 6, &a, 2, None, Some("consumer"), Some("range"),
+        vec![(a.clone(), Bytes::from_static(b"A")), (b.clone(), Bytes::from_static(b"B"))]);
+    let out = sync_outcomes(&fx);
+    assert_eq!(out.len(), 2);
+    assert!(out.contains(&(5, SyncOutcome { error: None, protocol_type: Some("consumer".into()), protocol_name: Some("range".into()), assignment: Bytes::from_static(b"B") })));
+    assert!(fx.contains(&Effect::PersistGroup));
+    assert_eq!(g.state, GroupState::Stable);
+    (g, a, b)
+}
+
+#[test]
+fn two_members_join_sync_and_get_their_assignments() {
+    let (mut g, a, b) = stable_group_of_two(0);
+    assert_eq!(g.heartbeat(1, &a, 2, None), Ok(()));
+    assert_eq!(g.heartbeat(1, &b, 1, None), Err(GroupError::IllegalGeneration));
+    assert_eq!(g.heartbeat(1, "stranger", 2, None), Err(GroupError::UnknownMemberId));
+    // A follower re-syncing in Stable gets its assignment back at once.
+    let fx = g.sync(2, 9, &b, 2, None, None, None, vec![]);
+    assert_eq!(sync_outcomes(&fx)[0].1.assignment, Bytes::from_static(b"B"));
+}
+
+#[test]
+fn a_silent_member_is_expired_and_the_rest_rebalance() {
+    let (mut g, a, b) = stable_group_of_two(0);
+    // a keeps heartbeating, b goes silent.
+    for t in (1_000..SESSION as i64).step_by(1_000) {
+        assert_eq!(g.heartbeat(t, &a, 2, None), Ok(()));
+        assert!(g.tick(t).is_empty());
+    }
+    let fx = g.tick(SESSION as i64 + 1);
+    assert!(join_outcomes(&fx).is_empty());
+    assert!(!g.members.contains_key(&b));
+    assert_eq!(g.state, GroupState::PreparingRebalance);
+    let fx = g.join(SESSION as i64 + 2, 20, params(&a, &["range"]), || unreachable!());
+    let out = join_outcomes(&fx);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1.generation_id, 3);
+    assert_eq!(out[0].1.members.len(), 1);
+}
+
+#[test]
+fn a_member_that_does_not_rejoin_in_time_is_dropped() {
+    let (mut g, a, b) = stable_group_of_two(0);
+    // a rejoins with a new protocol list: rebalance; b never rejoins (but heartbeats).
+    let fx = g.join(10, 30, params(&a, &["range", "roundrobin"]), || unreachable!());
+    assert!(join_outcomes(&fx).is_empty());
+    // b keeps heartbeating (told to rejoin each time) but never does.
+    for t in (20..REBALANCE as i64).step_by(1_000) {
+        assert_eq!(g.heartbeat(t, &b, 2, None), Err(GroupError::RebalanceInProgress));
+        assert!(join_outcomes(&g.tick(t)).is_empty());
+    }
+    let fx = g.tick(REBALANCE as i64 + 10);
+    let out = join_outcomes(&fx);
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].0, 30);
+    assert_eq!(out[0].1.generation_id, 3);
+    assert!(!g.members.contains_key(&b));
+}
+
+#[test]
+fn leaving_triggers_a_rebalance_and_the_last_leave_empties_the_group() {
+    let (mut g, a, b) = stable_group_of_two(0);
+    let (r, _) = g.leave(5, &b, None);
+    assert_eq!(r, Ok(()));
+    assert_eq!(g.state, GroupState::PreparingRebalance);
+    let fx = g.join(6, 40, params(&a, &["range"]), || unreachable!());
+    assert_eq!(join_outcomes(&fx)[0].1.generation_id, 3);
+    g.sync(7, 41, &a, 3, None, None, None, vec![]);
+    let (r, fx) = g.leave(8, &a, None);
+    assert_eq!(r, Ok(()));
+    assert_eq!(g.state, GroupState::Empty);
+    assert!(fx.contains(&Effect::PersistGroup));
+    assert_eq!(g.leave(9, &a, None).0, Err(GroupError::UnknownMemberId));
+}
+
+#[test]
+fn the_leader_never_syncing_restarts_the_rebalance() {
+    let mut g = Group::new("g", GroupLimits::default(), 0);
+    let (a, _) = first_join(&mut g, 0, 1, "a");
+    assert_eq!(g.state, GroupState::CompletingRebalance);
+    // a never sends SyncGroup and is removed after the rebalance timeout.
+    let fx = g.tick(REBALANCE as i64 + 1);
+    assert!(sync_outcomes(&fx).is_empty());
+    assert!(!g.members.contains_key(&a));
+    assert_eq!(g.state, GroupState::Empty);
+}
+
+#[test]
+fn sync_and_commit_errors() {
+    let (mut g, a, _b) = stable_group_of_two(0);
+    let fx = g.sync(1, 50, &a, 1, None, None, None, vec![]);
+    assert_eq!(sync_outcomes(&fx)[0].1.error, Some(GroupError::IllegalGeneration));
+    let fx = g.sync(1, 51, "nobody", 2, None, None, None, vec![]);
+    assert_eq!(sync_outcomes(&fx)[0].1.error, Some(GroupError::UnknownMemberId));
+    let fx = g.sync(1, 52, &a, 2, None, Some("connect"), None, vec![]);
+    assert_eq!(sync_outcomes(&fx)[0].1.error, Some(GroupError::InconsistentGroupProtocol));
+}
+
+#[test]
+fn joins_with_bad_protocols_or_timeouts_are_refused() {
+    let (mut g, _a, _b) = stable_group_of_two(0);
+    let mut p = params("", &["range"]);
+    p.protocol_type = "connect".into();
+    let fx = g.join(1, 60, p, || "x".into());
+    assert_eq!(join_outcomes(&fx)[0].1.error, Some(GroupError::InconsistentGroupProtocol));
+    let fx = g.join(1, 61, params("", &["sticky"]), || "y".into());
+    assert_eq!(join_outcomes(&fx)[0].1.error, Some(GroupError::InconsistentGroupProtocol));
+    let mut p = params("", &["range"]);
+    p.session_timeout_ms = 10;
+    let fx = g.join(1, 62, p, || "z".into());
+    assert_eq!(join_outcomes(&fx)[0].1.error, Some(GroupError::InvalidSessionTimeout));
+    let fx = g.join(1, 63, params("made-up", &["range"]), || unreachable!());
+    assert_eq!(join_outcomes(&fx)[0].1.error, Some(GroupError::UnknownMemberId));
+}
+
+#[test]
+fn a_static_member_rejoining_fences_its_old_id() {
+    let mut g = Group::new("g", GroupLimits::default(), 0);
+    let mut p = params("", &["range"]);
+    p.group_instance_id = Some("inst-1".into());
+    // Static members need no MEMBER_ID_REQUIRED round trip.
+    let fx = g.join(0, 1, p.clone(), || "old".into());
+    assert_eq!(join_outcomes(&fx)[0].1.member_id, "old");
+    g.sync(0, 2, "old", 1, Some("inst-1"), None, None, vec![("old".into(), Bytes::from_static(b"x"))]);
+    // The same instance restarts and joins without its member id.
+    let fx = g.join(5, 3, p, || "new".into());
+    let out = join_outcomes(&fx);
+    assert_eq!(out.last().unwrap().1.member_id, "new");
+    assert_eq!(g.heartbeat(6, "old", out.last().unwrap().1.generation_id, Some("inst-1")), Err(GroupError::FencedInstanceId));
+    assert!(g.members.contains_key("new"));
+    assert!(!g.members.contains_key("old"));
+}
+
+#[test]
+fn protocol_selection_follows_votes() {
+    let mut g = Group::new("g", GroupLimits::default(), 0);
+    let mut p1 = params("", &["cooperative-sticky", "range"]);
+    p1.require_known_member_id = false;
+    let mut p2 = params("", &["range", "cooperative-sticky"]);
+    p2.require_known_member_id = false;
+    let mut p3 = params("", &["range"]);
+    p3.require_known_member_id = false;
+    g.join(0, 1, p1.clone(), || "m1".into());
+    g.sync(0, 2, "m1", 1, None, None, None, vec![]);
+    assert_eq!(g.protocol_name.as_deref(), Some("cooperative-sticky"));
+    g.join(1, 3, p2, || "m2".into());
+    p1.member_id = "m1".into();
+    let fx = g.join(1, 4, p1, || unreachable!());
+    // common = [cooperative-sticky, range]; votes 1:1 → first member's order.
+    assert_eq!(join_outcomes(&fx)[0].1.protocol_name.as_deref(), Some("cooperative-sticky"));
+    let fx = g.join(2, 5, p3, || "m3".into());
+    assert!(join_outcomes(&fx).is_empty());
+    assert_eq!(g.common_protocols(), vec!["range".to_string()]);
+}
+
+#[test]
+fn restore_brings_members_back_with_fresh_sessions() {
+    let members = vec![RestoredMember {
+        member_id: "m".into(),
+        group_instance_id: None,
+        client_id: "c".into(),
+        client_host: "h".into(),
+        rebalance_timeout_ms: REBALANCE,
+        session_timeout_ms: SESSION,
+        subscription: Bytes::from_static(b"s"),
+        assignment: Bytes::from_static(b"a"),
+    }];
+    let mut g = Group::restore("g", GroupLimits::default(), 7, Some("consumer".into()), Some("range".into()), Some("m".into()), members, 1000);
+    assert_eq!(g.state, GroupState::Stable);
+    assert_eq!(g.heartbeat(1001, "m", 7, None), Ok(()));
+    let fx = g.sync(1002, 1, "m", 7, None, None, None, vec![]);
+    assert_eq!(sync_outcomes(&fx)[0].1.assignment, Bytes::from_static(b"a"));
+    g.tick(1001 + SESSION as i64 + 1);
+    assert!(g.members.is_empty());
+    assert_eq!(g.state, GroupState::Empty);
+}
