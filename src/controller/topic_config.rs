@@ -42,7 +42,9 @@ impl ConfigType {
 pub struct TopicConfigDef {
     pub name: &'static str,
     pub ty: ConfigType,
-    /// The broker-level config this one defaults from (Kafka's synonym), if any.
+    /// The broker-level config this one defaults from (Kafka's synonym), if Kafka reports
+    /// it as a synonym (it does not for configs whose broker default is in other units,
+    /// like retention.ms ← log.retention.hours).
     pub broker_synonym: Option<&'static str>,
     pub doc: &'static str,
     min: Option<f64>,
@@ -81,7 +83,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         |_| "60000".into(), "Delay before deleting a file from the filesystem."),
     def!("flush.messages", Long, Some("log.flush.interval.messages"), Some(1.0), None, &[],
         |b| b.flush_interval_messages.to_string(), "Force an fsync after this many messages."),
-    def!("flush.ms", Long, Some("log.flush.interval.ms"), Some(0.0), None, &[],
+    def!("flush.ms", Long, None, Some(0.0), None, &[],
         |b| b.flush_interval_ms.to_string(), "Force an fsync after this much time."),
     def!("index.interval.bytes", Int, Some("log.index.interval.bytes"), Some(0.0), None, &[],
         |_| "4096".into(), "Bytes of log between offset index entries."),
@@ -106,15 +108,15 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         |_| "false".into(), "Preallocate segment files."),
     def!("retention.bytes", Long, Some("log.retention.bytes"), Some(-1.0), None, &[],
         |b| b.log_retention_bytes.to_string(), "Maximum partition size before old segments are deleted."),
-    def!("retention.ms", Long, Some("log.retention.ms"), Some(-1.0), None, &[],
+    def!("retention.ms", Long, None, Some(-1.0), None, &[],
         |b| b.log_retention_ms.to_string(), "Maximum age of a segment before it is deleted."),
     def!("segment.bytes", Int, Some("log.segment.bytes"), Some(14.0), None, &[],
         |b| b.log_segment_bytes.min(i32::MAX as u64).to_string(), "Segment file size."),
     def!("segment.index.bytes", Int, Some("log.index.size.max.bytes"), Some(4.0), None, &[],
         |_| "10485760".into(), "Offset index size."),
-    def!("segment.jitter.ms", Long, Some("log.roll.jitter.ms"), Some(0.0), None, &[],
+    def!("segment.jitter.ms", Long, None, Some(0.0), None, &[],
         |_| "0".into(), "Random jitter subtracted from segment.ms."),
-    def!("segment.ms", Long, Some("log.roll.ms"), Some(1.0), None, &[],
+    def!("segment.ms", Long, None, Some(1.0), None, &[],
         |b| b.log_segment_ms.to_string(), "Time after which a segment is rolled."),
     def!("unclean.leader.election.enable", Boolean, Some("unclean.leader.election.enable"), None, None, &[],
         |_| "false".into(), "Allow out-of-sync replicas to become leader."),

@@ -42,6 +42,8 @@ pub fn topic_config_entries(ctx: &Ctx, topic: &TopicImage) -> Vec<ConfigEntry> {
                     synonyms.push((def.name.to_owned(), v.clone(), SOURCE_TOPIC));
                     (v.clone(), SOURCE_TOPIC)
                 }
+                // A broker setting that differs from Kafka's default is a static broker config.
+                None if default != def.default_value(&crate::config::BrokerConfig::default()) => (default.clone(), SOURCE_STATIC_BROKER),
                 None => (default.clone(), SOURCE_DEFAULT),
             };
             if let Some(syn) = def.broker_synonym {
@@ -219,12 +221,16 @@ pub fn incremental_alter(ctx: &Ctx, req: IncrementalAlterConfigsRequest, _versio
             let current = ctx.image().topic(&name).cloned();
             let changes = (|| {
                 let mut changes = Vec::new();
+                let mut seen = std::collections::HashSet::new();
                 for c in &r.configs {
                     let key = c.name.to_string();
+                    if !seen.insert(key.clone()) {
+                        return Err((ResponseError::InvalidRequest, format!("Error due to duplicate config keys: {key}")));
+                    }
                     let value = c.value.as_ref().map(|v| v.to_string());
                     match c.config_operation {
                         OP_SET => {
-                            let v = value.ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {key}")))?;
+                            let v = value.ok_or_else(|| (ResponseError::InvalidRequest, format!("Null value not supported for : {key}")))?;
                             changes.push(ConfigChange::Set(key, v));
                         }
                         OP_DELETE => changes.push(ConfigChange::Delete(key)),

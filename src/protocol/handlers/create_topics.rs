@@ -19,8 +19,13 @@ pub fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopics
     }
     let mut results = Vec::with_capacity(req.topics.len());
     let mut created = false;
+    let mut reported_duplicates = std::collections::HashSet::new();
     for t in req.topics {
         let name = t.name.0.to_string();
+        if counts[&name] > 1 && !reported_duplicates.insert(name.clone()) {
+            // Kafka answers a name given twice with one INVALID_REQUEST entry.
+            continue;
+        }
         let base = CreatableTopicResult::default()
             .with_name(t.name.clone())
             .with_num_partitions(-1)

@@ -39,18 +39,18 @@ pub fn handle(ctx: &Ctx, req: ListOffsetsRequest, version: i16) -> ListOffsetsRe
                         let e = if p.current_leader_epoch > epoch { ResponseError::UnknownLeaderEpoch } else { ResponseError::FencedLeaderEpoch };
                         return base.with_error_code(e.code());
                     }
-                    // The leader epoch is only in v4+ responses.
-                    let base = if version >= 4 { base.with_leader_epoch(epoch) } else { base };
+                    // The leader epoch is only in v4+ responses, and -1 when nothing is found.
+                    let found = |b: ListOffsetsPartitionResponse| if version >= 4 { b.with_leader_epoch(epoch) } else { b };
                     match p.timestamp {
-                        LATEST => base.with_offset(partition.high_watermark()),
-                        EARLIEST | EARLIEST_LOCAL => base.with_offset(partition.log_start_offset()),
+                        LATEST => found(base).with_offset(partition.high_watermark()),
+                        EARLIEST | EARLIEST_LOCAL => found(base).with_offset(partition.log_start_offset()),
                         LATEST_TIERED => base.with_offset(-1),
                         MAX_TIMESTAMP => match partition.max_timestamp() {
-                            Some((ts, off)) => base.with_timestamp(ts).with_offset(off),
+                            Some((ts, off)) => found(base).with_timestamp(ts).with_offset(off),
                             None => base,
                         },
                         ts if ts >= 0 => match partition.offset_for_timestamp(ts) {
-                            Ok(Some((off, ts))) => base.with_timestamp(ts).with_offset(off),
+                            Ok(Some((off, ts))) => found(base).with_timestamp(ts).with_offset(off),
                             Ok(None) => base,
                             Err(e) => base.with_error_code(partition_error(&e).code()),
                         },
