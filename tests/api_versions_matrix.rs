@@ -4,6 +4,8 @@
 //! handler shows up here as a closed connection at the old versions.
 
 mod common;
+#[path = "api_versions_matrix/groups.rs"]
+mod groups;
 
 use anyhow::Context;
 use common::batches::{self, Rec};
@@ -77,6 +79,17 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::CreatePartitions => create_partitions(c, broker, v).await,
         ApiKey::IncrementalAlterConfigs => incremental_alter_configs(c, broker, v).await,
         ApiKey::DescribeCluster => describe_cluster(c, fx, v).await,
+        ApiKey::FindCoordinator => groups::find_coordinator(c, fx.port, v).await,
+        ApiKey::JoinGroup => groups::join_group(c, v).await,
+        ApiKey::SyncGroup => groups::sync_group(c, v).await,
+        ApiKey::Heartbeat => groups::heartbeat(c, v).await,
+        ApiKey::LeaveGroup => groups::leave_group(c, v).await,
+        ApiKey::OffsetCommit => groups::offset_commit(c, TOPIC, v).await,
+        ApiKey::OffsetFetch => groups::offset_fetch(c, TOPIC, v).await,
+        ApiKey::DescribeGroups => groups::describe_groups(c, v).await,
+        ApiKey::ListGroups => groups::list_groups(c, v).await,
+        ApiKey::DeleteGroups => groups::delete_groups(c, TOPIC, v).await,
+        ApiKey::OffsetDelete => groups::offset_delete(c, TOPIC, v).await,
         other => anyhow::bail!("no representative request for {other:?}: add one"),
     }
 }

@@ -421,3 +421,118 @@ async fn metadata_auto_creates_only_when_allowed() {
     // Produce auto-creates too.
     assert_eq!(c.produce_ok("auto-by-produce", 1, batches::values("a", 1)).await, 0);
 }
+
+/// KIP-74: only the first batch of the first non-empty partition may exceed the limits;
+/// after it, the response-level max_bytes holds for the partitions that follow.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn response_max_bytes_holds_after_the_first_partition() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    c.create_topic_ok("wide", 2, &[]).await;
+    let big = "w".repeat(10_000);
+    for p in 0..2 {
+        c.produce_ok("wide", p, batches::batch(&[Rec::value(&big)])).await;
+    }
+    let first = c.fetch("wide", 0, 0).await;
+    let size = batches::batch_sizes(&first.records)[0];
+    let req = FetchRequest::default()
+        .with_max_wait_ms(0)
+        .with_max_bytes(size as i32 + 50)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic_name("wide"))
+            .with_partitions(vec![fetch_partition(0, 0, 1 << 20), fetch_partition(1, 0, 1 << 20)])]);
+    let resp = c.send(FETCH_V, req).await;
+    let parts = &resp.responses[0].partitions;
+    assert_eq!(parts.len(), 2);
+    assert_eq!(batches::batch_sizes(&parts[0].records), vec![size]);
+    assert_eq!((parts[1].error_code, parts[1].high_watermark), (0, 1));
+    let second: usize = batches::batch_sizes(&parts[1].records).iter().sum();
+    assert!(second <= 50, "max_bytes {} exceeded: partition 0 returned {size} bytes, then partition 1 {second}", size + 50);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_bad_partition_does_not_fail_the_others() {
+    use kafka_protocol::messages::produce_request::PartitionProduceData;
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    c.create_topic_ok("mixed", 2, &[]).await;
+    let good = batches::values("good", 2);
+    let mut req = produce_request("mixed", 0, good.clone(), -1);
+    req.topic_data[0].partition_data.push(PartitionProduceData::default().with_index(1).with_records(Some(batches::with_bad_crc(&good))));
+    req.topic_data[0].partition_data.push(PartitionProduceData::default().with_index(5).with_records(Some(good.clone())));
+    let resp = c.send(PRODUCE_V, req).await;
+    let codes: Vec<(i32, i16)> = resp.responses[0].partition_responses.iter().map(|p| (p.index, p.error_code)).collect();
+    assert_eq!(codes, [(0, 0), (1, 2), (5, 3)]);
+    assert_eq!(c.log_end_offset("mixed", 0).await, 2);
+    assert_eq!(c.log_end_offset("mixed", 1).await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_producers_get_distinct_offsets() {
+    let broker = TestBroker::start().await;
+    broker.client().await.create_topic_ok("busy", 1, &[]).await;
+    let producers: Vec<_> = (0..10)
+        .map(|p| {
+            let addr = broker.addr();
+            tokio::spawn(async move {
+                let mut c = common::Client::connect(addr).await;
+                let mut bases = vec![];
+                for i in 0..20 {
+                    bases.push(c.produce_ok("busy", 0, batches::values(&format!("p{p}-{i}"), 3)).await);
+                }
+                bases
+            })
+        })
+        .collect();
+    let mut bases = vec![];
+    for p in producers {
+        bases.extend(p.await.unwrap());
+    }
+    bases.sort();
+    assert_eq!(bases, (0..200).map(|i| i * 3).collect::<Vec<i64>>());
+    let mut c = broker.client().await;
+    assert_eq!(c.log_end_offset("busy", 0).await, 600);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn describe_configs_filters_by_key() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    c.create_topic_ok("filtered", 1, &[]).await;
+    let mut req = describe_configs_request(RESOURCE_TOPIC, "filtered");
+    req.resources[0].configuration_keys = Some(vec![str("retention.ms"), str("cleanup.policy")]);
+    let resp = c.send(DESCRIBE_CONFIGS_V, req).await;
+    let mut names: Vec<&str> = resp.results[0].configs.iter().map(|e| e.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["cleanup.policy", "retention.ms"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_topics_validate_only_and_duplicates_in_one_request() {
+    let broker = TestBroker::start_with(NO_AUTO_CREATE).await;
+    let mut c = broker.client().await;
+    let resp = c.send(CREATE_TOPICS_V, create_topics_request("dry", 3, 1, &[]).with_validate_only(true)).await;
+    assert_eq!((resp.topics[0].error_code, resp.topics[0].num_partitions), (0, 3));
+    assert_eq!(c.metadata(&["dry"]).await.topics[0].error_code, 3, "validate_only creates nothing");
+
+    let mut req = create_topics_request("twice", 1, 1, &[]);
+    req.topics.push(req.topics[0].clone());
+    let resp = c.send(CREATE_TOPICS_V, req).await;
+    // Kafka's controller answers once per duplicated name.
+    let results: Vec<(&str, i16)> = resp.topics.iter().map(|t| (t.name.0.as_str(), t.error_code)).collect();
+    assert_eq!(results, [("twice", 42)], "INVALID_REQUEST");
+    assert_eq!(c.metadata(&["twice"]).await.topics[0].error_code, 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_empty_topic_list_means_all_at_v0_and_none_later() {
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    c.create_topic_ok("listed", 1, &[]).await;
+    let v0 = c.send(0, MetadataRequest::default().with_topics(Some(vec![]))).await;
+    assert!(v0.topics.iter().any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "listed")));
+    let v1 = c.send(1, MetadataRequest::default().with_topics(Some(vec![]))).await;
+    assert!(v1.topics.is_empty());
+    let all = c.send(1, MetadataRequest::default().with_topics(None)).await;
+    assert_eq!(all.topics.len(), 1);
+}

@@ -10,7 +10,7 @@ use crate::config::FlushMode;
 use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::offsets::OffsetsRecord;
 use crate::coordinator::OffsetsLog;
-use crate::replication::Partition;
+use crate::replication::{Partition, ProduceLimits};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -76,7 +76,8 @@ impl OffsetsLog for ConsumerOffsetsLog<'_> {
         let mut buf = BytesMut::new();
         RecordBatchEncoder::encode(&mut buf, recs.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
             .map_err(|e| e.to_string())?;
-        let res = partition.append(&mut buf, usize::MAX, now).map_err(|e| e.to_string())?;
+        let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None };
+        let res = partition.append(&mut buf, &limits, now).map_err(|e| e.to_string())?;
         if ctx.config.flush_mode == FlushMode::Fsync {
             partition.flush_through(res.last_offset).map_err(|e| e.to_string())?;
         }

@@ -6,5 +6,5 @@ pub mod partition;
 pub mod producer_state;
 pub mod replica_manager;
 
-pub use partition::{AppendResult, FetchResult, Partition, PartitionError};
+pub use partition::{AppendResult, FetchResult, Partition, PartitionError, ProduceLimits};
 pub use replica_manager::ReplicaManager;

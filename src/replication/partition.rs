@@ -13,7 +13,16 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use super::producer_state::{ProducerStateTable, SequenceCheck};
-use crate::storage::{validate_batches, BatchError, LogConfig, PartitionLog, StorageError};
+use crate::storage::{validate_batches, validate_produce_batch, BatchError, LogConfig, PartitionLog, StorageError, TimestampBounds};
+
+/// What a Produce must satisfy beyond a well-formed batch: the topic's max.message.bytes
+/// and, for client batches, record contents and timestamp bounds.
+#[derive(Debug, Clone, Copy)]
+pub struct ProduceLimits {
+    pub max_message_bytes: usize,
+    /// `None` for the broker's own writes (`__consumer_offsets`), which are trusted.
+    pub timestamps: Option<TimestampBounds>,
+}
 
 #[derive(Debug, Error)]
 pub enum PartitionError {
@@ -118,8 +127,16 @@ impl Partition {
 
     /// Validate and append a Produce request's records for this partition: all batches
     /// or none. `records` is modified in place (offsets, leader epoch).
-    pub fn append(&self, records: &mut [u8], max_message_bytes: usize, now_ms: i64) -> Result<AppendResult, PartitionError> {
-        let headers = validate_batches(records, max_message_bytes)?;
+    pub fn append(&self, records: &mut [u8], limits: &ProduceLimits, now_ms: i64) -> Result<AppendResult, PartitionError> {
+        let headers = validate_batches(records, limits.max_message_bytes)?;
+        if let Some(bounds) = &limits.timestamps {
+            let mut pos = 0;
+            for h in &headers {
+                let len = h.total_len();
+                validate_produce_batch(h, &records[pos..pos + len], bounds)?;
+                pos += len;
+            }
+        }
         let mut s = self.lock();
         // Sequence checks against a scratch copy so a rejected request changes nothing.
         let mut duplicate = None;

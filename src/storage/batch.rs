@@ -51,6 +51,12 @@ pub enum BatchError {
     Empty,
     #[error("malformed record inside a batch: {0}")]
     MalformedRecord(&'static str),
+    #[error("invalid record batch: {0}")]
+    InvalidRecord(&'static str),
+    #[error("unsupported compression codec {0}")]
+    UnsupportedCompression(u8),
+    #[error("record timestamp {timestamp} is out of the allowed range around the broker time {now}")]
+    InvalidTimestamp { timestamp: i64, now: i64 },
 }
 
 /// Compression codec from attribute bits 0-2.

@@ -21,6 +21,7 @@ pub mod leader_epoch;
 pub mod log;
 pub mod offset_index;
 pub mod record;
+pub mod record_validation;
 pub mod segment;
 pub mod time_index;
 
@@ -32,4 +33,5 @@ pub use batch::{
     BatchHeader, BATCH_HEADER_LEN,
 };
 pub use error::StorageError;
+pub use record_validation::{validate_produce_batch, TimestampBounds};
 pub use log::{AppendInfo, LogConfig, PartitionLog};

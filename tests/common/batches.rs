@@ -153,3 +153,17 @@ pub fn with_magic(batch: &Bytes, magic: u8) -> Bytes {
     b[MAGIC_AT] = magic;
     Bytes::from(b)
 }
+
+/// Byte offsets of more batch header fields, for tampering.
+pub const ATTRIBUTES_AT: usize = 21;
+pub const LAST_OFFSET_DELTA_AT: usize = 23;
+pub const RECORDS_COUNT_AT: usize = 57;
+
+/// `batch` changed by `edit`, with the CRC recomputed so only the edit is wrong.
+pub fn tampered(batch: &Bytes, edit: impl FnOnce(&mut Vec<u8>)) -> Bytes {
+    let mut b = batch.to_vec();
+    edit(&mut b);
+    let crc = crc32c::crc32c(&b[ATTRIBUTES_AT..]);
+    b[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+    Bytes::from(b)
+}

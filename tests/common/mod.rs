@@ -39,9 +39,11 @@ impl TestBroker {
     /// Start with the test defaults adjusted by `tweak` (kept across restarts).
     pub async fn start_with(tweak: impl FnOnce(&mut BrokerConfig)) -> TestBroker {
         let dir = tempfile::tempdir().expect("tempdir");
-        let mut config = BrokerConfig::default();
-        config.listen = "127.0.0.1:0".into();
-        config.data_dir = dir.path().to_path_buf();
+        let mut config = BrokerConfig {
+            listen: "127.0.0.1:0".into(),
+            data_dir: dir.path().to_path_buf(),
+            ..BrokerConfig::default()
+        };
         tweak(&mut config);
         config.validate().expect("test config is valid");
         let broker = Broker::start(config.clone()).await.expect("broker starts");

@@ -88,6 +88,8 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopic
             } else {
                 partition.fetch(fp.fetch_offset, limit.max(1)).map(Some)
             };
+            // Only the first partition with data may exceed the limit.
+            let result = result.map(|r| r.filter(|r| total == 0 || r.records.len() <= limit));
             match result {
                 Ok(Some(r)) => {
                     let n = r.records.len();

@@ -13,10 +13,12 @@ pub fn handle(ctx: &Ctx, req: InitProducerIdRequest, _version: i16) -> InitProdu
         tracing::warn!("InitProducerId with a transactional id: transactions are not supported yet");
         return fail(ResponseError::TransactionalIdAuthorizationFailed);
     }
-    // An existing idempotent producer asking for an epoch bump (KIP-360) keeps its id.
-    if req.producer_id.0 >= 0 && req.producer_epoch >= 0 && req.producer_epoch < i16::MAX - 1 {
-        return InitProducerIdResponse::default().with_producer_id(req.producer_id).with_producer_epoch(req.producer_epoch + 1);
+    // Producer id and epoch come together or not at all.
+    if (req.producer_id.0 == -1) != (req.producer_epoch == -1) {
+        return fail(ResponseError::InvalidRequest);
     }
+    // Without a transactional id Kafka always hands out a fresh producer id (an existing
+    // id is never bumped for the asker: that would let any client fence any producer).
     match ctx.controller.allocate_producer_id() {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {

@@ -9,6 +9,8 @@ use super::{local_partition, str_bytes, topic_or_auto_create};
 use crate::config::FlushMode;
 use crate::protocol::errors::partition_error;
 use crate::protocol::Ctx;
+use crate::replication::ProduceLimits;
+use crate::storage::TimestampBounds;
 
 fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -71,7 +73,17 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, _version: i16) -> Option<Pro
                 continue;
             };
             let mut records = into_mut(records);
-            match partition.append(&mut records, log_config.max_message_bytes, ctx.now_ms()) {
+            let now = ctx.now_ms();
+            let config_ms = |name: &str, default: i64| topic.configs.get(name).and_then(|v| v.parse::<i64>().ok()).unwrap_or(default);
+            let limits = ProduceLimits {
+                max_message_bytes: log_config.max_message_bytes,
+                timestamps: Some(TimestampBounds {
+                    now_ms: now,
+                    before_max_ms: config_ms("message.timestamp.before.max.ms", i64::MAX),
+                    after_max_ms: config_ms("message.timestamp.after.max.ms", 3_600_000),
+                }),
+            };
+            match partition.append(&mut records, &limits, now) {
                 Ok(res) => {
                     appended = true;
                     if ctx.config.flush_mode == FlushMode::Fsync && acks != 0 {
