@@ -443,12 +443,24 @@ impl GroupCoordinator {
         Ok(results)
     }
 
-    /// Drop committed offsets of a deleted topic (no tombstones needed: the topic's
-    /// records are gone and a re-created topic starts over).
-    pub fn forget_topic(&self, topic: &str) {
+    /// Remove every group's committed offsets for a deleted topic (with tombstones, so a
+    /// replay does not bring them back and a re-created topic starts without them).
+    pub fn delete_topic_offsets(&self, topic: &str, log: &dyn OffsetsLog) {
         let mut st = self.lock();
-        for o in st.offsets.values_mut() {
-            o.retain(|(t, _), _| t != topic);
+        let mut tombstones = Vec::new();
+        for (group, offsets) in st.offsets.iter_mut() {
+            offsets.retain(|(t, p), _| {
+                if t == topic {
+                    tombstones.push(OffsetsRecord::Offset { group: group.clone(), topic: t.clone(), partition: *p, value: None });
+                    false
+                } else {
+                    true
+                }
+            });
+        }
+        st.offsets.retain(|_, o| !o.is_empty());
+        if let Err(e) = log.append(&tombstones) {
+            tracing::error!(topic, error = %e, "failed to write offset tombstones for a deleted topic");
         }
     }
 }
@@ -523,6 +535,18 @@ mod tests {
         again.load(log.0.borrow().clone(), 40);
         assert!(again.fetch_offsets("g", None).is_empty());
         assert!(again.list().is_empty());
+    }
+
+    #[test]
+    fn deleting_a_topic_removes_its_offsets_durably() {
+        let log = MemLog::default();
+        let c = GroupCoordinator::new(GroupLimits::default(), 1000);
+        c.commit_offsets("g", "", -1, None, vec![("gone".into(), 0, co(5, 10)), ("kept".into(), 0, co(6, 10))], 10, &log).unwrap();
+        c.delete_topic_offsets("gone", &log);
+        assert_eq!(c.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
+        let replayed = GroupCoordinator::new(GroupLimits::default(), 1000);
+        replayed.load(log.0.borrow().clone(), 20);
+        assert_eq!(replayed.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
     }
 
     #[test]

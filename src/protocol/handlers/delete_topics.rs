@@ -39,6 +39,7 @@ pub fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> DeleteTopics
         match ctx.controller.delete_topic(topic.topic_id) {
             Ok(()) => {
                 tracing::info!(topic = %topic.name, "deleted topic");
+                ctx.groups.delete_topic_offsets(&topic.name, &ctx.offsets_log());
                 deleted = true;
                 responses.push(result);
             }
