@@ -124,6 +124,17 @@ impl JoinOutcome {
     }
 }
 
+/// A SyncGroup request; the leader's carries the assignments.
+#[derive(Debug, Clone)]
+pub struct SyncParams<'a> {
+    pub member_id: &'a str,
+    pub generation_id: i32,
+    pub group_instance_id: Option<&'a str>,
+    pub protocol_type: Option<&'a str>,
+    pub protocol_name: Option<&'a str>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct SyncOutcome {
     pub error: Option<GroupError>,
@@ -567,17 +578,8 @@ impl Group {
 
     // ---- SyncGroup ----
 
-    pub fn sync(
-        &mut self,
-        now: i64,
-        token: Token,
-        member_id: &str,
-        generation_id: i32,
-        group_instance_id: Option<&str>,
-        protocol_type: Option<&str>,
-        protocol_name: Option<&str>,
-        assignments: Vec<(String, Bytes)>,
-    ) -> Vec<Effect> {
+    pub fn sync(&mut self, now: i64, token: Token, req: SyncParams<'_>) -> Vec<Effect> {
+        let SyncParams { member_id, generation_id, group_instance_id, protocol_type, protocol_name, assignments } = req;
         let mut fx = Vec::new();
         let reply_err = |e| vec![Effect::Sync(token, SyncOutcome::error(e))];
         if let Err(e) = self.check_member(member_id, group_instance_id) {

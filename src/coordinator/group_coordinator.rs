@@ -13,7 +13,7 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::group::{Effect, Group, GroupError, GroupLimits, GroupState, JoinOutcome, JoinParams, RestoredMember, SyncOutcome, Token};
+use super::group::{Effect, Group, GroupError, GroupLimits, GroupState, JoinOutcome, JoinParams, RestoredMember, SyncOutcome, SyncParams, Token};
 use super::offsets::{CommittedOffset, GroupValue, OffsetsRecord};
 
 /// Where coordinator records go: the `__consumer_offsets` topic. Appends are durable
@@ -77,6 +77,21 @@ pub struct GroupListing {
     pub group_id: String,
     pub protocol_type: String,
     pub state: GroupState,
+}
+
+/// Who commits: member id, generation and static instance id, as the request gives them.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberRef<'a> {
+    pub member_id: &'a str,
+    pub generation_id: i32,
+    pub group_instance_id: Option<&'a str>,
+}
+
+impl MemberRef<'_> {
+    /// A commit from outside any generation (manual assignment).
+    pub fn simple() -> MemberRef<'static> {
+        MemberRef { member_id: "", generation_id: -1, group_instance_id: None }
+    }
 }
 
 pub struct GroupCoordinator {
@@ -178,19 +193,7 @@ impl GroupCoordinator {
         rx
     }
 
-    #[allow(clippy::too_many_arguments)]
-    pub fn sync(
-        &self,
-        group_id: &str,
-        member_id: &str,
-        generation_id: i32,
-        group_instance_id: Option<&str>,
-        protocol_type: Option<&str>,
-        protocol_name: Option<&str>,
-        assignments: Vec<(String, Bytes)>,
-        now: i64,
-        log: &dyn OffsetsLog,
-    ) -> oneshot::Receiver<SyncOutcome> {
+    pub fn sync(&self, group_id: &str, req: SyncParams<'_>, now: i64, log: &dyn OffsetsLog) -> oneshot::Receiver<SyncOutcome> {
         let token = self.token();
         let (tx, rx) = oneshot::channel();
         let mut st = self.lock();
@@ -198,7 +201,7 @@ impl GroupCoordinator {
             let _ = tx.send(SyncOutcome { error: Some(GroupError::UnknownMemberId), protocol_type: None, protocol_name: None, assignment: Bytes::new() });
             return rx;
         };
-        let fx = g.sync(now, token, member_id, generation_id, group_instance_id, protocol_type, protocol_name, assignments);
+        let fx = g.sync(now, token, req);
         st.waiters.insert(token, Waiter::Sync(tx));
         self.apply(&mut st, group_id, fx, log);
         rx
@@ -278,13 +281,12 @@ impl GroupCoordinator {
     pub fn commit_offsets(
         &self,
         group_id: &str,
-        member_id: &str,
-        generation_id: i32,
-        group_instance_id: Option<&str>,
+        member: MemberRef<'_>,
         offsets: Vec<(String, i32, CommittedOffset)>,
         now: i64,
         log: &dyn OffsetsLog,
     ) -> Result<(), CoordinatorError> {
+        let MemberRef { member_id, generation_id, group_instance_id } = member;
         let mut st = self.lock();
         let limits = self.limits;
         let g = st.groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id, limits, now));
@@ -523,7 +525,7 @@ mod tests {
     fn commits_survive_a_replay_and_deletes_leave_tombstones() {
         let log = MemLog::default();
         let c = GroupCoordinator::new(GroupLimits::default(), 1000);
-        c.commit_offsets("g", "", -1, None, vec![("t".into(), 0, co(5, 10)), ("t".into(), 1, co(7, 10))], 10, &log).unwrap();
+        c.commit_offsets("g", MemberRef::simple(), vec![("t".into(), 0, co(5, 10)), ("t".into(), 1, co(7, 10))], 10, &log).unwrap();
         assert_eq!(c.fetch_offsets("g", Some(&[("t".into(), 1), ("t".into(), 9)])), vec![("t".into(), 1, Some(co(7, 10))), ("t".into(), 9, None)]);
         let replayed = GroupCoordinator::new(GroupLimits::default(), 1000);
         replayed.load(log.0.borrow().clone(), 20);
@@ -541,7 +543,7 @@ mod tests {
     fn deleting_a_topic_removes_its_offsets_durably() {
         let log = MemLog::default();
         let c = GroupCoordinator::new(GroupLimits::default(), 1000);
-        c.commit_offsets("g", "", -1, None, vec![("gone".into(), 0, co(5, 10)), ("kept".into(), 0, co(6, 10))], 10, &log).unwrap();
+        c.commit_offsets("g", MemberRef::simple(), vec![("gone".into(), 0, co(5, 10)), ("kept".into(), 0, co(6, 10))], 10, &log).unwrap();
         c.delete_topic_offsets("gone", &log);
         assert_eq!(c.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
         let replayed = GroupCoordinator::new(GroupLimits::default(), 1000);
@@ -553,7 +555,7 @@ mod tests {
     fn offsets_of_empty_groups_expire_after_retention() {
         let log = MemLog::default();
         let c = GroupCoordinator::new(GroupLimits::default(), 1000);
-        c.commit_offsets("g", "", -1, None, vec![("t".into(), 0, co(5, 10))], 10, &log).unwrap();
+        c.commit_offsets("g", MemberRef::simple(), vec![("t".into(), 0, co(5, 10))], 10, &log).unwrap();
         c.tick(500, &log);
         assert_eq!(c.fetch_offsets("g", None).len(), 1);
         c.tick(1011, &log);
@@ -580,16 +582,17 @@ mod tests {
         let joined = rx.try_recv().unwrap();
         assert_eq!(joined.generation_id, 1);
         assert_eq!(
-            c.commit_offsets("g", "", -1, None, vec![("t".into(), 0, co(1, 1))], 1, &log),
+            c.commit_offsets("g", MemberRef::simple(), vec![("t".into(), 0, co(1, 1))], 1, &log),
             Err(CoordinatorError::Group(GroupError::IllegalGeneration))
         );
         assert_eq!(
-            c.commit_offsets("g", &joined.member_id, 1, None, vec![("t".into(), 0, co(1, 1))], 1, &log),
+            c.commit_offsets("g", MemberRef { member_id: &joined.member_id, generation_id: 1, group_instance_id: None }, vec![("t".into(), 0, co(1, 1))], 1, &log),
             Err(CoordinatorError::Group(GroupError::RebalanceInProgress))
         );
-        let mut rx = c.sync("g", &joined.member_id, 1, None, None, None, vec![], 2, &log);
+        let sync = SyncParams { member_id: &joined.member_id, generation_id: 1, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] };
+        let mut rx = c.sync("g", sync, 2, &log);
         assert!(rx.try_recv().unwrap().error.is_none());
-        c.commit_offsets("g", &joined.member_id, 1, None, vec![("t".into(), 0, co(1, 1))], 3, &log).unwrap();
+        c.commit_offsets("g", MemberRef { member_id: &joined.member_id, generation_id: 1, group_instance_id: None }, vec![("t".into(), 0, co(1, 1))], 3, &log).unwrap();
         assert_eq!(c.delete_group("g", 4, &log), Err(CoordinatorError::NonEmptyGroup));
     }
 }

@@ -143,7 +143,7 @@ impl OffsetsRecord {
 fn decode_offset_value(v: &[u8]) -> Option<CommittedOffset> {
     let mut r = Reader(v);
     match r.i16()? {
-        0 | 1 | 2 => {
+        0..=2 => {
             let version_has_expire = true;
             let offset = r.i64()?;
             let metadata = r.string()?;

@@ -52,4 +52,17 @@ mod tests {
             assert!(*lo >= v.min && *hi <= v.max, "{key:?} {lo}..{hi} outside {v:?}");
         }
     }
+
+    /// Every version served is one the request guard knows the layout of.
+    #[test]
+    fn within_what_the_guard_checks() {
+        let guarded: Vec<_> = crate::protocol::guard::supported_apis().collect();
+        for (key, lo, hi) in SUPPORTED {
+            let (_, range) = guarded
+                .iter()
+                .find(|(k, _)| *k == *key as i16)
+                .unwrap_or_else(|| panic!("{key:?} is served but not guarded"));
+            assert!(range.contains(lo) && range.contains(hi), "{key:?} {lo}..{hi} outside guard {range:?}");
+        }
+    }
 }

@@ -13,6 +13,7 @@ use kafka_protocol::protocol::Decodable;
 use super::str_bytes;
 use crate::coordinator::group::Group;
 use crate::coordinator::offsets::CommittedOffset;
+use crate::coordinator::group_coordinator::MemberRef;
 use crate::coordinator::CoordinatorError;
 use crate::protocol::errors::coordinator_error;
 use crate::protocol::Ctx;
@@ -49,11 +50,14 @@ pub fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -> Offs
     let group_result = if to_commit.is_empty() {
         Ok(())
     } else {
+        let member = MemberRef {
+            member_id: req.member_id.as_str(),
+            generation_id: req.generation_id_or_member_epoch,
+            group_instance_id: req.group_instance_id.as_ref().map(|s| s.as_str()),
+        };
         ctx.groups.commit_offsets(
             req.group_id.0.as_str(),
-            req.member_id.as_str(),
-            req.generation_id_or_member_epoch,
-            req.group_instance_id.as_ref().map(|s| s.as_str()),
+            member,
             to_commit,
             now,
             &ctx.offsets_log(),

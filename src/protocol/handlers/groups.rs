@@ -15,7 +15,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
 use super::{str_bytes, OPS_NOT_REQUESTED};
-use crate::coordinator::group::{JoinOutcome, JoinParams, SyncOutcome};
+use crate::coordinator::group::{JoinOutcome, JoinParams, SyncOutcome, SyncParams};
 use crate::coordinator::group_coordinator::wait;
 use crate::coordinator::GroupError;
 use crate::protocol::errors::{coordinator_error, group_error};
@@ -134,17 +134,15 @@ fn sync_response(o: SyncOutcome, version: i16) -> SyncGroupResponse {
 
 pub async fn sync_group(ctx: &Ctx, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
     let assignments: Vec<(String, Bytes)> = req.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
-    let rx = ctx.groups.sync(
-        req.group_id.0.as_str(),
-        req.member_id.as_str(),
-        req.generation_id,
-        req.group_instance_id.as_ref().map(|s| s.as_str()),
-        req.protocol_type.as_ref().map(|s| s.as_str()),
-        req.protocol_name.as_ref().map(|s| s.as_str()),
+    let params = SyncParams {
+        member_id: req.member_id.as_str(),
+        generation_id: req.generation_id,
+        group_instance_id: req.group_instance_id.as_ref().map(|s| s.as_str()),
+        protocol_type: req.protocol_type.as_ref().map(|s| s.as_str()),
+        protocol_name: req.protocol_name.as_ref().map(|s| s.as_str()),
         assignments,
-        ctx.now_ms(),
-        &ctx.offsets_log(),
-    );
+    };
+    let rx = ctx.groups.sync(req.group_id.0.as_str(), params, ctx.now_ms(), &ctx.offsets_log());
     let fallback = SyncOutcome { error: Some(GroupError::RebalanceInProgress), protocol_type: None, protocol_name: None, assignment: Bytes::new() };
     sync_response(wait(rx, Duration::from_secs(610), fallback).await, version)
 }
