@@ -151,8 +151,8 @@ macro_rules! apply_overrides {
 
 impl ConfigOverrides {
     pub fn from_yaml_file(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        let text =
+            std::fs::read_to_string(path).map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         Self::from_yaml_str(&text).map_err(|message| ConfigError::Parse { path: path.to_owned(), message })
     }
 
@@ -169,14 +169,34 @@ impl BrokerConfig {
     pub fn build(layers: &[ConfigOverrides]) -> Result<Self, ConfigError> {
         let mut cfg = BrokerConfig::default();
         for o in layers {
-            apply_overrides!(cfg, o, [node_id, listen, data_dir, num_partitions,
-                default_replication_factor, auto_create_topics, log_retention_ms,
-                log_retention_bytes, log_segment_bytes, log_segment_ms,
-                log_retention_check_interval_ms, flush_mode, flush_interval_messages,
-                flush_interval_ms, message_max_bytes, socket_request_max_bytes,
-                max_connections, min_insync_replicas, group_min_session_timeout_ms,
-                group_max_session_timeout_ms, group_initial_rebalance_delay_ms,
-                offsets_retention_minutes]);
+            apply_overrides!(
+                cfg,
+                o,
+                [
+                    node_id,
+                    listen,
+                    data_dir,
+                    num_partitions,
+                    default_replication_factor,
+                    auto_create_topics,
+                    log_retention_ms,
+                    log_retention_bytes,
+                    log_segment_bytes,
+                    log_segment_ms,
+                    log_retention_check_interval_ms,
+                    flush_mode,
+                    flush_interval_messages,
+                    flush_interval_ms,
+                    message_max_bytes,
+                    socket_request_max_bytes,
+                    max_connections,
+                    min_insync_replicas,
+                    group_min_session_timeout_ms,
+                    group_max_session_timeout_ms,
+                    group_initial_rebalance_delay_ms,
+                    offsets_retention_minutes
+                ]
+            );
             if o.advertised_listener.is_some() {
                 cfg.advertised_listener = o.advertised_listener.clone();
             }
@@ -196,9 +216,7 @@ impl BrokerConfig {
             .parse::<SocketAddr>()
             .map_err(|e| invalid("listen", format!("`{}` is not ip:port ({e})", self.listen)))?;
         if let Some(adv) = &self.advertised_listener {
-            let ok = adv
-                .rsplit_once(':')
-                .is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            let ok = adv.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
             if !ok {
                 return Err(invalid("advertised_listener", format!("`{adv}` is not host:port")));
             }

@@ -59,7 +59,12 @@ async fn every_supported_api_and_version_answers() {
     }
     let expected: i32 = SUPPORTED.iter().map(|(_, lo, hi)| i32::from(hi - lo + 1)).sum();
     assert_eq!(checked, expected);
-    assert!(failures.is_empty(), "{} of {checked} (api, version) pairs failed:\n{}", failures.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {checked} (api, version) pairs failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
 }
 
 async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v: i16) -> anyhow::Result<()> {
@@ -95,7 +100,8 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
 }
 
 fn advertised_matches_supported(resp: &ApiVersionsResponse) -> anyhow::Result<()> {
-    let mut got: Vec<(i16, i16, i16)> = resp.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
+    let mut got: Vec<(i16, i16, i16)> =
+        resp.api_keys.iter().map(|k| (k.api_key, k.min_version, k.max_version)).collect();
     let mut want: Vec<(i16, i16, i16)> = SUPPORTED.iter().map(|(k, lo, hi)| (*k as i16, *lo, *hi)).collect();
     got.sort();
     want.sort();
@@ -139,9 +145,11 @@ async fn produce(c: &mut Client, v: i16) -> anyhow::Result<()> {
 async fn fetch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
     let mut req = fetch_request(TOPIC, 0, 0, 1024 * 1024);
     if v >= 13 {
-        req.topics = vec![FetchTopic::default()
-            .with_topic_id(fx.topic_id)
-            .with_partitions(vec![fetch_partition(0, 0, 1024 * 1024)])];
+        req.topics = vec![FetchTopic::default().with_topic_id(fx.topic_id).with_partitions(vec![fetch_partition(
+            0,
+            0,
+            1024 * 1024,
+        )])];
     }
     let resp = c.try_send(v, req).await?;
     ensure(resp.error_code == 0, || format!("top-level error {}", resp.error_code))?;
@@ -160,7 +168,8 @@ async fn fetch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
     // And a fetch of a partition that does not exist answers per partition.
     let mut missing = fetch_request(TOPIC, 7, 0, 1024);
     if v >= 13 {
-        missing.topics = vec![FetchTopic::default().with_topic_id(fx.topic_id).with_partitions(vec![fetch_partition(7, 0, 1024)])];
+        missing.topics =
+            vec![FetchTopic::default().with_topic_id(fx.topic_id).with_partitions(vec![fetch_partition(7, 0, 1024)])];
     }
     let resp = c.try_send(v, missing).await.context("fetch of a missing partition")?;
     let code = resp.responses[0].partitions[0].error_code;
@@ -173,7 +182,8 @@ async fn list_offsets(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()
         cases.push((MAX_TIMESTAMP, 2, T0 + 20));
     }
     for (ts, want_offset, want_ts) in cases {
-        let resp = c.try_send(v, list_offsets_request(TOPIC, 0, ts)).await.with_context(|| format!("timestamp {ts}"))?;
+        let resp =
+            c.try_send(v, list_offsets_request(TOPIC, 0, ts)).await.with_context(|| format!("timestamp {ts}"))?;
         let p = &resp.topics[0].partitions[0];
         ensure(p.error_code == 0, || format!("timestamp {ts}: error {}", p.error_code))?;
         ensure(p.offset == want_offset, || format!("timestamp {ts}: offset {} != {want_offset}", p.offset))?;
@@ -217,13 +227,14 @@ async fn create_topics(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::R
     let t = &resp.topics[0];
     ensure(t.error_code == 0, || format!("error {} {:?}", t.error_code, t.error_message))?;
     if v >= 5 {
-        ensure(t.num_partitions == 2 && t.replication_factor == 1, || format!("{} partitions, rf {}", t.num_partitions, t.replication_factor))?;
+        ensure(t.num_partitions == 2 && t.replication_factor == 1, || {
+            format!("{} partitions, rf {}", t.num_partitions, t.replication_factor)
+        })?;
         let configs = t.configs.as_deref().unwrap_or_default();
         let retention = configs.iter().find(|e| e.name.as_str() == "retention.ms");
-        ensure(
-            retention.is_some_and(|e| e.value.as_deref() == Some("1234") && e.config_source == 1),
-            || format!("retention.ms {retention:?}"),
-        )?;
+        ensure(retention.is_some_and(|e| e.value.as_deref() == Some("1234") && e.config_source == 1), || {
+            format!("retention.ms {retention:?}")
+        })?;
     }
     if v >= 7 {
         ensure(!t.topic_id.is_nil(), || "nil topic id".into())?;
@@ -232,7 +243,9 @@ async fn create_topics(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::R
     let resp = c.try_send(v, create_topics_request(&name, 2, 1, &[])).await.context("duplicate create")?;
     ensure(resp.topics[0].error_code == 36, || format!("duplicate: error {}", resp.topics[0].error_code))?;
     let md = broker.client().await.metadata(&[&name]).await;
-    ensure(md.topics[0].partitions.len() == 2, || format!("metadata shows {} partitions", md.topics[0].partitions.len()))
+    ensure(md.topics[0].partitions.len() == 2, || {
+        format!("metadata shows {} partitions", md.topics[0].partitions.len())
+    })
 }
 
 async fn delete_topics(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
@@ -261,7 +274,9 @@ async fn delete_topics(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::R
     };
     let resp = c.try_send(v, again).await.context("second delete")?;
     let want = if v >= 6 { 100 } else { 3 };
-    ensure(resp.responses[0].error_code == want, || format!("second delete: error {} != {want}", resp.responses[0].error_code))
+    ensure(resp.responses[0].error_code == want, || {
+        format!("second delete: error {} != {want}", resp.responses[0].error_code)
+    })
 }
 
 async fn delete_records(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
@@ -285,7 +300,9 @@ async fn init_producer_id(c: &mut Client, v: i16) -> anyhow::Result<()> {
     let req = InitProducerIdRequest::default().with_transactional_id(None).with_transaction_timeout_ms(60_000);
     let resp = c.try_send(v, req).await?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
-    ensure(resp.producer_id.0 >= 0 && resp.producer_epoch == 0, || format!("pid {:?} epoch {}", resp.producer_id, resp.producer_epoch))
+    ensure(resp.producer_id.0 >= 0 && resp.producer_epoch == 0, || {
+        format!("pid {:?} epoch {}", resp.producer_id, resp.producer_epoch)
+    })
 }
 
 async fn offset_for_leader_epoch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
@@ -301,7 +318,9 @@ async fn offset_for_leader_epoch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow
     let resp = c.try_send(v, req).await?;
     let p = &resp.topics[0].partitions[0];
     ensure(p.error_code == 0, || format!("error {}", p.error_code))?;
-    ensure(p.leader_epoch == fx.leader_epoch && p.end_offset == 3, || format!("epoch {} end offset {}", p.leader_epoch, p.end_offset))
+    ensure(p.leader_epoch == fx.leader_epoch && p.end_offset == 3, || {
+        format!("epoch {} end offset {}", p.leader_epoch, p.end_offset)
+    })
 }
 
 async fn describe_configs(c: &mut Client, v: i16) -> anyhow::Result<()> {
@@ -320,10 +339,9 @@ async fn describe_configs(c: &mut Client, v: i16) -> anyhow::Result<()> {
     let topic = &resp.results[0];
     ensure(topic.error_code == 0, || format!("topic error {} {:?}", topic.error_code, topic.error_message))?;
     let retention = config_entry(topic, "retention.ms");
-    ensure(
-        retention.as_ref().is_some_and(|(value, source)| value.is_some() && *source == 5),
-        || format!("retention.ms {retention:?}"),
-    )?;
+    ensure(retention.as_ref().is_some_and(|(value, source)| value.is_some() && *source == 5), || {
+        format!("retention.ms {retention:?}")
+    })?;
     let broker = &resp.results[1];
     ensure(broker.error_code == 0, || format!("broker error {} {:?}", broker.error_code, broker.error_message))?;
     ensure(!broker.configs.is_empty(), || "no broker configs".into())
@@ -348,15 +366,18 @@ async fn create_partitions(c: &mut Client, broker: &TestBroker, v: i16) -> anyho
     use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
     let name = format!("matrix-cp-v{v}");
     broker.client().await.create_topic_ok(&name, 1, &[]).await;
-    let req = CreatePartitionsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatePartitionsTopic::default()
-        .with_name(topic_name(&name))
-        .with_count(3)
-        .with_assignments(None)]);
+    let req =
+        CreatePartitionsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatePartitionsTopic::default()
+            .with_name(topic_name(&name))
+            .with_count(3)
+            .with_assignments(None)]);
     let resp = c.try_send(v, req).await?;
     let r = &resp.results[0];
     ensure(r.error_code == 0, || format!("error {} {:?}", r.error_code, r.error_message))?;
     let md = broker.client().await.metadata(&[&name]).await;
-    ensure(md.topics[0].partitions.len() == 3, || format!("metadata shows {} partitions", md.topics[0].partitions.len()))
+    ensure(md.topics[0].partitions.len() == 3, || {
+        format!("metadata shows {} partitions", md.topics[0].partitions.len())
+    })
 }
 
 async fn incremental_alter_configs(c: &mut Client, broker: &TestBroker, v: i16) -> anyhow::Result<()> {
@@ -378,14 +399,14 @@ async fn incremental_alter_configs(c: &mut Client, broker: &TestBroker, v: i16) 
 }
 
 async fn describe_cluster(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
-    let resp = c.try_send(v, DescribeClusterRequest::default().with_include_cluster_authorized_operations(true)).await?;
+    let resp =
+        c.try_send(v, DescribeClusterRequest::default().with_include_cluster_authorized_operations(true)).await?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
     ensure(!resp.cluster_id.is_empty(), || "empty cluster id".into())?;
     ensure(resp.controller_id.0 == 1, || format!("controller {:?}", resp.controller_id))?;
-    ensure(
-        resp.brokers.len() == 1 && resp.brokers[0].broker_id.0 == 1 && resp.brokers[0].port == fx.port,
-        || format!("brokers {:?}", resp.brokers),
-    )
+    ensure(resp.brokers.len() == 1 && resp.brokers[0].broker_id.0 == 1 && resp.brokers[0].port == fx.port, || {
+        format!("brokers {:?}", resp.brokers)
+    })
 }
 
 /// A client newer than the broker asks for ApiVersions v99: Kafka answers with a v0
@@ -411,7 +432,12 @@ async fn api_versions_too_new_gets_a_v0_answer() {
     assert_eq!(resp.error_code, 35);
     advertised_matches_supported(&resp).unwrap();
     // The connection stays usable: the client retries at a version we serve.
-    let resp = c.send(3, ApiVersionsRequest::default().with_client_software_name(str("x")).with_client_software_version(str("1"))).await;
+    let resp = c
+        .send(
+            3,
+            ApiVersionsRequest::default().with_client_software_name(str("x")).with_client_software_version(str("1")),
+        )
+        .await;
     assert_eq!(resp.error_code, 0);
 }
 

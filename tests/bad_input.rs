@@ -26,7 +26,12 @@ async fn broker() -> TestBroker {
 async fn assert_serving(broker: &TestBroker) {
     let mut c = broker.client().await;
     let resp = c
-        .send(3, ApiVersionsRequest::default().with_client_software_name(common::str("it")).with_client_software_version(common::str("1")))
+        .send(
+            3,
+            ApiVersionsRequest::default()
+                .with_client_software_name(common::str("it"))
+                .with_client_software_version(common::str("1")),
+        )
         .await;
     assert_eq!(resp.error_code, 0);
     let md = c.send(METADATA_V, MetadataRequest::default().with_topics(None)).await;
@@ -94,7 +99,12 @@ async fn bad_frame_sizes_close_the_connection() {
     let frame_for = |value_len: usize| {
         let records = batches::batch(&[Rec::value(&"m".repeat(value_len))]);
         let req = produce_request("max-frame", 0, records, -1);
-        raw_request(0, PRODUCE_V, ApiKey::Produce.request_header_version(PRODUCE_V), &common::encode_body(&req, PRODUCE_V))
+        raw_request(
+            0,
+            PRODUCE_V,
+            ApiKey::Produce.request_header_version(PRODUCE_V),
+            &common::encode_body(&req, PRODUCE_V),
+        )
     };
     let mut value_len = REQUEST_MAX - 200;
     let mut frame = frame_for(value_len);
@@ -140,21 +150,48 @@ async fn huge_array_counts_close_the_connection_without_aborting() {
     let body = [prefix.clone(), topic.clone(), compact_len(HUGE), FOUR.to_vec()].concat();
     assert_closes(&broker, "Produce v9 partition_data", &raw_request(0, 9, 2, &body)).await;
     // ...one partition whose records claim 2^31 bytes.
-    let body = [prefix.clone(), topic, compact_len(1), 0i32.to_be_bytes().to_vec(), compact_len(HUGE), FOUR.to_vec()].concat();
+    let body =
+        [prefix.clone(), topic, compact_len(1), 0i32.to_be_bytes().to_vec(), compact_len(HUGE), FOUR.to_vec()].concat();
     assert_closes(&broker, "Produce v9 records", &raw_request(0, 9, 2, &body)).await;
     // Produce v8 (not flexible).
-    let body = [(-1i16).to_be_bytes().to_vec(), (-1i16).to_be_bytes().to_vec(), 30_000i32.to_be_bytes().to_vec(), HUGE.to_be_bytes().to_vec(), FOUR.to_vec()].concat();
+    let body = [
+        (-1i16).to_be_bytes().to_vec(),
+        (-1i16).to_be_bytes().to_vec(),
+        30_000i32.to_be_bytes().to_vec(),
+        HUGE.to_be_bytes().to_vec(),
+        FOUR.to_vec(),
+    ]
+    .concat();
     assert_closes(&broker, "Produce v8 topic_data", &raw_request(0, 8, 1, &body)).await;
 
     // CreateTopics v5: topics.
     let body = [compact_len(HUGE), FOUR.to_vec()].concat();
     assert_closes(&broker, "CreateTopics v5 topics", &raw_request(19, 5, 2, &body)).await;
     // ...one topic whose configs claim too much.
-    let body = [compact_len(1), compact_len(1), b"t".to_vec(), 1i32.to_be_bytes().to_vec(), 1i16.to_be_bytes().to_vec(), compact_len(0), compact_len(HUGE), FOUR.to_vec()].concat();
+    let body = [
+        compact_len(1),
+        compact_len(1),
+        b"t".to_vec(),
+        1i32.to_be_bytes().to_vec(),
+        1i16.to_be_bytes().to_vec(),
+        compact_len(0),
+        compact_len(HUGE),
+        FOUR.to_vec(),
+    ]
+    .concat();
     assert_closes(&broker, "CreateTopics v5 configs", &raw_request(19, 5, 2, &body)).await;
 
     // Fetch v12: replica id, max wait, min bytes, max bytes, isolation, session id and epoch.
-    let fetch_prefix = [(-1i32).to_be_bytes().to_vec(), 0i32.to_be_bytes().to_vec(), 0i32.to_be_bytes().to_vec(), 1i32.to_be_bytes().to_vec(), vec![0], 0i32.to_be_bytes().to_vec(), (-1i32).to_be_bytes().to_vec()].concat();
+    let fetch_prefix = [
+        (-1i32).to_be_bytes().to_vec(),
+        0i32.to_be_bytes().to_vec(),
+        0i32.to_be_bytes().to_vec(),
+        1i32.to_be_bytes().to_vec(),
+        vec![0],
+        0i32.to_be_bytes().to_vec(),
+        (-1i32).to_be_bytes().to_vec(),
+    ]
+    .concat();
     let body = [fetch_prefix, compact_len(HUGE), FOUR.to_vec()].concat();
     assert_closes(&broker, "Fetch v12 topics", &raw_request(1, 12, 2, &body)).await;
 
@@ -193,13 +230,29 @@ async fn damaged_record_batches_are_refused_and_nothing_is_appended() {
         ("bad CRC", batches::with_bad_crc(&good), Some(2)),
         ("truncated batch", good.slice(..good.len() - 5), Some(2)),
         ("shorter than a batch header", good.slice(..30), Some(2)),
-        ("batch length beyond the data", batches::tampered(&good, |b| b[8..12].copy_from_slice(&10_000i32.to_be_bytes())), Some(2)),
-        ("batch length below a header", batches::tampered(&good, |b| b[8..12].copy_from_slice(&10i32.to_be_bytes())), Some(2)),
+        (
+            "batch length beyond the data",
+            batches::tampered(&good, |b| b[8..12].copy_from_slice(&10_000i32.to_be_bytes())),
+            Some(2),
+        ),
+        (
+            "batch length below a header",
+            batches::tampered(&good, |b| b[8..12].copy_from_slice(&10i32.to_be_bytes())),
+            Some(2),
+        ),
         ("magic 1", batches::with_magic(&good, 1), None),
         ("magic 0", batches::with_magic(&good, 0), None),
         ("magic 3", batches::with_magic(&good, 3), None),
-        ("negative records count", batches::tampered(&good, |b| b[57..61].copy_from_slice(&(-1i32).to_be_bytes())), None),
-        ("negative last offset delta", batches::tampered(&good, |b| b[23..27].copy_from_slice(&(-1i32).to_be_bytes())), None),
+        (
+            "negative records count",
+            batches::tampered(&good, |b| b[57..61].copy_from_slice(&(-1i32).to_be_bytes())),
+            None,
+        ),
+        (
+            "negative last offset delta",
+            batches::tampered(&good, |b| b[23..27].copy_from_slice(&(-1i32).to_be_bytes())),
+            None,
+        ),
         ("empty records", Bytes::new(), None),
         ("a good batch followed by garbage", Bytes::from([good.to_vec(), vec![0xde, 0xad]].concat()), None),
     ];
@@ -231,9 +284,15 @@ async fn batches_whose_records_do_not_match_the_header_are_refused() {
     let mut c = broker.client().await;
     let good = batches::batch(&[Rec::value("a"), Rec::value("b")]);
     let cases: Vec<(&str, Bytes)> = vec![
-        ("records count above the records present", batches::tampered(&good, |b| b[57..61].copy_from_slice(&5i32.to_be_bytes()))),
+        (
+            "records count above the records present",
+            batches::tampered(&good, |b| b[57..61].copy_from_slice(&5i32.to_be_bytes())),
+        ),
         ("records count 0", batches::tampered(&good, |b| b[57..61].copy_from_slice(&0i32.to_be_bytes()))),
-        ("last offset delta beyond the records", batches::tampered(&good, |b| b[23..27].copy_from_slice(&1000i32.to_be_bytes()))),
+        (
+            "last offset delta beyond the records",
+            batches::tampered(&good, |b| b[23..27].copy_from_slice(&1000i32.to_be_bytes())),
+        ),
         ("records that are not records", batches::tampered(&good, |b| b[61..].fill(0xff))),
         ("compression codec 7", batches::tampered(&good, |b| b[22] |= 0x07)),
     ];
@@ -244,7 +303,10 @@ async fn batches_whose_records_do_not_match_the_header_are_refused() {
         let p = c.produce(&topic, 0, records).await;
         let leo = c.log_end_offset(&topic, 0).await;
         if p.error_code == 0 || leo != 0 {
-            failures.push(format!("{what}: error {}, base offset {}, log end offset now {leo}", p.error_code, p.base_offset));
+            failures.push(format!(
+                "{what}: error {}, base offset {}, log end offset now {leo}",
+                p.error_code, p.base_offset
+            ));
         }
     }
     assert!(failures.is_empty(), "accepted inconsistent batches:\n{}", failures.join("\n"));
@@ -316,7 +378,9 @@ async fn create_topics_validation() {
     c.create_topic_ok("dup", 1, &[]).await;
     assert_eq!(c.create_topic("dup", 1, &[]).await.error_code, 36, "TOPIC_ALREADY_EXISTS");
 
-    for (k, v) in [("retention.ms", "forever"), ("cleanup.policy", "shred"), ("no.such.config", "1"), ("segment.bytes", "3")] {
+    for (k, v) in
+        [("retention.ms", "forever"), ("cleanup.policy", "shred"), ("no.such.config", "1"), ("segment.bytes", "3")]
+    {
         let r = c.create_topic("cfg", 1, &[(k, v)]).await;
         assert_eq!(r.error_code, 40, "INVALID_CONFIG for {k}={v}");
     }
@@ -326,7 +390,11 @@ async fn create_topics_validation() {
     }
     // None of the refused topics exists.
     let md = c.metadata(&["cfg", "rf", "parts0"]).await;
-    assert!(md.topics.iter().all(|t| t.error_code == 3), "{:?}", md.topics.iter().map(|t| t.error_code).collect::<Vec<_>>());
+    assert!(
+        md.topics.iter().all(|t| t.error_code == 3),
+        "{:?}",
+        md.topics.iter().map(|t| t.error_code).collect::<Vec<_>>()
+    );
     assert_serving(&broker).await;
 }
 

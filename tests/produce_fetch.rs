@@ -24,7 +24,11 @@ async fn keyed_records_with_headers_round_trip_per_partition() {
         let mut expected = Vec::new();
         for (batch_no, n) in [(0, 3), (1, 2)] {
             let recs: Vec<Rec> = (0..n)
-                .map(|i| Rec::keyed(&format!("k{p}-{batch_no}-{i}"), &format!("v{p}-{batch_no}-{i}")).header("trace", &format!("t{p}{batch_no}{i}")).header("empty", ""))
+                .map(|i| {
+                    Rec::keyed(&format!("k{p}-{batch_no}-{i}"), &format!("v{p}-{batch_no}-{i}"))
+                        .header("trace", &format!("t{p}{batch_no}{i}"))
+                        .header("empty", "")
+                })
                 .collect();
             let base = c.produce_ok("orders", p, batches::batch(&recs)).await;
             assert_eq!(base, expected.len() as i64, "partition {p} batch {batch_no}");
@@ -148,7 +152,8 @@ async fn list_offsets_earliest_latest_timestamp_and_max_timestamp() {
     assert_eq!((latest.error_code, latest.offset), (0, 5));
 
     // The first offset whose timestamp is >= the target.
-    for (target, offset, ts) in [(t - 1, 0, t), (t, 0, t), (t + 5, 1, t + 10), (t + 11, 2, t + 50), (t + 50, 2, t + 50)] {
+    for (target, offset, ts) in [(t - 1, 0, t), (t, 0, t), (t + 5, 1, t + 10), (t + 11, 2, t + 50), (t + 50, 2, t + 50)]
+    {
         let r = c.list_offset("times", 0, target).await;
         assert_eq!((r.error_code, r.offset, r.timestamp), (0, offset, ts), "target t+{}", target - t);
     }
@@ -216,12 +221,14 @@ async fn offset_for_leader_epoch_returns_the_log_end_offset() {
     let md = c.metadata(&["epochs"]).await;
     assert_eq!(md.topics[0].partitions[0].leader_epoch, 0);
     let ask = |epoch: i32| {
-        OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![OffsetForLeaderTopic::default()
-            .with_topic(topic_name("epochs"))
-            .with_partitions(vec![OffsetForLeaderPartition::default()
-                .with_partition(0)
-                .with_current_leader_epoch(-1)
-                .with_leader_epoch(epoch)])])
+        OffsetForLeaderEpochRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![
+            OffsetForLeaderTopic::default().with_topic(topic_name("epochs")).with_partitions(vec![
+                OffsetForLeaderPartition::default()
+                    .with_partition(0)
+                    .with_current_leader_epoch(-1)
+                    .with_leader_epoch(epoch),
+            ]),
+        ])
     };
     let resp = c.send(4, ask(0)).await;
     let p = &resp.topics[0].partitions[0];
@@ -338,7 +345,12 @@ async fn alter_configs_replaces_the_whole_set() {
         AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
             .with_resource_type(RESOURCE_TOPIC)
             .with_resource_name(str("whole"))
-            .with_configs(pairs.iter().map(|(k, v)| AlterableConfig::default().with_name(str(k)).with_value(Some(str(v)))).collect())])
+            .with_configs(
+                pairs
+                    .iter()
+                    .map(|(k, v)| AlterableConfig::default().with_name(str(k)).with_value(Some(str(v))))
+                    .collect(),
+            )])
     };
     let resp = c.send(2, set(&[("segment.bytes", "1048576")])).await;
     assert_eq!(resp.responses[0].error_code, 0, "{:?}", resp.responses[0].error_message);
@@ -366,7 +378,9 @@ async fn deleted_topics_are_gone() {
     let mut c = broker.client().await;
     let old_id = c.create_topic_ok("doomed", 2, &[]).await;
     c.produce_ok("doomed", 0, batches::values("x", 3)).await;
-    let resp = c.send(5, DeleteTopicsRequest::default().with_topic_names(vec![topic_name("doomed")]).with_timeout_ms(30_000)).await;
+    let resp = c
+        .send(5, DeleteTopicsRequest::default().with_topic_names(vec![topic_name("doomed")]).with_timeout_ms(30_000))
+        .await;
     assert_eq!(resp.responses[0].error_code, 0);
 
     let md = c.metadata(&["doomed"]).await;
@@ -376,9 +390,10 @@ async fn deleted_topics_are_gone() {
     assert_eq!(c.produce("doomed", 0, batches::values("y", 1)).await.error_code, 3);
     assert_eq!(c.fetch("doomed", 0, 0).await.error_code, 3);
     // By id (v13+ fetch): UNKNOWN_TOPIC_ID.
-    let by_id = FetchRequest::default().with_max_wait_ms(0).with_max_bytes(1 << 20).with_topics(vec![FetchTopic::default()
-        .with_topic_id(old_id)
-        .with_partitions(vec![fetch_partition(0, 0, 1 << 20)])]);
+    let by_id =
+        FetchRequest::default().with_max_wait_ms(0).with_max_bytes(1 << 20).with_topics(vec![FetchTopic::default()
+            .with_topic_id(old_id)
+            .with_partitions(vec![fetch_partition(0, 0, 1 << 20)])]);
     let resp = c.send(13, by_id).await;
     assert_eq!(resp.responses[0].partitions[0].error_code, 100, "UNKNOWN_TOPIC_ID");
 
@@ -435,19 +450,22 @@ async fn response_max_bytes_holds_after_the_first_partition() {
     }
     let first = c.fetch("wide", 0, 0).await;
     let size = batches::batch_sizes(&first.records)[0];
-    let req = FetchRequest::default()
-        .with_max_wait_ms(0)
-        .with_max_bytes(size as i32 + 50)
-        .with_topics(vec![FetchTopic::default()
+    let req = FetchRequest::default().with_max_wait_ms(0).with_max_bytes(size as i32 + 50).with_topics(vec![
+        FetchTopic::default()
             .with_topic(topic_name("wide"))
-            .with_partitions(vec![fetch_partition(0, 0, 1 << 20), fetch_partition(1, 0, 1 << 20)])]);
+            .with_partitions(vec![fetch_partition(0, 0, 1 << 20), fetch_partition(1, 0, 1 << 20)]),
+    ]);
     let resp = c.send(FETCH_V, req).await;
     let parts = &resp.responses[0].partitions;
     assert_eq!(parts.len(), 2);
     assert_eq!(batches::batch_sizes(&parts[0].records), vec![size]);
     assert_eq!((parts[1].error_code, parts[1].high_watermark), (0, 1));
     let second: usize = batches::batch_sizes(&parts[1].records).iter().sum();
-    assert!(second <= 50, "max_bytes {} exceeded: partition 0 returned {size} bytes, then partition 1 {second}", size + 50);
+    assert!(
+        second <= 50,
+        "max_bytes {} exceeded: partition 0 returned {size} bytes, then partition 1 {second}",
+        size + 50
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -458,10 +476,15 @@ async fn one_bad_partition_does_not_fail_the_others() {
     c.create_topic_ok("mixed", 2, &[]).await;
     let good = batches::values("good", 2);
     let mut req = produce_request("mixed", 0, good.clone(), -1);
-    req.topic_data[0].partition_data.push(PartitionProduceData::default().with_index(1).with_records(Some(batches::with_bad_crc(&good))));
-    req.topic_data[0].partition_data.push(PartitionProduceData::default().with_index(5).with_records(Some(good.clone())));
+    req.topic_data[0]
+        .partition_data
+        .push(PartitionProduceData::default().with_index(1).with_records(Some(batches::with_bad_crc(&good))));
+    req.topic_data[0]
+        .partition_data
+        .push(PartitionProduceData::default().with_index(5).with_records(Some(good.clone())));
     let resp = c.send(PRODUCE_V, req).await;
-    let codes: Vec<(i32, i16)> = resp.responses[0].partition_responses.iter().map(|p| (p.index, p.error_code)).collect();
+    let codes: Vec<(i32, i16)> =
+        resp.responses[0].partition_responses.iter().map(|p| (p.index, p.error_code)).collect();
     assert_eq!(codes, [(0, 0), (1, 2), (5, 3)]);
     assert_eq!(c.log_end_offset("mixed", 0).await, 2);
     assert_eq!(c.log_end_offset("mixed", 1).await, 0);

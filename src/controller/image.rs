@@ -140,8 +140,13 @@ mod tests {
         img.apply(&MetadataRecord::Topic { name: "a".into(), topic_id: id });
         for p in 0..2 {
             img.apply(&MetadataRecord::Partition {
-                topic_id: id, partition: p, replicas: vec![1], isr: vec![1], leader: 1,
-                leader_epoch: 0, partition_epoch: 0,
+                topic_id: id,
+                partition: p,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
             });
         }
         img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });

@@ -106,7 +106,11 @@ impl Controller {
     }
 
     /// Append records to the metadata log (durably) and publish the new image.
-    fn commit_locked(&self, inner: &mut Inner, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, ControllerError> {
+    fn commit_locked(
+        &self,
+        inner: &mut Inner,
+        records: Vec<MetadataRecord>,
+    ) -> Result<Arc<MetadataImage>, ControllerError> {
         inner.log.append(&records)?;
         let mut image = (*self.image()).clone();
         for r in &records {
@@ -267,7 +271,12 @@ impl Controller {
     }
 
     /// Apply config changes to a topic, all or none.
-    pub fn alter_topic_configs(&self, name: &str, changes: &[ConfigChange], validate_only: bool) -> Result<(), ControllerError> {
+    pub fn alter_topic_configs(
+        &self,
+        name: &str,
+        changes: &[ConfigChange],
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
         let mut inner = self.lock();
         let image = self.image();
         let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_owned()))?;
@@ -286,7 +295,11 @@ impl Controller {
                     if topic_config::find(k).is_none() {
                         return Err(ControllerError::InvalidConfig(format!("Unknown topic config name: {k}")));
                     }
-                    records.push(MetadataRecord::TopicConfig { topic_id: topic.topic_id, name: k.clone(), value: None });
+                    records.push(MetadataRecord::TopicConfig {
+                        topic_id: topic.topic_id,
+                        name: k.clone(),
+                        value: None,
+                    });
                 }
             }
         }
@@ -356,7 +369,13 @@ mod tests {
     }
 
     fn new_topic(name: &str, partitions: i32) -> NewTopic {
-        NewTopic { name: name.into(), num_partitions: partitions, replication_factor: -1, assignments: vec![], configs: vec![] }
+        NewTopic {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: -1,
+            assignments: vec![],
+            configs: vec![],
+        }
     }
 
     #[test]
@@ -391,7 +410,10 @@ mod tests {
         let c = open(dir.path());
         assert!(matches!(c.create_topic(&new_topic("a b", 1), false), Err(ControllerError::InvalidTopic(_))));
         assert!(matches!(c.create_topic(&new_topic("", 1), false), Err(ControllerError::InvalidTopic(_))));
-        assert!(matches!(c.create_topic(&new_topic(&"x".repeat(250), 1), false), Err(ControllerError::InvalidTopic(_))));
+        assert!(matches!(
+            c.create_topic(&new_topic(&"x".repeat(250), 1), false),
+            Err(ControllerError::InvalidTopic(_))
+        ));
         assert!(matches!(c.create_topic(&new_topic("n", 0), false), Err(ControllerError::InvalidPartitions(_))));
         assert!(matches!(c.create_topic(&new_topic("n", -5), false), Err(ControllerError::InvalidPartitions(_))));
         let mut rf = new_topic("rf", 1);

@@ -12,9 +12,19 @@ use uuid::Uuid;
 #[serde(tag = "type")]
 pub enum MetadataRecord {
     /// The cluster's identity, written once when the data dir is first formatted.
-    Cluster { cluster_id: String },
-    RegisterBroker { node_id: i32, host: String, port: u16, rack: Option<String> },
-    Topic { name: String, topic_id: Uuid },
+    Cluster {
+        cluster_id: String,
+    },
+    RegisterBroker {
+        node_id: i32,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+    },
+    Topic {
+        name: String,
+        topic_id: Uuid,
+    },
     Partition {
         topic_id: Uuid,
         partition: i32,
@@ -25,8 +35,16 @@ pub enum MetadataRecord {
         partition_epoch: i32,
     },
     /// Set (`value: Some`) or remove (`None`) one config of a topic.
-    TopicConfig { topic_id: Uuid, name: String, value: Option<String> },
-    RemoveTopic { topic_id: Uuid },
+    TopicConfig {
+        topic_id: Uuid,
+        name: String,
+        value: Option<String>,
+    },
+    RemoveTopic {
+        topic_id: Uuid,
+    },
     /// Producer ids below `next_producer_id` are handed out; a restart continues above it.
-    ProducerIds { next_producer_id: i64 },
+    ProducerIds {
+        next_producer_id: i64,
+    },
 }

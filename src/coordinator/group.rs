@@ -321,13 +321,21 @@ impl Group {
     // ---- JoinGroup ----
 
     /// Handle a JoinGroup. The response is an [`Effect::Join`] for `token`, now or later.
-    pub fn join(&mut self, now: i64, token: Token, p: JoinParams, new_member_id: impl FnOnce() -> String) -> Vec<Effect> {
+    pub fn join(
+        &mut self,
+        now: i64,
+        token: Token,
+        p: JoinParams,
+        new_member_id: impl FnOnce() -> String,
+    ) -> Vec<Effect> {
         let mut fx = Vec::new();
         if self.state == GroupState::Dead {
             fx.push(Effect::Join(token, JoinOutcome::error(GroupError::CoordinatorNotAvailable, &p.member_id)));
             return fx;
         }
-        if p.session_timeout_ms < self.limits.min_session_timeout_ms || p.session_timeout_ms > self.limits.max_session_timeout_ms {
+        if p.session_timeout_ms < self.limits.min_session_timeout_ms
+            || p.session_timeout_ms > self.limits.max_session_timeout_ms
+        {
             fx.push(Effect::Join(token, JoinOutcome::error(GroupError::InvalidSessionTimeout, &p.member_id)));
             return fx;
         }
@@ -347,7 +355,14 @@ impl Group {
         fx
     }
 
-    fn join_unknown_member(&mut self, now: i64, token: Token, p: JoinParams, new_member_id: impl FnOnce() -> String, fx: &mut Vec<Effect>) {
+    fn join_unknown_member(
+        &mut self,
+        now: i64,
+        token: Token,
+        p: JoinParams,
+        new_member_id: impl FnOnce() -> String,
+        fx: &mut Vec<Effect>,
+    ) {
         let member_id = new_member_id();
         if let Some(iid) = p.group_instance_id.clone() {
             // Static member (re)joining: the new member id replaces the old one, which is
@@ -432,7 +447,14 @@ impl Group {
         }
     }
 
-    fn add_member_and_rebalance(&mut self, now: i64, token: Token, member_id: String, p: JoinParams, fx: &mut Vec<Effect>) {
+    fn add_member_and_rebalance(
+        &mut self,
+        now: i64,
+        token: Token,
+        member_id: String,
+        p: JoinParams,
+        fx: &mut Vec<Effect>,
+    ) {
         if self.members.len() >= self.limits.max_size {
             fx.push(Effect::Join(token, JoinOutcome::error(GroupError::GroupMaxSizeReached, &member_id)));
             return;
@@ -503,7 +525,8 @@ impl Group {
 
     fn complete_join(&mut self, now: i64, fx: &mut Vec<Effect>) {
         // Members that did not rejoin in time are out.
-        let gone: Vec<String> = self.members.values().filter(|m| m.awaiting_join.is_none()).map(|m| m.member_id.clone()).collect();
+        let gone: Vec<String> =
+            self.members.values().filter(|m| m.awaiting_join.is_none()).map(|m| m.member_id.clone()).collect();
         for id in gone {
             self.remove_member(&id);
         }
@@ -613,7 +636,11 @@ impl Group {
                 }
                 if self.leader_id.as_deref() == Some(member_id) {
                     for m in self.members.values_mut() {
-                        m.assignment = assignments.iter().find(|(id, _)| *id == m.member_id).map(|(_, a)| a.clone()).unwrap_or_default();
+                        m.assignment = assignments
+                            .iter()
+                            .find(|(id, _)| *id == m.member_id)
+                            .map(|(_, a)| a.clone())
+                            .unwrap_or_default();
                     }
                     self.set_state(GroupState::Stable, now);
                     fx.push(Effect::PersistGroup);
@@ -656,7 +683,13 @@ impl Group {
 
     // ---- Heartbeat, LeaveGroup ----
 
-    pub fn heartbeat(&mut self, now: i64, member_id: &str, generation_id: i32, group_instance_id: Option<&str>) -> Result<(), GroupError> {
+    pub fn heartbeat(
+        &mut self,
+        now: i64,
+        member_id: &str,
+        generation_id: i32,
+        group_instance_id: Option<&str>,
+    ) -> Result<(), GroupError> {
         if matches!(self.state, GroupState::Empty | GroupState::Dead) {
             return Err(GroupError::UnknownMemberId);
         }
@@ -674,7 +707,12 @@ impl Group {
     }
 
     /// Remove a member that leaves; per-member result.
-    pub fn leave(&mut self, now: i64, member_id: &str, group_instance_id: Option<&str>) -> (Result<(), GroupError>, Vec<Effect>) {
+    pub fn leave(
+        &mut self,
+        now: i64,
+        member_id: &str,
+        group_instance_id: Option<&str>,
+    ) -> (Result<(), GroupError>, Vec<Effect>) {
         let mut fx = Vec::new();
         if self.state == GroupState::Dead {
             return (Err(GroupError::CoordinatorNotAvailable), fx);
@@ -730,7 +768,8 @@ impl Group {
     /// Expire sessions and finish rebalances whose time is up.
     pub fn tick(&mut self, now: i64) -> Vec<Effect> {
         let mut fx = Vec::new();
-        let expired_pending: Vec<String> = self.pending_members.iter().filter(|(_, d)| **d <= now).map(|(id, _)| id.clone()).collect();
+        let expired_pending: Vec<String> =
+            self.pending_members.iter().filter(|(_, d)| **d <= now).map(|(id, _)| id.clone()).collect();
         for id in expired_pending {
             self.pending_members.remove(&id);
         }
@@ -754,7 +793,8 @@ impl Group {
             GroupState::CompletingRebalance if now >= self.sync_deadline_ms => {
                 // The leader never sent the assignment: members still waiting stay, the
                 // others are removed, and the group rebalances.
-                let silent: Vec<String> = self.members.values().filter(|m| m.awaiting_sync.is_none()).map(|m| m.member_id.clone()).collect();
+                let silent: Vec<String> =
+                    self.members.values().filter(|m| m.awaiting_sync.is_none()).map(|m| m.member_id.clone()).collect();
                 for id in &silent {
                     self.remove_member(id);
                 }

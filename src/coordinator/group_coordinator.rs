@@ -13,7 +13,10 @@ use std::sync::{Mutex, MutexGuard};
 use bytes::Bytes;
 use tokio::sync::oneshot;
 
-use super::group::{Effect, Group, GroupError, GroupLimits, GroupState, JoinOutcome, JoinParams, RestoredMember, SyncOutcome, SyncParams, Token};
+use super::group::{
+    Effect, Group, GroupError, GroupLimits, GroupState, JoinOutcome, JoinParams, RestoredMember, SyncOutcome,
+    SyncParams, Token,
+};
 use super::offsets::{CommittedOffset, GroupValue, OffsetsRecord};
 
 /// Where coordinator records go: the `__consumer_offsets` topic. Appends are durable
@@ -108,7 +111,12 @@ pub enum Pending<T> {
 
 impl GroupCoordinator {
     pub fn new(limits: GroupLimits, offsets_retention_ms: i64) -> GroupCoordinator {
-        GroupCoordinator { limits, offsets_retention_ms, state: Mutex::new(State::default()), next_token: AtomicU64::new(1) }
+        GroupCoordinator {
+            limits,
+            offsets_retention_ms,
+            state: Mutex::new(State::default()),
+            next_token: AtomicU64::new(1),
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -136,7 +144,16 @@ impl GroupCoordinator {
         st.offsets.retain(|_, o| !o.is_empty());
         for (id, value) in groups {
             let Some(v) = value else { continue };
-            let g = Group::restore(&id, self.limits, v.generation, (!v.protocol_type.is_empty()).then_some(v.protocol_type), v.protocol, v.leader, v.members, now);
+            let g = Group::restore(
+                &id,
+                self.limits,
+                v.generation,
+                (!v.protocol_type.is_empty()).then_some(v.protocol_type),
+                v.protocol,
+                v.leader,
+                v.members,
+                now,
+            );
             st.groups.insert(id, g);
         }
         let ids: Vec<String> = st.offsets.keys().filter(|g| !st.groups.contains_key(*g)).cloned().collect();
@@ -177,7 +194,13 @@ impl GroupCoordinator {
         }
     }
 
-    pub fn join(&self, group_id: &str, params: JoinParams, now: i64, log: &dyn OffsetsLog) -> oneshot::Receiver<JoinOutcome> {
+    pub fn join(
+        &self,
+        group_id: &str,
+        params: JoinParams,
+        now: i64,
+        log: &dyn OffsetsLog,
+    ) -> oneshot::Receiver<JoinOutcome> {
         let token = self.token();
         let (tx, rx) = oneshot::channel();
         let mut st = self.lock();
@@ -193,12 +216,23 @@ impl GroupCoordinator {
         rx
     }
 
-    pub fn sync(&self, group_id: &str, req: SyncParams<'_>, now: i64, log: &dyn OffsetsLog) -> oneshot::Receiver<SyncOutcome> {
+    pub fn sync(
+        &self,
+        group_id: &str,
+        req: SyncParams<'_>,
+        now: i64,
+        log: &dyn OffsetsLog,
+    ) -> oneshot::Receiver<SyncOutcome> {
         let token = self.token();
         let (tx, rx) = oneshot::channel();
         let mut st = self.lock();
         let Some(g) = st.groups.get_mut(group_id) else {
-            let _ = tx.send(SyncOutcome { error: Some(GroupError::UnknownMemberId), protocol_type: None, protocol_name: None, assignment: Bytes::new() });
+            let _ = tx.send(SyncOutcome {
+                error: Some(GroupError::UnknownMemberId),
+                protocol_type: None,
+                protocol_name: None,
+                assignment: Bytes::new(),
+            });
             return rx;
         };
         let fx = g.sync(now, token, req);
@@ -207,7 +241,14 @@ impl GroupCoordinator {
         rx
     }
 
-    pub fn heartbeat(&self, group_id: &str, member_id: &str, generation_id: i32, group_instance_id: Option<&str>, now: i64) -> Result<(), GroupError> {
+    pub fn heartbeat(
+        &self,
+        group_id: &str,
+        member_id: &str,
+        generation_id: i32,
+        group_instance_id: Option<&str>,
+        now: i64,
+    ) -> Result<(), GroupError> {
         let mut st = self.lock();
         match st.groups.get_mut(group_id) {
             Some(g) => g.heartbeat(now, member_id, generation_id, group_instance_id),
@@ -216,7 +257,13 @@ impl GroupCoordinator {
     }
 
     /// LeaveGroup for several members; `Err` when the group does not exist.
-    pub fn leave(&self, group_id: &str, members: &[(String, Option<String>)], now: i64, log: &dyn OffsetsLog) -> Result<Vec<Result<(), GroupError>>, GroupError> {
+    pub fn leave(
+        &self,
+        group_id: &str,
+        members: &[(String, Option<String>)],
+        now: i64,
+        log: &dyn OffsetsLog,
+    ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
         let mut st = self.lock();
         let Some(g) = st.groups.get_mut(group_id) else {
             return Err(GroupError::UnknownMemberId);
@@ -260,7 +307,8 @@ impl GroupCoordinator {
             if empty_since + retention > now {
                 continue;
             }
-            let expired: Vec<(String, i32)> = offsets.iter().filter(|(_, o)| o.commit_timestamp + retention <= now).map(|(k, _)| k.clone()).collect();
+            let expired: Vec<(String, i32)> =
+                offsets.iter().filter(|(_, o)| o.commit_timestamp + retention <= now).map(|(k, _)| k.clone()).collect();
             for (topic, partition) in expired {
                 offsets.remove(&(topic.clone(), partition));
                 tombstones.push(OffsetsRecord::Offset { group: gid.clone(), topic, partition, value: None });
@@ -316,7 +364,12 @@ impl GroupCoordinator {
         }
         let records: Vec<OffsetsRecord> = offsets
             .iter()
-            .map(|(t, p, o)| OffsetsRecord::Offset { group: group_id.to_owned(), topic: t.clone(), partition: *p, value: Some(o.clone()) })
+            .map(|(t, p, o)| OffsetsRecord::Offset {
+                group: group_id.to_owned(),
+                topic: t.clone(),
+                partition: *p,
+                value: Some(o.clone()),
+            })
             .collect();
         if let Err(e) = log.append(&records) {
             tracing::error!(group = group_id, error = %e, "failed to persist committed offsets");
@@ -330,7 +383,11 @@ impl GroupCoordinator {
     }
 
     /// Committed offsets of a group: for the given partitions, or all it has.
-    pub fn fetch_offsets(&self, group_id: &str, partitions: Option<&[(String, i32)]>) -> Vec<(String, i32, Option<CommittedOffset>)> {
+    pub fn fetch_offsets(
+        &self,
+        group_id: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Vec<(String, i32, Option<CommittedOffset>)> {
         let st = self.lock();
         let offsets = st.offsets.get(group_id);
         match partitions {
@@ -374,7 +431,11 @@ impl GroupCoordinator {
             .groups
             .values()
             .filter(|g| g.state != GroupState::Dead)
-            .map(|g| GroupListing { group_id: g.id.clone(), protocol_type: g.protocol_type.clone().unwrap_or_default(), state: g.state })
+            .map(|g| GroupListing {
+                group_id: g.id.clone(),
+                protocol_type: g.protocol_type.clone().unwrap_or_default(),
+                state: g.state,
+            })
             .collect();
         v.sort_by(|a, b| a.group_id.cmp(&b.group_id));
         v
@@ -393,7 +454,16 @@ impl GroupCoordinator {
         let mut records: Vec<OffsetsRecord> = st
             .offsets
             .get(group_id)
-            .map(|o| o.keys().map(|(t, p)| OffsetsRecord::Offset { group: group_id.to_owned(), topic: t.clone(), partition: *p, value: None }).collect())
+            .map(|o| {
+                o.keys()
+                    .map(|(t, p)| OffsetsRecord::Offset {
+                        group: group_id.to_owned(),
+                        topic: t.clone(),
+                        partition: *p,
+                        value: None,
+                    })
+                    .collect()
+            })
             .unwrap_or_default();
         records.push(OffsetsRecord::Group { group: group_id.to_owned(), value: None });
         log.append(&records).map_err(|e| {
@@ -421,16 +491,28 @@ impl GroupCoordinator {
         let Some(g) = st.groups.get(group_id) else {
             return Err(CoordinatorError::GroupIdNotFound);
         };
-        let results: Vec<Result<(), CoordinatorError>> = partitions
-            .iter()
-            .map(|(t, _)| if !g.is_empty() && subscribed(g, t) { Err(CoordinatorError::GroupSubscribedToTopic) } else { Ok(()) })
-            .collect();
+        let results: Vec<Result<(), CoordinatorError>> =
+            partitions
+                .iter()
+                .map(|(t, _)| {
+                    if !g.is_empty() && subscribed(g, t) {
+                        Err(CoordinatorError::GroupSubscribedToTopic)
+                    } else {
+                        Ok(())
+                    }
+                })
+                .collect();
         let records: Vec<OffsetsRecord> = partitions
             .iter()
             .zip(&results)
             .filter(|(_, r)| r.is_ok())
             .filter(|((t, p), _)| st.offsets.get(group_id).is_some_and(|o| o.contains_key(&(t.clone(), *p))))
-            .map(|((t, p), _)| OffsetsRecord::Offset { group: group_id.to_owned(), topic: t.clone(), partition: *p, value: None })
+            .map(|((t, p), _)| OffsetsRecord::Offset {
+                group: group_id.to_owned(),
+                topic: t.clone(),
+                partition: *p,
+                value: None,
+            })
             .collect();
         if !records.is_empty() {
             log.append(&records).map_err(|_| CoordinatorError::Storage)?;
@@ -453,7 +535,12 @@ impl GroupCoordinator {
         for (group, offsets) in st.offsets.iter_mut() {
             offsets.retain(|(t, p), _| {
                 if t == topic {
-                    tombstones.push(OffsetsRecord::Offset { group: group.clone(), topic: t.clone(), partition: *p, value: None });
+                    tombstones.push(OffsetsRecord::Offset {
+                        group: group.clone(),
+                        topic: t.clone(),
+                        partition: *p,
+                        value: None,
+                    });
                     false
                 } else {
                     true
@@ -525,8 +612,18 @@ mod tests {
     fn commits_survive_a_replay_and_deletes_leave_tombstones() {
         let log = MemLog::default();
         let c = GroupCoordinator::new(GroupLimits::default(), 1000);
-        c.commit_offsets("g", MemberRef::simple(), vec![("t".into(), 0, co(5, 10)), ("t".into(), 1, co(7, 10))], 10, &log).unwrap();
-        assert_eq!(c.fetch_offsets("g", Some(&[("t".into(), 1), ("t".into(), 9)])), vec![("t".into(), 1, Some(co(7, 10))), ("t".into(), 9, None)]);
+        c.commit_offsets(
+            "g",
+            MemberRef::simple(),
+            vec![("t".into(), 0, co(5, 10)), ("t".into(), 1, co(7, 10))],
+            10,
+            &log,
+        )
+        .unwrap();
+        assert_eq!(
+            c.fetch_offsets("g", Some(&[("t".into(), 1), ("t".into(), 9)])),
+            vec![("t".into(), 1, Some(co(7, 10))), ("t".into(), 9, None)]
+        );
         let replayed = GroupCoordinator::new(GroupLimits::default(), 1000);
         replayed.load(log.0.borrow().clone(), 20);
         assert_eq!(replayed.fetch_offsets("g", None).len(), 2);
@@ -543,7 +640,14 @@ mod tests {
     fn deleting_a_topic_removes_its_offsets_durably() {
         let log = MemLog::default();
         let c = GroupCoordinator::new(GroupLimits::default(), 1000);
-        c.commit_offsets("g", MemberRef::simple(), vec![("gone".into(), 0, co(5, 10)), ("kept".into(), 0, co(6, 10))], 10, &log).unwrap();
+        c.commit_offsets(
+            "g",
+            MemberRef::simple(),
+            vec![("gone".into(), 0, co(5, 10)), ("kept".into(), 0, co(6, 10))],
+            10,
+            &log,
+        )
+        .unwrap();
         c.delete_topic_offsets("gone", &log);
         assert_eq!(c.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
         let replayed = GroupCoordinator::new(GroupLimits::default(), 1000);
@@ -586,13 +690,33 @@ mod tests {
             Err(CoordinatorError::Group(GroupError::IllegalGeneration))
         );
         assert_eq!(
-            c.commit_offsets("g", MemberRef { member_id: &joined.member_id, generation_id: 1, group_instance_id: None }, vec![("t".into(), 0, co(1, 1))], 1, &log),
+            c.commit_offsets(
+                "g",
+                MemberRef { member_id: &joined.member_id, generation_id: 1, group_instance_id: None },
+                vec![("t".into(), 0, co(1, 1))],
+                1,
+                &log
+            ),
             Err(CoordinatorError::Group(GroupError::RebalanceInProgress))
         );
-        let sync = SyncParams { member_id: &joined.member_id, generation_id: 1, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] };
+        let sync = SyncParams {
+            member_id: &joined.member_id,
+            generation_id: 1,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        };
         let mut rx = c.sync("g", sync, 2, &log);
         assert!(rx.try_recv().unwrap().error.is_none());
-        c.commit_offsets("g", MemberRef { member_id: &joined.member_id, generation_id: 1, group_instance_id: None }, vec![("t".into(), 0, co(1, 1))], 3, &log).unwrap();
+        c.commit_offsets(
+            "g",
+            MemberRef { member_id: &joined.member_id, generation_id: 1, group_instance_id: None },
+            vec![("t".into(), 0, co(1, 1))],
+            3,
+            &log,
+        )
+        .unwrap();
         assert_eq!(c.delete_group("g", 4, &log), Err(CoordinatorError::NonEmptyGroup));
     }
 }

@@ -45,7 +45,18 @@ fn stable_group_of_two(now: i64) -> (Group, String, String) {
     let out = join_outcomes(&fx);
     assert_eq!(out[0].1.generation_id, 1);
     assert_eq!(out[0].1.leader, a);
-    g.sync(now, 2, SyncParams { member_id: &a, generation_id: 1, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![(a.clone(), Bytes::from_static(b"all"))] });
+    g.sync(
+        now,
+        2,
+        SyncParams {
+            member_id: &a,
+            generation_id: 1,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![(a.clone(), Bytes::from_static(b"all"))],
+        },
+    );
     assert_eq!(g.state, GroupState::Stable);
     // b joins: a must rejoin.
     let (b, fx) = first_join(&mut g, now, 3, "b");
@@ -66,12 +77,42 @@ fn stable_group_of_two(now: i64) -> (Group, String, String) {
     assert!(follower.1.members.is_empty());
     assert_eq!(g.state, GroupState::CompletingRebalance);
     // follower syncs first and waits; the leader's sync releases both.
-    let fx = g.sync(now, 5, SyncParams { member_id: &b, generation_id: 2, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] });
+    let fx = g.sync(
+        now,
+        5,
+        SyncParams {
+            member_id: &b,
+            generation_id: 2,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     assert!(sync_outcomes(&fx).is_empty());
-    let fx = g.sync(now, 6, SyncParams { member_id: &a, generation_id: 2, group_instance_id: None, protocol_type: Some("consumer"), protocol_name: Some("range"), assignments: vec![(a.clone(), Bytes::from_static(b"A")), (b.clone(), Bytes::from_static(b"B"))] });
+    let fx = g.sync(
+        now,
+        6,
+        SyncParams {
+            member_id: &a,
+            generation_id: 2,
+            group_instance_id: None,
+            protocol_type: Some("consumer"),
+            protocol_name: Some("range"),
+            assignments: vec![(a.clone(), Bytes::from_static(b"A")), (b.clone(), Bytes::from_static(b"B"))],
+        },
+    );
     let out = sync_outcomes(&fx);
     assert_eq!(out.len(), 2);
-    assert!(out.contains(&(5, SyncOutcome { error: None, protocol_type: Some("consumer".into()), protocol_name: Some("range".into()), assignment: Bytes::from_static(b"B") })));
+    assert!(out.contains(&(
+        5,
+        SyncOutcome {
+            error: None,
+            protocol_type: Some("consumer".into()),
+            protocol_name: Some("range".into()),
+            assignment: Bytes::from_static(b"B")
+        }
+    )));
     assert!(fx.contains(&Effect::PersistGroup));
     assert_eq!(g.state, GroupState::Stable);
     (g, a, b)
@@ -84,7 +125,18 @@ fn two_members_join_sync_and_get_their_assignments() {
     assert_eq!(g.heartbeat(1, &b, 1, None), Err(GroupError::IllegalGeneration));
     assert_eq!(g.heartbeat(1, "stranger", 2, None), Err(GroupError::UnknownMemberId));
     // A follower re-syncing in Stable gets its assignment back at once.
-    let fx = g.sync(2, 9, SyncParams { member_id: &b, generation_id: 2, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] });
+    let fx = g.sync(
+        2,
+        9,
+        SyncParams {
+            member_id: &b,
+            generation_id: 2,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     assert_eq!(sync_outcomes(&fx)[0].1.assignment, Bytes::from_static(b"B"));
 }
 
@@ -134,7 +186,18 @@ fn leaving_triggers_a_rebalance_and_the_last_leave_empties_the_group() {
     assert_eq!(g.state, GroupState::PreparingRebalance);
     let fx = g.join(6, 40, params(&a, &["range"]), || unreachable!());
     assert_eq!(join_outcomes(&fx)[0].1.generation_id, 3);
-    g.sync(7, 41, SyncParams { member_id: &a, generation_id: 3, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] });
+    g.sync(
+        7,
+        41,
+        SyncParams {
+            member_id: &a,
+            generation_id: 3,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     let (r, fx) = g.leave(8, &a, None);
     assert_eq!(r, Ok(()));
     assert_eq!(g.state, GroupState::Empty);
@@ -157,11 +220,44 @@ fn the_leader_never_syncing_restarts_the_rebalance() {
 #[test]
 fn sync_and_commit_errors() {
     let (mut g, a, _b) = stable_group_of_two(0);
-    let fx = g.sync(1, 50, SyncParams { member_id: &a, generation_id: 1, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] });
+    let fx = g.sync(
+        1,
+        50,
+        SyncParams {
+            member_id: &a,
+            generation_id: 1,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     assert_eq!(sync_outcomes(&fx)[0].1.error, Some(GroupError::IllegalGeneration));
-    let fx = g.sync(1, 51, SyncParams { member_id: "nobody", generation_id: 2, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] });
+    let fx = g.sync(
+        1,
+        51,
+        SyncParams {
+            member_id: "nobody",
+            generation_id: 2,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     assert_eq!(sync_outcomes(&fx)[0].1.error, Some(GroupError::UnknownMemberId));
-    let fx = g.sync(1, 52, SyncParams { member_id: &a, generation_id: 2, group_instance_id: None, protocol_type: Some("connect"), protocol_name: None, assignments: vec![] });
+    let fx = g.sync(
+        1,
+        52,
+        SyncParams {
+            member_id: &a,
+            generation_id: 2,
+            group_instance_id: None,
+            protocol_type: Some("connect"),
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     assert_eq!(sync_outcomes(&fx)[0].1.error, Some(GroupError::InconsistentGroupProtocol));
 }
 
@@ -190,12 +286,26 @@ fn a_static_member_rejoining_fences_its_old_id() {
     // Static members need no MEMBER_ID_REQUIRED round trip.
     let fx = g.join(0, 1, p.clone(), || "old".into());
     assert_eq!(join_outcomes(&fx)[0].1.member_id, "old");
-    g.sync(0, 2, SyncParams { member_id: "old", generation_id: 1, group_instance_id: Some("inst-1"), protocol_type: None, protocol_name: None, assignments: vec![("old".into(), Bytes::from_static(b"x"))] });
+    g.sync(
+        0,
+        2,
+        SyncParams {
+            member_id: "old",
+            generation_id: 1,
+            group_instance_id: Some("inst-1"),
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![("old".into(), Bytes::from_static(b"x"))],
+        },
+    );
     // The same instance restarts and joins without its member id.
     let fx = g.join(5, 3, p, || "new".into());
     let out = join_outcomes(&fx);
     assert_eq!(out.last().unwrap().1.member_id, "new");
-    assert_eq!(g.heartbeat(6, "old", out.last().unwrap().1.generation_id, Some("inst-1")), Err(GroupError::FencedInstanceId));
+    assert_eq!(
+        g.heartbeat(6, "old", out.last().unwrap().1.generation_id, Some("inst-1")),
+        Err(GroupError::FencedInstanceId)
+    );
     assert!(g.members.contains_key("new"));
     assert!(!g.members.contains_key("old"));
 }
@@ -210,7 +320,18 @@ fn protocol_selection_follows_votes() {
     let mut p3 = params("", &["range"]);
     p3.require_known_member_id = false;
     g.join(0, 1, p1.clone(), || "m1".into());
-    g.sync(0, 2, SyncParams { member_id: "m1", generation_id: 1, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] });
+    g.sync(
+        0,
+        2,
+        SyncParams {
+            member_id: "m1",
+            generation_id: 1,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     assert_eq!(g.protocol_name.as_deref(), Some("cooperative-sticky"));
     g.join(1, 3, p2, || "m2".into());
     p1.member_id = "m1".into();
@@ -234,10 +355,30 @@ fn restore_brings_members_back_with_fresh_sessions() {
         subscription: Bytes::from_static(b"s"),
         assignment: Bytes::from_static(b"a"),
     }];
-    let mut g = Group::restore("g", GroupLimits::default(), 7, Some("consumer".into()), Some("range".into()), Some("m".into()), members, 1000);
+    let mut g = Group::restore(
+        "g",
+        GroupLimits::default(),
+        7,
+        Some("consumer".into()),
+        Some("range".into()),
+        Some("m".into()),
+        members,
+        1000,
+    );
     assert_eq!(g.state, GroupState::Stable);
     assert_eq!(g.heartbeat(1001, "m", 7, None), Ok(()));
-    let fx = g.sync(1002, 1, SyncParams { member_id: "m", generation_id: 7, group_instance_id: None, protocol_type: None, protocol_name: None, assignments: vec![] });
+    let fx = g.sync(
+        1002,
+        1,
+        SyncParams {
+            member_id: "m",
+            generation_id: 7,
+            group_instance_id: None,
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
+    );
     assert_eq!(sync_outcomes(&fx)[0].1.assignment, Bytes::from_static(b"a"));
     g.tick(1001 + SESSION as i64 + 1);
     assert!(g.members.is_empty());

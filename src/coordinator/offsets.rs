@@ -243,7 +243,12 @@ mod tests {
                 group: "g".into(),
                 topic: "t".into(),
                 partition: 3,
-                value: Some(CommittedOffset { offset: 42, leader_epoch: 1, metadata: "m".into(), commit_timestamp: 99 }),
+                value: Some(CommittedOffset {
+                    offset: 42,
+                    leader_epoch: 1,
+                    metadata: "m".into(),
+                    commit_timestamp: 99,
+                }),
             },
             OffsetsRecord::Offset { group: "g".into(), topic: "t".into(), partition: 3, value: None },
             OffsetsRecord::Group {

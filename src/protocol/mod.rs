@@ -56,7 +56,11 @@ impl RequestInfo {
 
 /// Handle one request frame (without its size prefix). Returns the encoded response
 /// frame (with size prefix), or `None` when the request gets no response.
-pub async fn handle_frame(ctx: &Ctx, peer: Option<std::net::SocketAddr>, frame: Bytes) -> Result<Option<BytesMut>, ProtocolError> {
+pub async fn handle_frame(
+    ctx: &Ctx,
+    peer: Option<std::net::SocketAddr>,
+    frame: Bytes,
+) -> Result<Option<BytesMut>, ProtocolError> {
     if frame.len() < 8 {
         return Err(ProtocolError::ShortFrame(frame.len()));
     }
@@ -76,7 +80,8 @@ pub async fn handle_frame(ctx: &Ctx, peer: Option<std::net::SocketAddr>, frame: 
     guard::check_request(&frame).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let mut buf = frame;
     let header_version = api.request_header_version(version);
-    let header = RequestHeader::decode(&mut buf, header_version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
+    let header =
+        RequestHeader::decode(&mut buf, header_version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let request = RequestKind::decode(api, &mut buf, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let info = RequestInfo { peer, client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default() };
     let reply = dispatch(ctx, &info, request, version).await?;
@@ -122,9 +127,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
         RequestKind::OffsetCommit(r) => ResponseKind::OffsetCommit(group_offsets::offset_commit(ctx, r, v)),
         RequestKind::OffsetFetch(r) => ResponseKind::OffsetFetch(group_offsets::offset_fetch(ctx, r, v)),
         RequestKind::OffsetDelete(r) => ResponseKind::OffsetDelete(group_offsets::offset_delete(ctx, r, v)),
-        _ => {
-            return Err(ProtocolError::Malformed(format!("no handler for this API (client {:?})", info.client_id)))
-        }
+        _ => return Err(ProtocolError::Malformed(format!("no handler for this API (client {:?})", info.client_id))),
     };
     Ok(Reply::Response(Box::new(resp)))
 }

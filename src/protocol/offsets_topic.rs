@@ -3,7 +3,9 @@
 
 use bytes::BytesMut;
 use indexmap::IndexMap;
-use kafka_protocol::records::{Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType};
+use kafka_protocol::records::{
+    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
+};
 
 use super::Ctx;
 use crate::config::FlushMode;
@@ -74,8 +76,12 @@ impl OffsetsLog for ConsumerOffsetsLog<'_> {
             })
             .collect();
         let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(&mut buf, recs.iter(), &RecordEncodeOptions { version: 2, compression: Compression::None })
-            .map_err(|e| e.to_string())?;
+        RecordBatchEncoder::encode(
+            &mut buf,
+            recs.iter(),
+            &RecordEncodeOptions { version: 2, compression: Compression::None },
+        )
+        .map_err(|e| e.to_string())?;
         let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None };
         let res = partition.append(&mut buf, &limits, now).map_err(|e| e.to_string())?;
         if ctx.config.flush_mode == FlushMode::Fsync {

@@ -13,7 +13,9 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use super::producer_state::{ProducerStateTable, SequenceCheck};
-use crate::storage::{validate_batches, validate_produce_batch, BatchError, LogConfig, PartitionLog, StorageError, TimestampBounds};
+use crate::storage::{
+    validate_batches, validate_produce_batch, BatchError, LogConfig, PartitionLog, StorageError, TimestampBounds,
+};
 
 /// What a Produce must satisfy beyond a well-formed batch: the topic's max.message.bytes
 /// and, for client batches, record contents and timestamp bounds.
@@ -127,7 +129,12 @@ impl Partition {
 
     /// Validate and append a Produce request's records for this partition: all batches
     /// or none. `records` is modified in place (offsets, leader epoch).
-    pub fn append(&self, records: &mut [u8], limits: &ProduceLimits, now_ms: i64) -> Result<AppendResult, PartitionError> {
+    pub fn append(
+        &self,
+        records: &mut [u8],
+        limits: &ProduceLimits,
+        now_ms: i64,
+    ) -> Result<AppendResult, PartitionError> {
         let headers = validate_batches(records, limits.max_message_bytes)?;
         if let Some(bounds) = &limits.timestamps {
             let mut pos = 0;

@@ -34,8 +34,14 @@ pub enum SequenceCheck {
     Append,
     /// A retry of a batch already in the log: answer with its original offsets.
     Duplicate(BatchRecord),
-    OutOfOrder { expected: i32, got: i32 },
-    InvalidEpoch { current: i16, got: i16 },
+    OutOfOrder {
+        expected: i32,
+        got: i32,
+    },
+    InvalidEpoch {
+        current: i16,
+        got: i16,
+    },
 }
 
 #[derive(Debug, Default, Clone)]
@@ -44,7 +50,11 @@ pub struct ProducerStateTable {
 }
 
 fn next_seq(seq: i32) -> i32 {
-    if seq == i32::MAX { 0 } else { seq + 1 }
+    if seq == i32::MAX {
+        0
+    } else {
+        seq + 1
+    }
 }
 
 impl ProducerStateTable {

@@ -44,14 +44,30 @@ impl ReplicaManager {
         let mut c = self.broker.default_log_config();
         let get = |k: &str| topic.configs.get(k).map(String::as_str);
         let num = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
-        if let Some(v) = num("segment.bytes") { c.segment_bytes = v.max(14) as u64; }
-        if let Some(v) = num("segment.ms") { c.segment_ms = v; }
-        if let Some(v) = num("retention.ms") { c.retention_ms = v; }
-        if let Some(v) = num("retention.bytes") { c.retention_bytes = v; }
-        if let Some(v) = num("flush.messages") { c.flush_messages = v; }
-        if let Some(v) = num("flush.ms") { c.flush_ms = v; }
-        if let Some(v) = num("index.interval.bytes") { c.index_interval_bytes = v.max(0) as u64; }
-        if let Some(v) = num("max.message.bytes") { c.max_message_bytes = v.max(0) as usize; }
+        if let Some(v) = num("segment.bytes") {
+            c.segment_bytes = v.max(14) as u64;
+        }
+        if let Some(v) = num("segment.ms") {
+            c.segment_ms = v;
+        }
+        if let Some(v) = num("retention.ms") {
+            c.retention_ms = v;
+        }
+        if let Some(v) = num("retention.bytes") {
+            c.retention_bytes = v;
+        }
+        if let Some(v) = num("flush.messages") {
+            c.flush_messages = v;
+        }
+        if let Some(v) = num("flush.ms") {
+            c.flush_ms = v;
+        }
+        if let Some(v) = num("index.interval.bytes") {
+            c.index_interval_bytes = v.max(0) as u64;
+        }
+        if let Some(v) = num("max.message.bytes") {
+            c.max_message_bytes = v.max(0) as usize;
+        }
         let log_append_time = get("message.timestamp.type") == Some("LogAppendTime");
         (c, log_append_time)
     }

@@ -41,7 +41,12 @@ pub fn parse_frame(buf: &mut BytesMut, max: usize) -> Result<Option<Bytes>, Fram
     Ok(Some(buf.split_to(size).freeze()))
 }
 
-pub async fn serve(ctx: Arc<Ctx>, mut stream: TcpStream, peer: SocketAddr, mut shutdown: tokio::sync::broadcast::Receiver<()>) {
+pub async fn serve(
+    ctx: Arc<Ctx>,
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    mut shutdown: tokio::sync::broadcast::Receiver<()>,
+) {
     let _ = stream.set_nodelay(true);
     let max = ctx.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK);

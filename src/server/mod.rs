@@ -56,7 +56,8 @@ impl Broker {
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
-        let local_addr = listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
+        let local_addr =
+            listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
         let (host, port) = advertised(&config, local_addr);
         let controller = Controller::open(
             &config.data_dir.join(METADATA_DIR),
@@ -137,7 +138,9 @@ fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(StartError::DataDirLocked { path: dir.display().to_string() }),
-        Err(std::fs::TryLockError::Error(source)) => Err(StartError::DataDir { path: path.display().to_string(), source }),
+        Err(std::fs::TryLockError::Error(source)) => {
+            Err(StartError::DataDir { path: path.display().to_string(), source })
+        }
     }
 }
 
@@ -195,7 +198,9 @@ async fn retention_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
         for p in ctx.replicas.all_partitions() {
             match p.enforce_retention(now) {
                 Ok(0) => {}
-                Ok(n) => tracing::info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments"),
+                Ok(n) => {
+                    tracing::info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments")
+                }
                 Err(e) => tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
             }
         }

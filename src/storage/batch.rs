@@ -134,10 +134,7 @@ impl BatchHeader {
     /// that the magic is 2; see [`validate_batches`] for the full check.
     pub fn parse(buf: &[u8]) -> Result<BatchHeader, BatchError> {
         if buf.len() < BATCH_HEADER_LEN {
-            return Err(BatchError::Truncated {
-                needed: BATCH_HEADER_LEN,
-                available: buf.len(),
-            });
+            return Err(BatchError::Truncated { needed: BATCH_HEADER_LEN, available: buf.len() });
         }
         let magic = buf[OFF_MAGIC] as i8;
         if magic != 2 {
@@ -223,16 +220,11 @@ pub fn split_batches(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
         let rest = &buf[pos..];
         let header = BatchHeader::parse(rest)?;
         if header.batch_length < MIN_BATCH_LENGTH {
-            return Err(BatchError::InvalidLength {
-                batch_length: header.batch_length,
-            });
+            return Err(BatchError::InvalidLength { batch_length: header.batch_length });
         }
         let total = header.total_len();
         if rest.len() < total {
-            return Err(BatchError::Truncated {
-                needed: total,
-                available: rest.len(),
-            });
+            return Err(BatchError::Truncated { needed: total, available: rest.len() });
         }
         headers.push(header);
         pos += total;
@@ -248,18 +240,13 @@ pub fn split_batches(buf: &[u8]) -> Result<Vec<BatchHeader>, BatchError> {
 pub fn check_batch(header: &BatchHeader, batch: &[u8]) -> Result<(), BatchError> {
     let computed = crc32c::crc32c(&batch[CRC_START..]);
     if computed != header.crc {
-        return Err(BatchError::CrcMismatch {
-            stored: header.crc,
-            computed,
-        });
+        return Err(BatchError::CrcMismatch { stored: header.crc, computed });
     }
     if header.records_count < 0 {
         return Err(BatchError::NegativeRecordsCount(header.records_count));
     }
     if header.last_offset_delta < 0 {
-        return Err(BatchError::NegativeLastOffsetDelta(
-            header.last_offset_delta,
-        ));
+        return Err(BatchError::NegativeLastOffsetDelta(header.last_offset_delta));
     }
     Ok(())
 }
@@ -268,19 +255,13 @@ pub fn check_batch(header: &BatchHeader, batch: &[u8]) -> Result<(), BatchError>
 /// magic 2, legal length, CRC-32C, non-negative counts, at most `max_batch_bytes`.
 ///
 /// Allocates only the returned headers, never according to lengths read from `buf`.
-pub fn validate_batches(
-    buf: &[u8],
-    max_batch_bytes: usize,
-) -> Result<Vec<BatchHeader>, BatchError> {
+pub fn validate_batches(buf: &[u8], max_batch_bytes: usize) -> Result<Vec<BatchHeader>, BatchError> {
     let headers = split_batches(buf)?;
     let mut pos = 0;
     for header in &headers {
         let total = header.total_len();
         if total > max_batch_bytes {
-            return Err(BatchError::TooLarge {
-                size: total,
-                max: max_batch_bytes,
-            });
+            return Err(BatchError::TooLarge { size: total, max: max_batch_bytes });
         }
         check_batch(header, &buf[pos..pos + total])?;
         pos += total;
@@ -295,8 +276,7 @@ pub fn set_base_offset(batch: &mut [u8], base_offset: i64) {
 
 /// Stamps the partition leader epoch. Panics if `batch` is shorter than a header.
 pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
-    batch[OFF_PARTITION_LEADER_EPOCH..OFF_PARTITION_LEADER_EPOCH + 4]
-        .copy_from_slice(&epoch.to_be_bytes());
+    batch[OFF_PARTITION_LEADER_EPOCH..OFF_PARTITION_LEADER_EPOCH + 4].copy_from_slice(&epoch.to_be_bytes());
 }
 
 /// Marks the batch as using log-append time with `ts` as its max timestamp and recomputes
@@ -347,17 +327,8 @@ mod tests {
         let err = validate_batches(&buf[..buf.len() - 1], 1 << 20).unwrap_err();
         assert!(matches!(err, BatchError::Truncated { .. }), "{err}");
         let err = validate_batches(&buf[..30], 1 << 20).unwrap_err();
-        assert_eq!(
-            err,
-            BatchError::Truncated {
-                needed: BATCH_HEADER_LEN,
-                available: 30
-            }
-        );
-        assert_eq!(
-            validate_batches(&[], 1 << 20).unwrap_err(),
-            BatchError::Empty
-        );
+        assert_eq!(err, BatchError::Truncated { needed: BATCH_HEADER_LEN, available: 30 });
+        assert_eq!(validate_batches(&[], 1 << 20).unwrap_err(), BatchError::Empty);
     }
 
     #[test]
@@ -373,39 +344,24 @@ mod tests {
     fn rejects_bad_magic_and_length() {
         let mut buf = build_batch(0, &[1], 10);
         buf[16] = 1;
-        assert_eq!(
-            validate_batches(&buf, 1 << 20).unwrap_err(),
-            BatchError::UnsupportedMagic(1)
-        );
+        assert_eq!(validate_batches(&buf, 1 << 20).unwrap_err(), BatchError::UnsupportedMagic(1));
         let mut buf = build_batch(0, &[1], 10);
         buf[8..12].copy_from_slice(&10i32.to_be_bytes());
-        assert_eq!(
-            validate_batches(&buf, 1 << 20).unwrap_err(),
-            BatchError::InvalidLength { batch_length: 10 }
-        );
+        assert_eq!(validate_batches(&buf, 1 << 20).unwrap_err(), BatchError::InvalidLength { batch_length: 10 });
     }
 
     #[test]
     fn rejects_oversized_batch() {
         let buf = build_batch(0, &[1], 1000);
         let err = validate_batches(&buf, 500).unwrap_err();
-        assert_eq!(
-            err,
-            BatchError::TooLarge {
-                size: buf.len(),
-                max: 500
-            }
-        );
+        assert_eq!(err, BatchError::TooLarge { size: buf.len(), max: 500 });
     }
 
     #[test]
     fn huge_declared_length_is_truncated_not_allocated() {
         let mut buf = build_batch(0, &[1], 1);
         buf[8..12].copy_from_slice(&i32::MAX.to_be_bytes());
-        assert!(matches!(
-            validate_batches(&buf, usize::MAX),
-            Err(BatchError::Truncated { .. })
-        ));
+        assert!(matches!(validate_batches(&buf, usize::MAX), Err(BatchError::Truncated { .. })));
     }
 
     #[test]

@@ -47,24 +47,15 @@ impl CheckpointFile {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e.into()),
         };
-        let corrupt = |reason: &str| StorageError::Corrupt {
-            path: path.to_owned(),
-            reason: reason.into(),
-        };
+        let corrupt = |reason: &str| StorageError::Corrupt { path: path.to_owned(), reason: reason.into() };
         let mut lines = text.lines();
         if lines.next() != Some("0") {
             return Err(corrupt("unknown checkpoint version"));
         }
-        let count: usize = lines
-            .next()
-            .and_then(|l| l.trim().parse().ok())
-            .ok_or_else(|| corrupt("missing entry count"))?;
+        let count: usize =
+            lines.next().and_then(|l| l.trim().parse().ok()).ok_or_else(|| corrupt("missing entry count"))?;
         let entries: Vec<Vec<i64>> = lines
-            .map(|l| {
-                l.split_whitespace()
-                    .map(str::parse)
-                    .collect::<Result<Vec<i64>, _>>()
-            })
+            .map(|l| l.split_whitespace().map(str::parse).collect::<Result<Vec<i64>, _>>())
             .collect::<Result<_, _>>()
             .map_err(|_| corrupt("entry is not a list of integers"))?;
         if entries.len() != count || entries.iter().any(|e| e.len() != width) {
@@ -105,17 +96,11 @@ mod tests {
         let path = dir.path().join("cp");
         assert_eq!(CheckpointFile::read(&path, 2).unwrap(), None);
         CheckpointFile::write(&path, &[vec![1, 10], vec![3, 50]]).unwrap();
-        assert_eq!(
-            CheckpointFile::read(&path, 2).unwrap(),
-            Some(vec![vec![1, 10], vec![3, 50]])
-        );
+        assert_eq!(CheckpointFile::read(&path, 2).unwrap(), Some(vec![vec![1, 10], vec![3, 50]]));
         CheckpointFile::write_offset(&path, 77).unwrap();
         assert_eq!(CheckpointFile::read_offset(&path).unwrap(), Some(77));
         fs::write(&path, "0\n2\n5\n").unwrap();
-        assert!(matches!(
-            CheckpointFile::read(&path, 1),
-            Err(StorageError::Corrupt { .. })
-        ));
+        assert!(matches!(CheckpointFile::read(&path, 1), Err(StorageError::Corrupt { .. })));
         assert_eq!(CheckpointFile::read_offset(&path).unwrap(), None);
     }
 }

@@ -12,11 +12,7 @@ pub enum StorageError {
     #[error("storage I/O failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("offset {offset} is outside the log's range [{log_start_offset}, {log_end_offset}]")]
-    OffsetOutOfRange {
-        offset: i64,
-        log_start_offset: i64,
-        log_end_offset: i64,
-    },
+    OffsetOutOfRange { offset: i64, log_start_offset: i64, log_end_offset: i64 },
     #[error("invalid record batch: {0}")]
     Batch(#[from] BatchError),
     #[error("corrupt file {path}: {reason}")]

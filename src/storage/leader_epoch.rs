@@ -26,14 +26,10 @@ impl LeaderEpochCache {
         let path = dir.join(LEADER_EPOCH_CHECKPOINT);
         let entries = match CheckpointFile::read(&path, 2) {
             Ok(Some(lines)) => {
-                let entries: Vec<(i32, i64)> = lines
-                    .iter()
-                    .filter_map(|l| Some((i32::try_from(l[0]).ok()?, l[1])))
-                    .collect();
-                let ordered = entries.len() == lines.len()
-                    && entries
-                        .windows(2)
-                        .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
+                let entries: Vec<(i32, i64)> =
+                    lines.iter().filter_map(|l| Some((i32::try_from(l[0]).ok()?, l[1]))).collect();
+                let ordered =
+                    entries.len() == lines.len() && entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
                 if ordered {
                     entries
                 } else {
@@ -52,11 +48,7 @@ impl LeaderEpochCache {
     }
 
     fn persist(&self) -> io::Result<()> {
-        let lines: Vec<Vec<i64>> = self
-            .entries
-            .iter()
-            .map(|&(e, o)| vec![i64::from(e), o])
-            .collect();
+        let lines: Vec<Vec<i64>> = self.entries.iter().map(|&(e, o)| vec![i64::from(e), o]).collect();
         CheckpointFile::write(&self.path, &lines)
     }
 
@@ -81,9 +73,7 @@ impl LeaderEpochCache {
 
     /// Forgets epochs starting at or after `end_offset` (the log was truncated there).
     pub fn truncate_from_end(&mut self, end_offset: i64) -> io::Result<()> {
-        let keep = self
-            .entries
-            .partition_point(|&(_, start)| start < end_offset);
+        let keep = self.entries.partition_point(|&(_, start)| start < end_offset);
         if keep == self.entries.len() {
             return Ok(());
         }
@@ -94,19 +84,14 @@ impl LeaderEpochCache {
     /// The log now starts at `start_offset`: the epoch covering it starts there, and
     /// earlier epochs are forgotten.
     pub fn truncate_from_start(&mut self, start_offset: i64) -> io::Result<()> {
-        let below = self
-            .entries
-            .partition_point(|&(_, start)| start < start_offset);
+        let below = self.entries.partition_point(|&(_, start)| start < start_offset);
         if below == 0 {
             return Ok(());
         }
         let covering = self.entries[below - 1].0;
         self.entries.drain(..below);
         // Remaining entries start at or after `start_offset`.
-        if self
-            .entries
-            .first().is_none_or(|&(_, start)| start != start_offset)
-        {
+        if self.entries.first().is_none_or(|&(_, start)| start != start_offset) {
             self.entries.insert(0, (covering, start_offset));
         }
         self.persist()
@@ -161,9 +146,6 @@ mod tests {
         assert_eq!(cache.entries(), &[(1, 0), (3, 10)]);
         cache.truncate_from_start(12).unwrap();
         assert_eq!(cache.entries(), &[(3, 12)]);
-        assert_eq!(
-            LeaderEpochCache::load(dir.path()).unwrap().entries(),
-            &[(3, 12)]
-        );
+        assert_eq!(LeaderEpochCache::load(dir.path()).unwrap().entries(), &[(3, 12)]);
     }
 }

@@ -15,9 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use super::batch::{
-    set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression,
-};
+use super::batch::{set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression};
 use super::checkpoint::{sync_dir, CheckpointFile};
 use super::error::StorageError;
 use super::leader_epoch::LeaderEpochCache;
@@ -149,22 +147,16 @@ impl PartitionLog {
     }
 
     fn active(&self) -> &LogSegment {
-        self.segments
-            .last()
-            .expect("a partition log always has a segment")
+        self.segments.last().expect("a partition log always has a segment")
     }
 
     fn active_mut(&mut self) -> &mut LogSegment {
-        self.segments
-            .last_mut()
-            .expect("a partition log always has a segment")
+        self.segments.last_mut().expect("a partition log always has a segment")
     }
 
     /// Index of the segment that would hold `offset`: the last one with base ≤ `offset`.
     fn segment_index_for(&self, offset: i64) -> usize {
-        self.segments
-            .partition_point(|s| s.base_offset() <= offset)
-            .saturating_sub(1)
+        self.segments.partition_point(|s| s.base_offset() <= offset).saturating_sub(1)
     }
 
     fn out_of_range(&self, offset: i64) -> StorageError {
@@ -177,12 +169,7 @@ impl PartitionLog {
 
     /// Appends already validated batches, assigning offsets from the log end offset and
     /// stamping `leader_epoch`, both in place in `records`. All or nothing.
-    pub fn append(
-        &mut self,
-        records: &mut [u8],
-        leader_epoch: i32,
-        now_ms: i64,
-    ) -> Result<AppendInfo, StorageError> {
+    pub fn append(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, StorageError> {
         let mut headers = split_batches(records)?;
         let base_offset = self.log_end_offset();
         let mut next = base_offset;
@@ -202,12 +189,7 @@ impl PartitionLog {
             self.roll(now_ms)?;
         }
         self.active_mut().append(records, &headers, now_ms)?;
-        if leader_epoch >= 0
-            && self
-                .epochs
-                .latest_epoch()
-                .is_none_or(|e| leader_epoch > e)
-        {
+        if leader_epoch >= 0 && self.epochs.latest_epoch().is_none_or(|e| leader_epoch > e) {
             if let Err(e) = self.epochs.assign(leader_epoch, base_offset) {
                 // Keep the append all-or-nothing: the epoch must be known for its data.
                 self.active_mut().truncate_to(base_offset)?;
@@ -238,9 +220,8 @@ impl PartitionLog {
         let too_big = active.size() + append_bytes > self.config.segment_bytes
             // Index positions are u32.
             || active.size() + append_bytes > u64::from(u32::MAX);
-        let too_old = active
-            .created_ms()
-            .is_some_and(|created| now_ms.saturating_sub(created) > self.config.segment_ms);
+        let too_old =
+            active.created_ms().is_some_and(|created| now_ms.saturating_sub(created) > self.config.segment_ms);
         // Index offsets are relative to the base offset and must fit.
         let offsets_overflow = last_offset - active.base_offset() > i64::from(i32::MAX);
         too_big || too_old || offsets_overflow
@@ -265,12 +246,7 @@ impl PartitionLog {
     /// Whole batches from the one containing `offset`, stopping before any batch whose base
     /// offset is ≥ `max_offset` and before exceeding `max_bytes` (the first batch is
     /// always returned whole). Empty at the log end offset or at/after `max_offset`.
-    pub fn read(
-        &self,
-        offset: i64,
-        max_bytes: usize,
-        max_offset: i64,
-    ) -> Result<Bytes, StorageError> {
+    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64) -> Result<Bytes, StorageError> {
         let log_end_offset = self.log_end_offset();
         if offset < self.log_start_offset || offset > log_end_offset {
             return Err(self.out_of_range(offset));
@@ -281,12 +257,7 @@ impl PartitionLog {
         let mut out: Vec<u8> = Vec::new();
         let mut first_batch = true;
         let mut start = None;
-        for (i, seg) in self
-            .segments
-            .iter()
-            .enumerate()
-            .skip(self.segment_index_for(offset))
-        {
+        for (i, seg) in self.segments.iter().enumerate().skip(self.segment_index_for(offset)) {
             if let Some((pos, _)) = seg.find_batch(offset)? {
                 start = Some((i, pos));
                 break;
@@ -331,10 +302,7 @@ impl PartitionLog {
             seg.flush()?;
         }
         self.recovery_point = self.log_end_offset();
-        CheckpointFile::write_offset(
-            &self.dir.join(RECOVERY_POINT_CHECKPOINT),
-            self.recovery_point,
-        )?;
+        CheckpointFile::write_offset(&self.dir.join(RECOVERY_POINT_CHECKPOINT), self.recovery_point)?;
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
         Ok(())
@@ -392,10 +360,7 @@ fn max_timestamp_of(records: &[u8], headers: &[BatchHeader]) -> (i64, i64) {
     }
     match best {
         None => (-1, -1),
-        Some((pos, h)) => (
-            h.max_timestamp,
-            exact_offset_of_timestamp(&records[pos..pos + h.total_len()], h),
-        ),
+        Some((pos, h)) => (h.max_timestamp, exact_offset_of_timestamp(&records[pos..pos + h.total_len()], h)),
     }
 }
 
@@ -411,7 +376,5 @@ pub(crate) fn exact_offset_of_timestamp(batch: &[u8], h: &BatchHeader) -> i64 {
 }
 
 fn wall_clock_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
 }

@@ -29,9 +29,9 @@ pub mod time_index;
 mod test_util;
 
 pub use batch::{
-    set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batches, BatchError,
-    BatchHeader, BATCH_HEADER_LEN,
+    set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batches, BatchError, BatchHeader,
+    BATCH_HEADER_LEN,
 };
 pub use error::StorageError;
-pub use record_validation::{validate_produce_batch, TimestampBounds};
 pub use log::{AppendInfo, LogConfig, PartitionLog};
+pub use record_validation::{validate_produce_batch, TimestampBounds};

@@ -33,12 +33,7 @@ impl OffsetIndex {
     pub fn create(path: &Path, base_offset: i64) -> io::Result<OffsetIndex> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         file.set_len(0)?;
-        Ok(OffsetIndex {
-            path: path.to_owned(),
-            file,
-            base_offset,
-            entries: Vec::new(),
-        })
+        Ok(OffsetIndex { path: path.to_owned(), file, base_offset, entries: Vec::new() })
     }
 
     /// Loads an existing index. `Ok(None)` when the file is missing or fails the sanity
@@ -56,36 +51,21 @@ impl OffsetIndex {
         }
         let entries: Vec<(u32, u32)> = bytes
             .chunks_exact(OFFSET_ENTRY_LEN)
-            .map(|e| {
-                (
-                    u32::from_be_bytes([e[0], e[1], e[2], e[3]]),
-                    u32::from_be_bytes([e[4], e[5], e[6], e[7]]),
-                )
-            })
+            .map(|e| (u32::from_be_bytes([e[0], e[1], e[2], e[3]]), u32::from_be_bytes([e[4], e[5], e[6], e[7]])))
             .collect();
-        let monotonic = entries
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
-        let within_log = entries
-            .last()
-            .is_none_or(|&(_, pos)| u64::from(pos) < log_size);
+        let monotonic = entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
+        let within_log = entries.last().is_none_or(|&(_, pos)| u64::from(pos) < log_size);
         if !monotonic || !within_log {
             return Ok(None);
         }
-        Ok(Some(OffsetIndex {
-            path: path.to_owned(),
-            file,
-            base_offset,
-            entries,
-        }))
+        Ok(Some(OffsetIndex { path: path.to_owned(), file, base_offset, entries }))
     }
 
     /// Adds an entry; `offset` and `position` must exceed the last entry's.
     pub fn append(&mut self, offset: i64, position: u64) -> io::Result<()> {
-        let relative = u32::try_from(offset - self.base_offset)
-            .map_err(|_| invalid("offset does not fit the segment's index"))?;
-        let position =
-            u32::try_from(position).map_err(|_| invalid("position does not fit the index"))?;
+        let relative =
+            u32::try_from(offset - self.base_offset).map_err(|_| invalid("offset does not fit the segment's index"))?;
+        let position = u32::try_from(position).map_err(|_| invalid("position does not fit the index"))?;
         if let Some(&(last_rel, last_pos)) = self.entries.last() {
             if relative <= last_rel || position <= last_pos {
                 return Err(invalid("offset index entries must increase"));
@@ -102,9 +82,7 @@ impl OffsetIndex {
     /// The entry with the largest offset ≤ `target`, as (offset, position); the segment's
     /// start `(base_offset, 0)` when there is none.
     pub fn lookup(&self, target: i64) -> (i64, u64) {
-        let n = self
-            .entries
-            .partition_point(|&(rel, _)| self.base_offset + i64::from(rel) <= target);
+        let n = self.entries.partition_point(|&(rel, _)| self.base_offset + i64::from(rel) <= target);
         match n.checked_sub(1).map(|i| self.entries[i]) {
             Some((rel, pos)) => (self.base_offset + i64::from(rel), u64::from(pos)),
             None => (self.base_offset, 0),
@@ -112,9 +90,7 @@ impl OffsetIndex {
     }
 
     pub fn last_entry(&self) -> Option<(i64, u64)> {
-        self.entries
-            .last()
-            .map(|&(rel, pos)| (self.base_offset + i64::from(rel), u64::from(pos)))
+        self.entries.last().map(|&(rel, pos)| (self.base_offset + i64::from(rel), u64::from(pos)))
     }
 
     pub fn len(&self) -> usize {
@@ -127,9 +103,7 @@ impl OffsetIndex {
 
     /// Drops every entry pointing at `position` or beyond (the log is being cut there).
     pub fn truncate_to_position(&mut self, position: u64) -> io::Result<()> {
-        let keep = self
-            .entries
-            .partition_point(|&(_, pos)| u64::from(pos) < position);
+        let keep = self.entries.partition_point(|&(_, pos)| u64::from(pos) < position);
         self.file.set_len((keep * OFFSET_ENTRY_LEN) as u64)?;
         self.entries.truncate(keep);
         Ok(())

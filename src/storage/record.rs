@@ -25,9 +25,7 @@ pub struct RecordPosition {
 fn read_varlong(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<i64, BatchError> {
     let mut raw: u64 = 0;
     for i in 0..max_bytes {
-        let byte = *buf
-            .get(*pos)
-            .ok_or(BatchError::MalformedRecord("varint runs past the batch"))?;
+        let byte = *buf.get(*pos).ok_or(BatchError::MalformedRecord("varint runs past the batch"))?;
         *pos += 1;
         raw |= u64::from(byte & 0x7f) << (7 * i);
         if byte & 0x80 == 0 {
@@ -40,10 +38,7 @@ fn read_varlong(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<i64, Ba
 /// Offsets and timestamps of the records in `batch` (the whole batch, header included),
 /// which must be uncompressed. For log-append-time batches every record carries the
 /// batch's max timestamp.
-pub fn record_positions(
-    header: &BatchHeader,
-    batch: &[u8],
-) -> Result<Vec<RecordPosition>, BatchError> {
+pub fn record_positions(header: &BatchHeader, batch: &[u8]) -> Result<Vec<RecordPosition>, BatchError> {
     let end = header.total_len().min(batch.len());
     let mut pos = BATCH_HEADER_LEN;
     // Capacity is bounded by the bytes present: a record takes at least 1 byte.
@@ -55,9 +50,7 @@ pub fn record_positions(
             .ok()
             .and_then(|l| body_start.checked_add(l))
             .filter(|&e| e <= end)
-            .ok_or(BatchError::MalformedRecord(
-                "record length runs past the batch",
-            ))?;
+            .ok_or(BatchError::MalformedRecord("record length runs past the batch"))?;
         let body = &batch[..body_end];
         pos += 1; // attributes
         let timestamp_delta = read_varlong(body, &mut pos, 10)?;
@@ -67,10 +60,7 @@ pub fn record_positions(
         } else {
             header.base_timestamp.wrapping_add(timestamp_delta)
         };
-        out.push(RecordPosition {
-            offset: header.base_offset + offset_delta,
-            timestamp,
-        });
+        out.push(RecordPosition { offset: header.base_offset + offset_delta, timestamp });
         pos = body_end;
     }
     Ok(out)

@@ -60,7 +60,11 @@ impl Cursor<'_> {
             return Ok(());
         }
         let len = usize::try_from(len).map_err(|_| BatchError::MalformedRecord("negative length"))?;
-        let end = self.pos.checked_add(len).filter(|e| *e <= self.buf.len()).ok_or(BatchError::MalformedRecord("field runs past the record"))?;
+        let end = self
+            .pos
+            .checked_add(len)
+            .filter(|e| *e <= self.buf.len())
+            .ok_or(BatchError::MalformedRecord("field runs past the record"))?;
         self.pos = end;
         Ok(())
     }
@@ -90,9 +94,14 @@ pub fn validate_produce_batch(header: &BatchHeader, batch: &[u8], bounds: &Times
     for expected_delta in 0..header.records_count {
         let length = c.varint()?;
         let length = usize::try_from(length).map_err(|_| BatchError::MalformedRecord("negative record length"))?;
-        let body_end = c.pos.checked_add(length).filter(|e| *e <= end).ok_or(BatchError::MalformedRecord("record runs past the batch"))?;
+        let body_end = c
+            .pos
+            .checked_add(length)
+            .filter(|e| *e <= end)
+            .ok_or(BatchError::MalformedRecord("record runs past the batch"))?;
         let mut r = Cursor { buf: &batch[..body_end], pos: c.pos };
-        r.pos = r.pos.checked_add(1).filter(|p| *p <= body_end).ok_or(BatchError::MalformedRecord("record too short"))?;
+        r.pos =
+            r.pos.checked_add(1).filter(|p| *p <= body_end).ok_or(BatchError::MalformedRecord("record too short"))?;
         let ts_delta = r.varlong(10)?;
         let offset_delta = r.varint()?;
         if offset_delta != i64::from(expected_delta) {

@@ -87,30 +87,15 @@ struct Snapshot {
 
 impl LogSegment {
     /// Creates an empty segment, replacing any files with its name.
-    pub fn create(
-        dir: &Path,
-        base_offset: i64,
-        index_interval_bytes: u64,
-    ) -> io::Result<LogSegment> {
+    pub fn create(dir: &Path, base_offset: i64, index_interval_bytes: u64) -> io::Result<LogSegment> {
         let log_path = dir.join(segment_file_name(base_offset, LOG_SUFFIX));
-        let log = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&log_path)?;
+        let log = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&log_path)?;
         Ok(LogSegment {
             base_offset,
             log_path,
             log: Arc::new(log),
-            offset_index: OffsetIndex::create(
-                &dir.join(segment_file_name(base_offset, INDEX_SUFFIX)),
-                base_offset,
-            )?,
-            time_index: TimeIndex::create(
-                &dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
-                base_offset,
-            )?,
+            offset_index: OffsetIndex::create(&dir.join(segment_file_name(base_offset, INDEX_SUFFIX)), base_offset)?,
+            time_index: TimeIndex::create(&dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset)?,
             size: 0,
             next_offset: base_offset,
             index_interval_bytes,
@@ -198,10 +183,7 @@ impl LogSegment {
             self.next_offset = h.next_offset();
             pos += h.total_len() as u64;
         }
-        let time_index_ok = self
-            .time_index
-            .last_entry()
-            .is_none_or(|(_, o)| o < self.next_offset);
+        let time_index_ok = self.time_index.last_entry().is_none_or(|(_, o)| o < self.next_offset);
         Ok(time_index_ok)
     }
 
@@ -285,8 +267,7 @@ impl LogSegment {
         }
         if self.bytes_since_last_index_entry > self.index_interval_bytes {
             self.offset_index.append(h.last_offset(), pos)?;
-            self.time_index
-                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
             self.bytes_since_last_index_entry = 0;
         }
         self.bytes_since_last_index_entry += h.total_len() as u64;
@@ -296,12 +277,7 @@ impl LogSegment {
 
     /// Appends `records` (the batches described by `headers`, offsets already assigned) with
     /// one positional write. On failure the segment is cut back to its previous end.
-    pub fn append(
-        &mut self,
-        records: &[u8],
-        headers: &[BatchHeader],
-        now_ms: i64,
-    ) -> io::Result<()> {
+    pub fn append(&mut self, records: &[u8], headers: &[BatchHeader], now_ms: i64) -> io::Result<()> {
         let snapshot = Snapshot {
             size: self.size,
             next_offset: self.next_offset,
@@ -407,8 +383,7 @@ impl LogSegment {
     /// time index, so a reopen finds it without scanning.
     pub fn seal(&mut self) -> io::Result<()> {
         if self.max_timestamp != NO_TIMESTAMP {
-            self.time_index
-                .maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
         }
         Ok(())
     }
@@ -423,11 +398,7 @@ impl LogSegment {
     /// Removes the segment's files; indexes first, so a crash leaves a log whose indexes
     /// are rebuilt rather than orphan indexes.
     pub fn delete(self) -> io::Result<()> {
-        for path in [
-            self.offset_index.path(),
-            self.time_index.path(),
-            self.log_path.as_path(),
-        ] {
+        for path in [self.offset_index.path(), self.time_index.path(), self.log_path.as_path()] {
             match fs::remove_file(path) {
                 Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
                 _ => {}
@@ -455,8 +426,7 @@ impl LogSegment {
 
     /// `(max timestamp, base offset of the batch holding it)`; `None` without timestamps.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
-        (self.max_timestamp != NO_TIMESTAMP)
-            .then_some((self.max_timestamp, self.offset_of_max_timestamp))
+        (self.max_timestamp != NO_TIMESTAMP).then_some((self.max_timestamp, self.offset_of_max_timestamp))
     }
 
     /// Timestamp retention compares against: the largest record timestamp, or the file's
@@ -482,10 +452,7 @@ impl LogSegment {
 }
 
 fn mtime_ms(meta: &fs::Metadata) -> i64 {
-    meta.modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_millis() as i64)
+    meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_millis() as i64)
 }
 
 #[cfg(test)]

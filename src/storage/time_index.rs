@@ -32,12 +32,7 @@ impl TimeIndex {
     pub fn create(path: &Path, base_offset: i64) -> io::Result<TimeIndex> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         file.set_len(0)?;
-        Ok(TimeIndex {
-            path: path.to_owned(),
-            file,
-            base_offset,
-            entries: Vec::new(),
-        })
+        Ok(TimeIndex { path: path.to_owned(), file, base_offset, entries: Vec::new() })
     }
 
     /// Loads an existing index. `Ok(None)` when the file is missing or fails the sanity
@@ -58,44 +53,26 @@ impl TimeIndex {
             .map(|e| {
                 let mut ts = [0u8; 8];
                 ts.copy_from_slice(&e[..8]);
-                (
-                    i64::from_be_bytes(ts),
-                    u32::from_be_bytes([e[8], e[9], e[10], e[11]]),
-                )
+                (i64::from_be_bytes(ts), u32::from_be_bytes([e[8], e[9], e[10], e[11]]))
             })
             .collect();
-        if !entries
-            .windows(2)
-            .all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1)
-        {
+        if !entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1) {
             return Ok(None);
         }
-        Ok(Some(TimeIndex {
-            path: path.to_owned(),
-            file,
-            base_offset,
-            entries,
-        }))
+        Ok(Some(TimeIndex { path: path.to_owned(), file, base_offset, entries }))
     }
 
     /// Adds `(timestamp, offset)` if `timestamp` exceeds the last entry's; otherwise the
     /// entry would add nothing and is skipped.
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> io::Result<()> {
-        let relative = u32::try_from(offset - self.base_offset).map_err(|_| {
-            io::Error::new(
-                io::ErrorKind::InvalidInput,
-                "offset does not fit the time index",
-            )
-        })?;
+        let relative = u32::try_from(offset - self.base_offset)
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset does not fit the time index"))?;
         if let Some(&(last_ts, last_rel)) = self.entries.last() {
             if timestamp <= last_ts {
                 return Ok(());
             }
             if relative < last_rel {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    "time index offsets must not decrease",
-                ));
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "time index offsets must not decrease"));
             }
         }
         let mut entry = [0u8; TIME_ENTRY_LEN];
@@ -110,15 +87,11 @@ impl TimeIndex {
     /// when every entry is later (search from the segment's start).
     pub fn lookup(&self, target: i64) -> Option<(i64, i64)> {
         let n = self.entries.partition_point(|&(ts, _)| ts <= target);
-        n.checked_sub(1)
-            .map(|i| self.entries[i])
-            .map(|(ts, rel)| (ts, self.base_offset + i64::from(rel)))
+        n.checked_sub(1).map(|i| self.entries[i]).map(|(ts, rel)| (ts, self.base_offset + i64::from(rel)))
     }
 
     pub fn last_entry(&self) -> Option<(i64, i64)> {
-        self.entries
-            .last()
-            .map(|&(ts, rel)| (ts, self.base_offset + i64::from(rel)))
+        self.entries.last().map(|&(ts, rel)| (ts, self.base_offset + i64::from(rel)))
     }
 
     pub fn len(&self) -> usize {
@@ -131,9 +104,7 @@ impl TimeIndex {
 
     /// Drops every entry at `offset` or beyond.
     pub fn truncate_to_offset(&mut self, offset: i64) -> io::Result<()> {
-        let keep = self
-            .entries
-            .partition_point(|&(_, rel)| self.base_offset + i64::from(rel) < offset);
+        let keep = self.entries.partition_point(|&(_, rel)| self.base_offset + i64::from(rel) < offset);
         self.file.set_len((keep * TIME_ENTRY_LEN) as u64)?;
         self.entries.truncate(keep);
         Ok(())

@@ -72,12 +72,12 @@ async fn commit(c: &mut Client, group_id: &str, topic: &str, v: i16) -> anyhow::
         .with_group_id(group(group_id))
         .with_generation_id_or_member_epoch(-1)
         .with_member_id(str(""))
-        .with_topics(vec![OffsetCommitRequestTopic::default()
-            .with_name(topic_name(topic))
-            .with_partitions(vec![OffsetCommitRequestPartition::default()
+        .with_topics(vec![OffsetCommitRequestTopic::default().with_name(topic_name(topic)).with_partitions(vec![
+            OffsetCommitRequestPartition::default()
                 .with_partition_index(0)
                 .with_committed_offset(COMMITTED)
-                .with_committed_metadata(Some(str("meta")))])]);
+                .with_committed_metadata(Some(str("meta"))),
+        ])]);
     if (2..=4).contains(&v) {
         req = req.with_retention_time_ms(-1);
     }
@@ -107,7 +107,9 @@ pub async fn find_coordinator(c: &mut Client, port: i32, v: i16) -> anyhow::Resu
 pub async fn join_group(c: &mut Client, v: i16) -> anyhow::Result<()> {
     let resp = join_at(c, &format!("g-join-v{v}"), v).await?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
-    ensure(!resp.member_id.is_empty() && resp.leader == resp.member_id, || format!("member {:?} leader {:?}", resp.member_id, resp.leader))?;
+    ensure(!resp.member_id.is_empty() && resp.leader == resp.member_id, || {
+        format!("member {:?} leader {:?}", resp.member_id, resp.leader)
+    })?;
     ensure(resp.generation_id >= 1, || format!("generation {}", resp.generation_id))?;
     ensure(resp.members.len() == 1, || format!("{} members for the leader", resp.members.len()))?;
     ensure(resp.members[0].metadata.as_ref() == b"subscription", || "member metadata".into())?;
@@ -154,7 +156,9 @@ pub async fn leave_group(c: &mut Client, v: i16) -> anyhow::Result<()> {
     let group_id = format!("g-leave-v{v}");
     let m = joined(c, &group_id).await?;
     let req = if v >= 3 {
-        LeaveGroupRequest::default().with_group_id(group(&group_id)).with_members(vec![MemberIdentity::default().with_member_id(str(&m.member_id))])
+        LeaveGroupRequest::default()
+            .with_group_id(group(&group_id))
+            .with_members(vec![MemberIdentity::default().with_member_id(str(&m.member_id))])
     } else {
         LeaveGroupRequest::default().with_group_id(group(&group_id)).with_member_id(str(&m.member_id))
     };
@@ -178,15 +182,19 @@ pub async fn offset_commit(c: &mut Client, topic: &str, v: i16) -> anyhow::Resul
 }
 
 async fn fetch_committed(c: &mut Client, group_id: &str, topic: &str, v: i16) -> anyhow::Result<()> {
-    use kafka_protocol::messages::offset_fetch_request::{OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics};
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopic, OffsetFetchRequestTopics,
+    };
     let req = if v >= 8 {
         OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
             .with_group_id(group(group_id))
-            .with_topics(Some(vec![OffsetFetchRequestTopics::default().with_name(topic_name(topic)).with_partition_indexes(vec![0])]))])
+            .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+                .with_name(topic_name(topic))
+                .with_partition_indexes(vec![0])]))])
     } else {
-        OffsetFetchRequest::default()
-            .with_group_id(group(group_id))
-            .with_topics(Some(vec![OffsetFetchRequestTopic::default().with_name(topic_name(topic)).with_partition_indexes(vec![0])]))
+        OffsetFetchRequest::default().with_group_id(group(group_id)).with_topics(Some(vec![
+            OffsetFetchRequestTopic::default().with_name(topic_name(topic)).with_partition_indexes(vec![0]),
+        ]))
     };
     let resp = c.try_send(v, req).await?;
     let (error, offset, metadata) = if v >= 8 {
@@ -215,8 +223,12 @@ pub async fn describe_groups(c: &mut Client, v: i16) -> anyhow::Result<()> {
     let g = resp.groups.first().context("no groups")?;
     ensure(g.error_code == 0, || format!("error {}", g.error_code))?;
     ensure(g.group_state.as_str() == "Stable", || format!("state {:?}", g.group_state))?;
-    ensure(g.protocol_type.as_str() == "consumer" && g.protocol_data.as_str() == "range", || format!("protocol {:?}/{:?}", g.protocol_type, g.protocol_data))?;
-    ensure(g.members.len() == 1 && g.members[0].member_id.as_str() == m.member_id, || format!("members {:?}", g.members))?;
+    ensure(g.protocol_type.as_str() == "consumer" && g.protocol_data.as_str() == "range", || {
+        format!("protocol {:?}/{:?}", g.protocol_type, g.protocol_data)
+    })?;
+    ensure(g.members.len() == 1 && g.members[0].member_id.as_str() == m.member_id, || {
+        format!("members {:?}", g.members)
+    })?;
     ensure(g.members[0].member_assignment.as_ref() == b"assignment", || "member assignment".into())
 }
 
@@ -229,7 +241,10 @@ pub async fn list_groups(c: &mut Client, v: i16) -> anyhow::Result<()> {
     ensure(g.is_some_and(|g| g.protocol_type.as_str() == "consumer"), || format!("{group_id} in {:?}", resp.groups))?;
     if v >= 4 {
         ensure(g.is_some_and(|g| g.group_state.as_str() == "Stable"), || format!("state of {g:?}"))?;
-        let filtered = c.try_send(v, ListGroupsRequest::default().with_states_filter(vec![str("Dead")])).await.context("states filter")?;
+        let filtered = c
+            .try_send(v, ListGroupsRequest::default().with_states_filter(vec![str("Dead")]))
+            .await
+            .context("states filter")?;
         ensure(filtered.groups.iter().all(|g| g.group_id.0.as_str() != group_id), || "states filter ignored".into())?;
     }
     Ok(())
@@ -240,7 +255,12 @@ pub async fn delete_groups(c: &mut Client, topic: &str, v: i16) -> anyhow::Resul
     committed_ok(c, &empty, topic).await?;
     let busy = format!("g-delete-busy-v{v}");
     joined(c, &busy).await?;
-    let resp = c.try_send(v, DeleteGroupsRequest::default().with_groups_names(vec![group(&empty), group(&busy), group("g-never")])).await?;
+    let resp = c
+        .try_send(
+            v,
+            DeleteGroupsRequest::default().with_groups_names(vec![group(&empty), group(&busy), group("g-never")]),
+        )
+        .await?;
     let codes: Vec<(String, i16)> = resp.results.iter().map(|r| (r.group_id.0.to_string(), r.error_code)).collect();
     // NONE, NON_EMPTY_GROUP, GROUP_ID_NOT_FOUND.
     let want = vec![(empty, 0), (busy, 68), ("g-never".to_owned(), 69)];
@@ -251,9 +271,11 @@ pub async fn offset_delete(c: &mut Client, topic: &str, v: i16) -> anyhow::Resul
     use kafka_protocol::messages::offset_delete_request::{OffsetDeleteRequestPartition, OffsetDeleteRequestTopic};
     let group_id = format!("g-offset-delete-v{v}");
     committed_ok(c, &group_id, topic).await?;
-    let req = OffsetDeleteRequest::default().with_group_id(group(&group_id)).with_topics(vec![OffsetDeleteRequestTopic::default()
-        .with_name(topic_name(topic))
-        .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)])]);
+    let req = OffsetDeleteRequest::default().with_group_id(group(&group_id)).with_topics(vec![
+        OffsetDeleteRequestTopic::default()
+            .with_name(topic_name(topic))
+            .with_partitions(vec![OffsetDeleteRequestPartition::default().with_partition_index(0)]),
+    ]);
     let resp = c.try_send(v, req).await?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
     let code = resp.topics[0].partitions[0].error_code;

@@ -3,10 +3,10 @@
 
 use bytes::{Bytes, BytesMut};
 use indexmap::IndexMap;
+use kafka_protocol::protocol::StrBytes;
 use kafka_protocol::records::{
     Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
 };
-use kafka_protocol::protocol::StrBytes;
 
 /// Byte offsets inside a v2 batch header.
 pub const MAGIC_AT: usize = 16;
@@ -44,10 +44,7 @@ impl Rec {
 }
 
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64
 }
 
 /// Producer identity for an idempotent batch: (producer id, epoch, base sequence).
@@ -121,10 +118,7 @@ pub fn decode(records: &Option<Bytes>) -> Vec<Record> {
 
 /// The values of every fetched record, as UTF-8.
 pub fn decode_values(records: &Option<Bytes>) -> Vec<String> {
-    decode(records)
-        .into_iter()
-        .map(|r| String::from_utf8(r.value.unwrap_or_default().to_vec()).unwrap())
-        .collect()
+    decode(records).into_iter().map(|r| String::from_utf8(r.value.unwrap_or_default().to_vec()).unwrap()).collect()
 }
 
 /// The size of each batch in a record set, read from the batch headers.

@@ -138,15 +138,14 @@ impl Client {
             .with_correlation_id(correlation_id)
             .with_client_id(Some(StrBytes::from_static_str("runnel-it")));
         let mut body = BytesMut::new();
-        header
-            .encode(&mut body, R::header_version(version))
-            .context("encode request header")?;
+        header.encode(&mut body, R::header_version(version)).context("encode request header")?;
         req.encode(&mut body, version).context("encode request body")?;
         let mut frame = match self.send_raw(&with_size_prefix(&body)).await {
             RawReply::Frame(f) => f,
             RawReply::Closed => bail!("broker closed the connection instead of answering"),
         };
-        let rh = ResponseHeader::decode(&mut frame, R::Response::header_version(version)).context("decode response header")?;
+        let rh = ResponseHeader::decode(&mut frame, R::Response::header_version(version))
+            .context("decode response header")?;
         if rh.correlation_id != correlation_id {
             bail!("correlation id {} in response to {correlation_id}", rh.correlation_id);
         }

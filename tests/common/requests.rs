@@ -35,7 +35,12 @@ pub fn topic_name(name: &str) -> TopicName {
     TopicName(str(name))
 }
 
-pub fn create_topics_request(name: &str, partitions: i32, replication_factor: i16, configs: &[(&str, &str)]) -> CreateTopicsRequest {
+pub fn create_topics_request(
+    name: &str,
+    partitions: i32,
+    replication_factor: i16,
+    configs: &[(&str, &str)],
+) -> CreateTopicsRequest {
     CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![CreatableTopic::default()
         .with_name(topic_name(name))
         .with_num_partitions(partitions)
@@ -49,13 +54,11 @@ pub fn create_topics_request(name: &str, partitions: i32, replication_factor: i1
 }
 
 pub fn produce_request(topic: &str, partition: i32, records: Bytes, acks: i16) -> ProduceRequest {
-    ProduceRequest::default()
-        .with_transactional_id(None)
-        .with_acks(acks)
-        .with_timeout_ms(30_000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(topic_name(topic))
-            .with_partition_data(vec![PartitionProduceData::default().with_index(partition).with_records(Some(records))])])
+    ProduceRequest::default().with_transactional_id(None).with_acks(acks).with_timeout_ms(30_000).with_topic_data(vec![
+        TopicProduceData::default().with_name(topic_name(topic)).with_partition_data(vec![
+            PartitionProduceData::default().with_index(partition).with_records(Some(records)),
+        ]),
+    ])
 }
 
 pub fn fetch_partition(partition: i32, offset: i64, partition_max_bytes: i32) -> FetchPartition {
@@ -67,19 +70,21 @@ pub fn fetch_partition(partition: i32, offset: i64, partition_max_bytes: i32) ->
 
 /// A fetch by topic name (v4..=12) that does not wait.
 pub fn fetch_request(topic: &str, partition: i32, offset: i64, partition_max_bytes: i32) -> FetchRequest {
-    FetchRequest::default()
-        .with_max_wait_ms(0)
-        .with_min_bytes(0)
-        .with_max_bytes(50 * 1024 * 1024)
-        .with_topics(vec![FetchTopic::default()
-            .with_topic(topic_name(topic))
-            .with_partitions(vec![fetch_partition(partition, offset, partition_max_bytes)])])
+    FetchRequest::default().with_max_wait_ms(0).with_min_bytes(0).with_max_bytes(50 * 1024 * 1024).with_topics(vec![
+        FetchTopic::default().with_topic(topic_name(topic)).with_partitions(vec![fetch_partition(
+            partition,
+            offset,
+            partition_max_bytes,
+        )]),
+    ])
 }
 
 pub fn list_offsets_request(topic: &str, partition: i32, timestamp: i64) -> ListOffsetsRequest {
     ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
         .with_name(topic_name(topic))
-        .with_partitions(vec![ListOffsetsPartition::default().with_partition_index(partition).with_timestamp(timestamp)])])
+        .with_partitions(vec![ListOffsetsPartition::default()
+            .with_partition_index(partition)
+            .with_timestamp(timestamp)])])
 }
 
 pub fn metadata_request(topics: &[&str]) -> MetadataRequest {
@@ -96,7 +101,12 @@ pub fn describe_configs_request(resource_type: i8, name: &str) -> DescribeConfig
 }
 
 impl Client {
-    pub async fn create_topic(&mut self, name: &str, partitions: i32, configs: &[(&str, &str)]) -> CreatableTopicResult {
+    pub async fn create_topic(
+        &mut self,
+        name: &str,
+        partitions: i32,
+        configs: &[(&str, &str)],
+    ) -> CreatableTopicResult {
         let resp = self.send(CREATE_TOPICS_V, create_topics_request(name, partitions, 1, configs)).await;
         assert_eq!(resp.topics.len(), 1);
         resp.topics.into_iter().next().unwrap()
@@ -109,7 +119,13 @@ impl Client {
         r.topic_id
     }
 
-    pub async fn produce_acks(&mut self, topic: &str, partition: i32, records: Bytes, acks: i16) -> PartitionProduceResponse {
+    pub async fn produce_acks(
+        &mut self,
+        topic: &str,
+        partition: i32,
+        records: Bytes,
+        acks: i16,
+    ) -> PartitionProduceResponse {
         let resp = self.send(PRODUCE_V, produce_request(topic, partition, records, acks)).await;
         assert_eq!(resp.responses.len(), 1);
         let t = resp.responses.into_iter().next().unwrap();

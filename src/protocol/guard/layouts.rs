@@ -4,13 +4,7 @@ use super::{f, prims, t, Api, Layout, Ty::*, I16, I32, I64, I8, NEVER, UUID};
 
 pub mod produce {
     use super::*;
-    pub static API: Api = Api {
-        key: 0,
-        min: 3,
-        max: 13,
-        flexible_from: 9,
-        body: &PRODUCE_REQUEST,
-    };
+    pub static API: Api = Api { key: 0, min: 3, max: 13, flexible_from: 9, body: &PRODUCE_REQUEST };
     static PRODUCE_REQUEST: Layout = Layout {
         fields: &[
             f("transactional_id", NStr, 3, 13),
@@ -28,20 +22,12 @@ pub mod produce {
         ],
         tags: &[],
     };
-    static PARTITION_PRODUCE_DATA: Layout = Layout {
-        fields: &[f("index", I32, 3, 13), f("records", Records, 3, 13)],
-        tags: &[],
-    };
+    static PARTITION_PRODUCE_DATA: Layout =
+        Layout { fields: &[f("index", I32, 3, 13), f("records", Records, 3, 13)], tags: &[] };
 }
 pub mod fetch {
     use super::*;
-    pub static API: Api = Api {
-        key: 1,
-        min: 4,
-        max: 18,
-        flexible_from: 12,
-        body: &FETCH_REQUEST,
-    };
+    pub static API: Api = Api { key: 1, min: 4, max: 18, flexible_from: 12, body: &FETCH_REQUEST };
     static FETCH_REQUEST: Layout = Layout {
         fields: &[
             f("replica_id", I32, 4, 14),
@@ -55,34 +41,18 @@ pub mod fetch {
             f("forgotten_topics_data", Array(&FORGOTTEN_TOPIC), 7, 18),
             f("rack_id", Str, 11, 18),
         ],
-        tags: &[
-            t(0, "cluster_id", NStr, 12, 18),
-            t(1, "replica_state", One(&REPLICA_STATE), 15, 18),
-        ],
+        tags: &[t(0, "cluster_id", NStr, 12, 18), t(1, "replica_state", One(&REPLICA_STATE), 15, 18)],
     };
     static FETCH_TOPIC: Layout = Layout {
-        fields: &[
-            f("topic", Str, 4, 12),
-            f("topic_id", UUID, 13, 18),
-            f("partitions", Array(&FETCH_PARTITION), 4, 18),
-        ],
+        fields: &[f("topic", Str, 4, 12), f("topic_id", UUID, 13, 18), f("partitions", Array(&FETCH_PARTITION), 4, 18)],
         tags: &[],
     };
     static FORGOTTEN_TOPIC: Layout = Layout {
-        fields: &[
-            f("topic", Str, 7, 12),
-            f("topic_id", UUID, 13, 18),
-            f("partitions", prims(I32), 7, 18),
-        ],
+        fields: &[f("topic", Str, 7, 12), f("topic_id", UUID, 13, 18), f("partitions", prims(I32), 7, 18)],
         tags: &[],
     };
-    static REPLICA_STATE: Layout = Layout {
-        fields: &[
-            f("replica_id", I32, 15, 18),
-            f("replica_epoch", I64, 15, 18),
-        ],
-        tags: &[],
-    };
+    static REPLICA_STATE: Layout =
+        Layout { fields: &[f("replica_id", I32, 15, 18), f("replica_epoch", I64, 15, 18)], tags: &[] };
     static FETCH_PARTITION: Layout = Layout {
         fields: &[
             f("partition", I32, 4, 18),
@@ -92,21 +62,12 @@ pub mod fetch {
             f("log_start_offset", I64, 5, 18),
             f("partition_max_bytes", I32, 4, 18),
         ],
-        tags: &[
-            t(0, "replica_directory_id", UUID, 17, 18),
-            t(1, "high_watermark", I64, 18, 18),
-        ],
+        tags: &[t(0, "replica_directory_id", UUID, 17, 18), t(1, "high_watermark", I64, 18, 18)],
     };
 }
 pub mod list_offsets {
     use super::*;
-    pub static API: Api = Api {
-        key: 2,
-        min: 1,
-        max: 10,
-        flexible_from: 6,
-        body: &LIST_OFFSETS_REQUEST,
-    };
+    pub static API: Api = Api { key: 2, min: 1, max: 10, flexible_from: 6, body: &LIST_OFFSETS_REQUEST };
     static LIST_OFFSETS_REQUEST: Layout = Layout {
         fields: &[
             f("replica_id", I32, 1, 10),
@@ -116,31 +77,16 @@ pub mod list_offsets {
         ],
         tags: &[],
     };
-    static LIST_OFFSETS_TOPIC: Layout = Layout {
-        fields: &[
-            f("name", Str, 1, 10),
-            f("partitions", Array(&LIST_OFFSETS_PARTITION), 1, 10),
-        ],
-        tags: &[],
-    };
+    static LIST_OFFSETS_TOPIC: Layout =
+        Layout { fields: &[f("name", Str, 1, 10), f("partitions", Array(&LIST_OFFSETS_PARTITION), 1, 10)], tags: &[] };
     static LIST_OFFSETS_PARTITION: Layout = Layout {
-        fields: &[
-            f("partition_index", I32, 1, 10),
-            f("current_leader_epoch", I32, 4, 10),
-            f("timestamp", I64, 1, 10),
-        ],
+        fields: &[f("partition_index", I32, 1, 10), f("current_leader_epoch", I32, 4, 10), f("timestamp", I64, 1, 10)],
         tags: &[],
     };
 }
 pub mod metadata {
     use super::*;
-    pub static API: Api = Api {
-        key: 3,
-        min: 0,
-        max: 13,
-        flexible_from: 9,
-        body: &METADATA_REQUEST,
-    };
+    pub static API: Api = Api { key: 3, min: 0, max: 13, flexible_from: 9, body: &METADATA_REQUEST };
     static METADATA_REQUEST: Layout = Layout {
         fields: &[
             f("topics", NArray(&METADATA_REQUEST_TOPIC), 0, 13),
@@ -150,20 +96,12 @@ pub mod metadata {
         ],
         tags: &[],
     };
-    static METADATA_REQUEST_TOPIC: Layout = Layout {
-        fields: &[f("topic_id", UUID, 10, 13), f("name", NStr, 0, 13)],
-        tags: &[],
-    };
+    static METADATA_REQUEST_TOPIC: Layout =
+        Layout { fields: &[f("topic_id", UUID, 10, 13), f("name", NStr, 0, 13)], tags: &[] };
 }
 pub mod offset_commit {
     use super::*;
-    pub static API: Api = Api {
-        key: 8,
-        min: 2,
-        max: 9,
-        flexible_from: 8,
-        body: &OFFSET_COMMIT_REQUEST,
-    };
+    pub static API: Api = Api { key: 8, min: 2, max: 9, flexible_from: 8, body: &OFFSET_COMMIT_REQUEST };
     static OFFSET_COMMIT_REQUEST: Layout = Layout {
         fields: &[
             f("group_id", Str, 2, 9),
@@ -176,10 +114,7 @@ pub mod offset_commit {
         tags: &[],
     };
     static OFFSET_COMMIT_REQUEST_TOPIC: Layout = Layout {
-        fields: &[
-            f("name", Str, 2, 9),
-            f("partitions", Array(&OFFSET_COMMIT_REQUEST_PARTITION), 2, 9),
-        ],
+        fields: &[f("name", Str, 2, 9), f("partitions", Array(&OFFSET_COMMIT_REQUEST_PARTITION), 2, 9)],
         tags: &[],
     };
     static OFFSET_COMMIT_REQUEST_PARTITION: Layout = Layout {
@@ -194,13 +129,7 @@ pub mod offset_commit {
 }
 pub mod offset_fetch {
     use super::*;
-    pub static API: Api = Api {
-        key: 9,
-        min: 1,
-        max: 9,
-        flexible_from: 6,
-        body: &OFFSET_FETCH_REQUEST,
-    };
+    pub static API: Api = Api { key: 9, min: 1, max: 9, flexible_from: 6, body: &OFFSET_FETCH_REQUEST };
     static OFFSET_FETCH_REQUEST: Layout = Layout {
         fields: &[
             f("group_id", Str, 1, 7),
@@ -210,13 +139,8 @@ pub mod offset_fetch {
         ],
         tags: &[],
     };
-    static OFFSET_FETCH_REQUEST_TOPIC: Layout = Layout {
-        fields: &[
-            f("name", Str, 1, 7),
-            f("partition_indexes", prims(I32), 1, 7),
-        ],
-        tags: &[],
-    };
+    static OFFSET_FETCH_REQUEST_TOPIC: Layout =
+        Layout { fields: &[f("name", Str, 1, 7), f("partition_indexes", prims(I32), 1, 7)], tags: &[] };
     static OFFSET_FETCH_REQUEST_GROUP: Layout = Layout {
         fields: &[
             f("group_id", Str, 8, 9),
@@ -226,41 +150,20 @@ pub mod offset_fetch {
         ],
         tags: &[],
     };
-    static OFFSET_FETCH_REQUEST_TOPICS: Layout = Layout {
-        fields: &[
-            f("name", Str, 8, 9),
-            f("partition_indexes", prims(I32), 8, 9),
-        ],
-        tags: &[],
-    };
+    static OFFSET_FETCH_REQUEST_TOPICS: Layout =
+        Layout { fields: &[f("name", Str, 8, 9), f("partition_indexes", prims(I32), 8, 9)], tags: &[] };
 }
 pub mod find_coordinator {
     use super::*;
-    pub static API: Api = Api {
-        key: 10,
-        min: 0,
-        max: 6,
-        flexible_from: 3,
-        body: &FIND_COORDINATOR_REQUEST,
-    };
+    pub static API: Api = Api { key: 10, min: 0, max: 6, flexible_from: 3, body: &FIND_COORDINATOR_REQUEST };
     static FIND_COORDINATOR_REQUEST: Layout = Layout {
-        fields: &[
-            f("key", Str, 0, 3),
-            f("key_type", I8, 1, 6),
-            f("coordinator_keys", Strs, 4, 6),
-        ],
+        fields: &[f("key", Str, 0, 3), f("key_type", I8, 1, 6), f("coordinator_keys", Strs, 4, 6)],
         tags: &[],
     };
 }
 pub mod join_group {
     use super::*;
-    pub static API: Api = Api {
-        key: 11,
-        min: 0,
-        max: 9,
-        flexible_from: 6,
-        body: &JOIN_GROUP_REQUEST,
-    };
+    pub static API: Api = Api { key: 11, min: 0, max: 9, flexible_from: 6, body: &JOIN_GROUP_REQUEST };
     static JOIN_GROUP_REQUEST: Layout = Layout {
         fields: &[
             f("group_id", Str, 0, 9),
@@ -274,20 +177,12 @@ pub mod join_group {
         ],
         tags: &[],
     };
-    static JOIN_GROUP_REQUEST_PROTOCOL: Layout = Layout {
-        fields: &[f("name", Str, 0, 9), f("metadata", Bytes, 0, 9)],
-        tags: &[],
-    };
+    static JOIN_GROUP_REQUEST_PROTOCOL: Layout =
+        Layout { fields: &[f("name", Str, 0, 9), f("metadata", Bytes, 0, 9)], tags: &[] };
 }
 pub mod heartbeat {
     use super::*;
-    pub static API: Api = Api {
-        key: 12,
-        min: 0,
-        max: 4,
-        flexible_from: 4,
-        body: &HEARTBEAT_REQUEST,
-    };
+    pub static API: Api = Api { key: 12, min: 0, max: 4, flexible_from: 4, body: &HEARTBEAT_REQUEST };
     static HEARTBEAT_REQUEST: Layout = Layout {
         fields: &[
             f("group_id", Str, 0, 4),
@@ -300,39 +195,19 @@ pub mod heartbeat {
 }
 pub mod leave_group {
     use super::*;
-    pub static API: Api = Api {
-        key: 13,
-        min: 0,
-        max: 5,
-        flexible_from: 4,
-        body: &LEAVE_GROUP_REQUEST,
-    };
+    pub static API: Api = Api { key: 13, min: 0, max: 5, flexible_from: 4, body: &LEAVE_GROUP_REQUEST };
     static LEAVE_GROUP_REQUEST: Layout = Layout {
-        fields: &[
-            f("group_id", Str, 0, 5),
-            f("member_id", Str, 0, 2),
-            f("members", Array(&MEMBER_IDENTITY), 3, 5),
-        ],
+        fields: &[f("group_id", Str, 0, 5), f("member_id", Str, 0, 2), f("members", Array(&MEMBER_IDENTITY), 3, 5)],
         tags: &[],
     };
     static MEMBER_IDENTITY: Layout = Layout {
-        fields: &[
-            f("member_id", Str, 3, 5),
-            f("group_instance_id", NStr, 3, 5),
-            f("reason", NStr, 5, 5),
-        ],
+        fields: &[f("member_id", Str, 3, 5), f("group_instance_id", NStr, 3, 5), f("reason", NStr, 5, 5)],
         tags: &[],
     };
 }
 pub mod sync_group {
     use super::*;
-    pub static API: Api = Api {
-        key: 14,
-        min: 0,
-        max: 5,
-        flexible_from: 4,
-        body: &SYNC_GROUP_REQUEST,
-    };
+    pub static API: Api = Api { key: 14, min: 0, max: 5, flexible_from: 4, body: &SYNC_GROUP_REQUEST };
     static SYNC_GROUP_REQUEST: Layout = Layout {
         fields: &[
             f("group_id", Str, 0, 5),
@@ -345,85 +220,35 @@ pub mod sync_group {
         ],
         tags: &[],
     };
-    static SYNC_GROUP_REQUEST_ASSIGNMENT: Layout = Layout {
-        fields: &[f("member_id", Str, 0, 5), f("assignment", Bytes, 0, 5)],
-        tags: &[],
-    };
+    static SYNC_GROUP_REQUEST_ASSIGNMENT: Layout =
+        Layout { fields: &[f("member_id", Str, 0, 5), f("assignment", Bytes, 0, 5)], tags: &[] };
 }
 pub mod describe_groups {
     use super::*;
-    pub static API: Api = Api {
-        key: 15,
-        min: 0,
-        max: 6,
-        flexible_from: 5,
-        body: &DESCRIBE_GROUPS_REQUEST,
-    };
-    static DESCRIBE_GROUPS_REQUEST: Layout = Layout {
-        fields: &[
-            f("groups", Strs, 0, 6),
-            f("include_authorized_operations", Bool, 3, 6),
-        ],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 15, min: 0, max: 6, flexible_from: 5, body: &DESCRIBE_GROUPS_REQUEST };
+    static DESCRIBE_GROUPS_REQUEST: Layout =
+        Layout { fields: &[f("groups", Strs, 0, 6), f("include_authorized_operations", Bool, 3, 6)], tags: &[] };
 }
 pub mod list_groups {
     use super::*;
-    pub static API: Api = Api {
-        key: 16,
-        min: 0,
-        max: 5,
-        flexible_from: 3,
-        body: &LIST_GROUPS_REQUEST,
-    };
-    static LIST_GROUPS_REQUEST: Layout = Layout {
-        fields: &[
-            f("states_filter", Strs, 4, 5),
-            f("types_filter", Strs, 5, 5),
-        ],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 16, min: 0, max: 5, flexible_from: 3, body: &LIST_GROUPS_REQUEST };
+    static LIST_GROUPS_REQUEST: Layout =
+        Layout { fields: &[f("states_filter", Strs, 4, 5), f("types_filter", Strs, 5, 5)], tags: &[] };
 }
 pub mod sasl_handshake {
     use super::*;
-    pub static API: Api = Api {
-        key: 17,
-        min: 0,
-        max: 1,
-        flexible_from: NEVER,
-        body: &SASL_HANDSHAKE_REQUEST,
-    };
-    static SASL_HANDSHAKE_REQUEST: Layout = Layout {
-        fields: &[f("mechanism", Str, 0, 1)],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 17, min: 0, max: 1, flexible_from: NEVER, body: &SASL_HANDSHAKE_REQUEST };
+    static SASL_HANDSHAKE_REQUEST: Layout = Layout { fields: &[f("mechanism", Str, 0, 1)], tags: &[] };
 }
 pub mod api_versions {
     use super::*;
-    pub static API: Api = Api {
-        key: 18,
-        min: 0,
-        max: 4,
-        flexible_from: 3,
-        body: &API_VERSIONS_REQUEST,
-    };
-    static API_VERSIONS_REQUEST: Layout = Layout {
-        fields: &[
-            f("client_software_name", Str, 3, 4),
-            f("client_software_version", Str, 3, 4),
-        ],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 18, min: 0, max: 4, flexible_from: 3, body: &API_VERSIONS_REQUEST };
+    static API_VERSIONS_REQUEST: Layout =
+        Layout { fields: &[f("client_software_name", Str, 3, 4), f("client_software_version", Str, 3, 4)], tags: &[] };
 }
 pub mod create_topics {
     use super::*;
-    pub static API: Api = Api {
-        key: 19,
-        min: 2,
-        max: 7,
-        flexible_from: 5,
-        body: &CREATE_TOPICS_REQUEST,
-    };
+    pub static API: Api = Api { key: 19, min: 2, max: 7, flexible_from: 5, body: &CREATE_TOPICS_REQUEST };
     static CREATE_TOPICS_REQUEST: Layout = Layout {
         fields: &[
             f("topics", Array(&CREATABLE_TOPIC), 2, 7),
@@ -442,27 +267,14 @@ pub mod create_topics {
         ],
         tags: &[],
     };
-    static CREATABLE_REPLICA_ASSIGNMENT: Layout = Layout {
-        fields: &[
-            f("partition_index", I32, 2, 7),
-            f("broker_ids", prims(I32), 2, 7),
-        ],
-        tags: &[],
-    };
-    static CREATABLE_TOPIC_CONFIG: Layout = Layout {
-        fields: &[f("name", Str, 2, 7), f("value", NStr, 2, 7)],
-        tags: &[],
-    };
+    static CREATABLE_REPLICA_ASSIGNMENT: Layout =
+        Layout { fields: &[f("partition_index", I32, 2, 7), f("broker_ids", prims(I32), 2, 7)], tags: &[] };
+    static CREATABLE_TOPIC_CONFIG: Layout =
+        Layout { fields: &[f("name", Str, 2, 7), f("value", NStr, 2, 7)], tags: &[] };
 }
 pub mod delete_topics {
     use super::*;
-    pub static API: Api = Api {
-        key: 20,
-        min: 1,
-        max: 6,
-        flexible_from: 4,
-        body: &DELETE_TOPICS_REQUEST,
-    };
+    pub static API: Api = Api { key: 20, min: 1, max: 6, flexible_from: 4, body: &DELETE_TOPICS_REQUEST };
     static DELETE_TOPICS_REQUEST: Layout = Layout {
         fields: &[
             f("topics", Array(&DELETE_TOPIC_STATE), 6, 6),
@@ -471,48 +283,22 @@ pub mod delete_topics {
         ],
         tags: &[],
     };
-    static DELETE_TOPIC_STATE: Layout = Layout {
-        fields: &[f("name", NStr, 6, 6), f("topic_id", UUID, 6, 6)],
-        tags: &[],
-    };
+    static DELETE_TOPIC_STATE: Layout =
+        Layout { fields: &[f("name", NStr, 6, 6), f("topic_id", UUID, 6, 6)], tags: &[] };
 }
 pub mod delete_records {
     use super::*;
-    pub static API: Api = Api {
-        key: 21,
-        min: 0,
-        max: 2,
-        flexible_from: 2,
-        body: &DELETE_RECORDS_REQUEST,
-    };
-    static DELETE_RECORDS_REQUEST: Layout = Layout {
-        fields: &[
-            f("topics", Array(&DELETE_RECORDS_TOPIC), 0, 2),
-            f("timeout_ms", I32, 0, 2),
-        ],
-        tags: &[],
-    };
-    static DELETE_RECORDS_TOPIC: Layout = Layout {
-        fields: &[
-            f("name", Str, 0, 2),
-            f("partitions", Array(&DELETE_RECORDS_PARTITION), 0, 2),
-        ],
-        tags: &[],
-    };
-    static DELETE_RECORDS_PARTITION: Layout = Layout {
-        fields: &[f("partition_index", I32, 0, 2), f("offset", I64, 0, 2)],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 21, min: 0, max: 2, flexible_from: 2, body: &DELETE_RECORDS_REQUEST };
+    static DELETE_RECORDS_REQUEST: Layout =
+        Layout { fields: &[f("topics", Array(&DELETE_RECORDS_TOPIC), 0, 2), f("timeout_ms", I32, 0, 2)], tags: &[] };
+    static DELETE_RECORDS_TOPIC: Layout =
+        Layout { fields: &[f("name", Str, 0, 2), f("partitions", Array(&DELETE_RECORDS_PARTITION), 0, 2)], tags: &[] };
+    static DELETE_RECORDS_PARTITION: Layout =
+        Layout { fields: &[f("partition_index", I32, 0, 2), f("offset", I64, 0, 2)], tags: &[] };
 }
 pub mod init_producer_id {
     use super::*;
-    pub static API: Api = Api {
-        key: 22,
-        min: 0,
-        max: 5,
-        flexible_from: 2,
-        body: &INIT_PRODUCER_ID_REQUEST,
-    };
+    pub static API: Api = Api { key: 22, min: 0, max: 5, flexible_from: 2, body: &INIT_PRODUCER_ID_REQUEST };
     static INIT_PRODUCER_ID_REQUEST: Layout = Layout {
         fields: &[
             f("transactional_id", NStr, 0, 5),
@@ -525,69 +311,33 @@ pub mod init_producer_id {
 }
 pub mod offset_for_leader_epoch {
     use super::*;
-    pub static API: Api = Api {
-        key: 23,
-        min: 2,
-        max: 4,
-        flexible_from: 4,
-        body: &OFFSET_FOR_LEADER_EPOCH_REQUEST,
-    };
-    static OFFSET_FOR_LEADER_EPOCH_REQUEST: Layout = Layout {
-        fields: &[
-            f("replica_id", I32, 3, 4),
-            f("topics", Array(&OFFSET_FOR_LEADER_TOPIC), 2, 4),
-        ],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 23, min: 2, max: 4, flexible_from: 4, body: &OFFSET_FOR_LEADER_EPOCH_REQUEST };
+    static OFFSET_FOR_LEADER_EPOCH_REQUEST: Layout =
+        Layout { fields: &[f("replica_id", I32, 3, 4), f("topics", Array(&OFFSET_FOR_LEADER_TOPIC), 2, 4)], tags: &[] };
     static OFFSET_FOR_LEADER_TOPIC: Layout = Layout {
-        fields: &[
-            f("topic", Str, 2, 4),
-            f("partitions", Array(&OFFSET_FOR_LEADER_PARTITION), 2, 4),
-        ],
+        fields: &[f("topic", Str, 2, 4), f("partitions", Array(&OFFSET_FOR_LEADER_PARTITION), 2, 4)],
         tags: &[],
     };
     static OFFSET_FOR_LEADER_PARTITION: Layout = Layout {
-        fields: &[
-            f("partition", I32, 2, 4),
-            f("current_leader_epoch", I32, 2, 4),
-            f("leader_epoch", I32, 2, 4),
-        ],
+        fields: &[f("partition", I32, 2, 4), f("current_leader_epoch", I32, 2, 4), f("leader_epoch", I32, 2, 4)],
         tags: &[],
     };
 }
 pub mod add_partitions_to_txn {
     use super::*;
-    pub static API: Api = Api {
-        key: 24,
-        min: 0,
-        max: 5,
-        flexible_from: 3,
-        body: &ADD_PARTITIONS_TO_TXN_REQUEST,
-    };
+    pub static API: Api = Api { key: 24, min: 0, max: 5, flexible_from: 3, body: &ADD_PARTITIONS_TO_TXN_REQUEST };
     static ADD_PARTITIONS_TO_TXN_REQUEST: Layout = Layout {
         fields: &[
-            f(
-                "transactions",
-                Array(&ADD_PARTITIONS_TO_TXN_TRANSACTION),
-                4,
-                5,
-            ),
+            f("transactions", Array(&ADD_PARTITIONS_TO_TXN_TRANSACTION), 4, 5),
             f("v3_and_below_transactional_id", Str, 0, 3),
             f("v3_and_below_producer_id", I64, 0, 3),
             f("v3_and_below_producer_epoch", I16, 0, 3),
-            f(
-                "v3_and_below_topics",
-                Array(&ADD_PARTITIONS_TO_TXN_TOPIC),
-                0,
-                3,
-            ),
+            f("v3_and_below_topics", Array(&ADD_PARTITIONS_TO_TXN_TOPIC), 0, 3),
         ],
         tags: &[],
     };
-    static ADD_PARTITIONS_TO_TXN_TOPIC: Layout = Layout {
-        fields: &[f("name", Str, 0, 5), f("partitions", prims(I32), 0, 5)],
-        tags: &[],
-    };
+    static ADD_PARTITIONS_TO_TXN_TOPIC: Layout =
+        Layout { fields: &[f("name", Str, 0, 5), f("partitions", prims(I32), 0, 5)], tags: &[] };
     static ADD_PARTITIONS_TO_TXN_TRANSACTION: Layout = Layout {
         fields: &[
             f("transactional_id", Str, 4, 5),
@@ -601,13 +351,7 @@ pub mod add_partitions_to_txn {
 }
 pub mod add_offsets_to_txn {
     use super::*;
-    pub static API: Api = Api {
-        key: 25,
-        min: 0,
-        max: 4,
-        flexible_from: 3,
-        body: &ADD_OFFSETS_TO_TXN_REQUEST,
-    };
+    pub static API: Api = Api { key: 25, min: 0, max: 4, flexible_from: 3, body: &ADD_OFFSETS_TO_TXN_REQUEST };
     static ADD_OFFSETS_TO_TXN_REQUEST: Layout = Layout {
         fields: &[
             f("transactional_id", Str, 0, 4),
@@ -620,13 +364,7 @@ pub mod add_offsets_to_txn {
 }
 pub mod end_txn {
     use super::*;
-    pub static API: Api = Api {
-        key: 26,
-        min: 0,
-        max: 5,
-        flexible_from: 3,
-        body: &END_TXN_REQUEST,
-    };
+    pub static API: Api = Api { key: 26, min: 0, max: 5, flexible_from: 3, body: &END_TXN_REQUEST };
     static END_TXN_REQUEST: Layout = Layout {
         fields: &[
             f("transactional_id", Str, 0, 5),
@@ -639,13 +377,7 @@ pub mod end_txn {
 }
 pub mod txn_offset_commit {
     use super::*;
-    pub static API: Api = Api {
-        key: 28,
-        min: 0,
-        max: 5,
-        flexible_from: 3,
-        body: &TXN_OFFSET_COMMIT_REQUEST,
-    };
+    pub static API: Api = Api { key: 28, min: 0, max: 5, flexible_from: 3, body: &TXN_OFFSET_COMMIT_REQUEST };
     static TXN_OFFSET_COMMIT_REQUEST: Layout = Layout {
         fields: &[
             f("transactional_id", Str, 0, 5),
@@ -660,15 +392,7 @@ pub mod txn_offset_commit {
         tags: &[],
     };
     static TXN_OFFSET_COMMIT_REQUEST_TOPIC: Layout = Layout {
-        fields: &[
-            f("name", Str, 0, 5),
-            f(
-                "partitions",
-                Array(&TXN_OFFSET_COMMIT_REQUEST_PARTITION),
-                0,
-                5,
-            ),
-        ],
+        fields: &[f("name", Str, 0, 5), f("partitions", Array(&TXN_OFFSET_COMMIT_REQUEST_PARTITION), 0, 5)],
         tags: &[],
     };
     static TXN_OFFSET_COMMIT_REQUEST_PARTITION: Layout = Layout {
@@ -683,13 +407,7 @@ pub mod txn_offset_commit {
 }
 pub mod describe_configs {
     use super::*;
-    pub static API: Api = Api {
-        key: 32,
-        min: 1,
-        max: 4,
-        flexible_from: 4,
-        body: &DESCRIBE_CONFIGS_REQUEST,
-    };
+    pub static API: Api = Api { key: 32, min: 1, max: 4, flexible_from: 4, body: &DESCRIBE_CONFIGS_REQUEST };
     static DESCRIBE_CONFIGS_REQUEST: Layout = Layout {
         fields: &[
             f("resources", Array(&DESCRIBE_CONFIGS_RESOURCE), 1, 4),
@@ -699,28 +417,15 @@ pub mod describe_configs {
         tags: &[],
     };
     static DESCRIBE_CONFIGS_RESOURCE: Layout = Layout {
-        fields: &[
-            f("resource_type", I8, 1, 4),
-            f("resource_name", Str, 1, 4),
-            f("configuration_keys", NStrs, 1, 4),
-        ],
+        fields: &[f("resource_type", I8, 1, 4), f("resource_name", Str, 1, 4), f("configuration_keys", NStrs, 1, 4)],
         tags: &[],
     };
 }
 pub mod alter_configs {
     use super::*;
-    pub static API: Api = Api {
-        key: 33,
-        min: 0,
-        max: 2,
-        flexible_from: 2,
-        body: &ALTER_CONFIGS_REQUEST,
-    };
+    pub static API: Api = Api { key: 33, min: 0, max: 2, flexible_from: 2, body: &ALTER_CONFIGS_REQUEST };
     static ALTER_CONFIGS_REQUEST: Layout = Layout {
-        fields: &[
-            f("resources", Array(&ALTER_CONFIGS_RESOURCE), 0, 2),
-            f("validate_only", Bool, 0, 2),
-        ],
+        fields: &[f("resources", Array(&ALTER_CONFIGS_RESOURCE), 0, 2), f("validate_only", Bool, 0, 2)],
         tags: &[],
     };
     static ALTER_CONFIGS_RESOURCE: Layout = Layout {
@@ -731,52 +436,24 @@ pub mod alter_configs {
         ],
         tags: &[],
     };
-    static ALTERABLE_CONFIG: Layout = Layout {
-        fields: &[f("name", Str, 0, 2), f("value", NStr, 0, 2)],
-        tags: &[],
-    };
+    static ALTERABLE_CONFIG: Layout = Layout { fields: &[f("name", Str, 0, 2), f("value", NStr, 0, 2)], tags: &[] };
 }
 pub mod describe_log_dirs {
     use super::*;
-    pub static API: Api = Api {
-        key: 35,
-        min: 1,
-        max: 4,
-        flexible_from: 2,
-        body: &DESCRIBE_LOG_DIRS_REQUEST,
-    };
-    static DESCRIBE_LOG_DIRS_REQUEST: Layout = Layout {
-        fields: &[f("topics", NArray(&DESCRIBABLE_LOG_DIR_TOPIC), 1, 4)],
-        tags: &[],
-    };
-    static DESCRIBABLE_LOG_DIR_TOPIC: Layout = Layout {
-        fields: &[f("topic", Str, 1, 4), f("partitions", prims(I32), 1, 4)],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 35, min: 1, max: 4, flexible_from: 2, body: &DESCRIBE_LOG_DIRS_REQUEST };
+    static DESCRIBE_LOG_DIRS_REQUEST: Layout =
+        Layout { fields: &[f("topics", NArray(&DESCRIBABLE_LOG_DIR_TOPIC), 1, 4)], tags: &[] };
+    static DESCRIBABLE_LOG_DIR_TOPIC: Layout =
+        Layout { fields: &[f("topic", Str, 1, 4), f("partitions", prims(I32), 1, 4)], tags: &[] };
 }
 pub mod sasl_authenticate {
     use super::*;
-    pub static API: Api = Api {
-        key: 36,
-        min: 0,
-        max: 2,
-        flexible_from: 2,
-        body: &SASL_AUTHENTICATE_REQUEST,
-    };
-    static SASL_AUTHENTICATE_REQUEST: Layout = Layout {
-        fields: &[f("auth_bytes", Bytes, 0, 2)],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 36, min: 0, max: 2, flexible_from: 2, body: &SASL_AUTHENTICATE_REQUEST };
+    static SASL_AUTHENTICATE_REQUEST: Layout = Layout { fields: &[f("auth_bytes", Bytes, 0, 2)], tags: &[] };
 }
 pub mod create_partitions {
     use super::*;
-    pub static API: Api = Api {
-        key: 37,
-        min: 0,
-        max: 3,
-        flexible_from: 2,
-        body: &CREATE_PARTITIONS_REQUEST,
-    };
+    pub static API: Api = Api { key: 37, min: 0, max: 3, flexible_from: 2, body: &CREATE_PARTITIONS_REQUEST };
     static CREATE_PARTITIONS_REQUEST: Layout = Layout {
         fields: &[
             f("topics", Array(&CREATE_PARTITIONS_TOPIC), 0, 3),
@@ -793,39 +470,18 @@ pub mod create_partitions {
         ],
         tags: &[],
     };
-    static CREATE_PARTITIONS_ASSIGNMENT: Layout = Layout {
-        fields: &[f("broker_ids", prims(I32), 0, 3)],
-        tags: &[],
-    };
+    static CREATE_PARTITIONS_ASSIGNMENT: Layout = Layout { fields: &[f("broker_ids", prims(I32), 0, 3)], tags: &[] };
 }
 pub mod delete_groups {
     use super::*;
-    pub static API: Api = Api {
-        key: 42,
-        min: 0,
-        max: 2,
-        flexible_from: 2,
-        body: &DELETE_GROUPS_REQUEST,
-    };
-    static DELETE_GROUPS_REQUEST: Layout = Layout {
-        fields: &[f("groups_names", Strs, 0, 2)],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 42, min: 0, max: 2, flexible_from: 2, body: &DELETE_GROUPS_REQUEST };
+    static DELETE_GROUPS_REQUEST: Layout = Layout { fields: &[f("groups_names", Strs, 0, 2)], tags: &[] };
 }
 pub mod incremental_alter_configs {
     use super::*;
-    pub static API: Api = Api {
-        key: 44,
-        min: 0,
-        max: 1,
-        flexible_from: 1,
-        body: &INCREMENTAL_ALTER_CONFIGS_REQUEST,
-    };
+    pub static API: Api = Api { key: 44, min: 0, max: 1, flexible_from: 1, body: &INCREMENTAL_ALTER_CONFIGS_REQUEST };
     static INCREMENTAL_ALTER_CONFIGS_REQUEST: Layout = Layout {
-        fields: &[
-            f("resources", Array(&ALTER_CONFIGS_RESOURCE), 0, 1),
-            f("validate_only", Bool, 0, 1),
-        ],
+        fields: &[f("resources", Array(&ALTER_CONFIGS_RESOURCE), 0, 1), f("validate_only", Bool, 0, 1)],
         tags: &[],
     };
     static ALTER_CONFIGS_RESOURCE: Layout = Layout {
@@ -836,52 +492,25 @@ pub mod incremental_alter_configs {
         ],
         tags: &[],
     };
-    static ALTERABLE_CONFIG: Layout = Layout {
-        fields: &[
-            f("name", Str, 0, 1),
-            f("config_operation", I8, 0, 1),
-            f("value", NStr, 0, 1),
-        ],
-        tags: &[],
-    };
+    static ALTERABLE_CONFIG: Layout =
+        Layout { fields: &[f("name", Str, 0, 1), f("config_operation", I8, 0, 1), f("value", NStr, 0, 1)], tags: &[] };
 }
 pub mod offset_delete {
     use super::*;
-    pub static API: Api = Api {
-        key: 47,
-        min: 0,
-        max: 0,
-        flexible_from: NEVER,
-        body: &OFFSET_DELETE_REQUEST,
-    };
+    pub static API: Api = Api { key: 47, min: 0, max: 0, flexible_from: NEVER, body: &OFFSET_DELETE_REQUEST };
     static OFFSET_DELETE_REQUEST: Layout = Layout {
-        fields: &[
-            f("group_id", Str, 0, 0),
-            f("topics", Array(&OFFSET_DELETE_REQUEST_TOPIC), 0, 0),
-        ],
+        fields: &[f("group_id", Str, 0, 0), f("topics", Array(&OFFSET_DELETE_REQUEST_TOPIC), 0, 0)],
         tags: &[],
     };
     static OFFSET_DELETE_REQUEST_TOPIC: Layout = Layout {
-        fields: &[
-            f("name", Str, 0, 0),
-            f("partitions", Array(&OFFSET_DELETE_REQUEST_PARTITION), 0, 0),
-        ],
+        fields: &[f("name", Str, 0, 0), f("partitions", Array(&OFFSET_DELETE_REQUEST_PARTITION), 0, 0)],
         tags: &[],
     };
-    static OFFSET_DELETE_REQUEST_PARTITION: Layout = Layout {
-        fields: &[f("partition_index", I32, 0, 0)],
-        tags: &[],
-    };
+    static OFFSET_DELETE_REQUEST_PARTITION: Layout = Layout { fields: &[f("partition_index", I32, 0, 0)], tags: &[] };
 }
 pub mod describe_cluster {
     use super::*;
-    pub static API: Api = Api {
-        key: 60,
-        min: 0,
-        max: 2,
-        flexible_from: 0,
-        body: &DESCRIBE_CLUSTER_REQUEST,
-    };
+    pub static API: Api = Api { key: 60, min: 0, max: 2, flexible_from: 0, body: &DESCRIBE_CLUSTER_REQUEST };
     static DESCRIBE_CLUSTER_REQUEST: Layout = Layout {
         fields: &[
             f("include_cluster_authorized_operations", Bool, 0, 2),
@@ -893,48 +522,20 @@ pub mod describe_cluster {
 }
 pub mod describe_producers {
     use super::*;
-    pub static API: Api = Api {
-        key: 61,
-        min: 0,
-        max: 0,
-        flexible_from: 0,
-        body: &DESCRIBE_PRODUCERS_REQUEST,
-    };
-    static DESCRIBE_PRODUCERS_REQUEST: Layout = Layout {
-        fields: &[f("topics", Array(&TOPIC_REQUEST), 0, 0)],
-        tags: &[],
-    };
-    static TOPIC_REQUEST: Layout = Layout {
-        fields: &[
-            f("name", Str, 0, 0),
-            f("partition_indexes", prims(I32), 0, 0),
-        ],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 61, min: 0, max: 0, flexible_from: 0, body: &DESCRIBE_PRODUCERS_REQUEST };
+    static DESCRIBE_PRODUCERS_REQUEST: Layout =
+        Layout { fields: &[f("topics", Array(&TOPIC_REQUEST), 0, 0)], tags: &[] };
+    static TOPIC_REQUEST: Layout =
+        Layout { fields: &[f("name", Str, 0, 0), f("partition_indexes", prims(I32), 0, 0)], tags: &[] };
 }
 pub mod describe_transactions {
     use super::*;
-    pub static API: Api = Api {
-        key: 65,
-        min: 0,
-        max: 0,
-        flexible_from: 0,
-        body: &DESCRIBE_TRANSACTIONS_REQUEST,
-    };
-    static DESCRIBE_TRANSACTIONS_REQUEST: Layout = Layout {
-        fields: &[f("transactional_ids", Strs, 0, 0)],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 65, min: 0, max: 0, flexible_from: 0, body: &DESCRIBE_TRANSACTIONS_REQUEST };
+    static DESCRIBE_TRANSACTIONS_REQUEST: Layout = Layout { fields: &[f("transactional_ids", Strs, 0, 0)], tags: &[] };
 }
 pub mod list_transactions {
     use super::*;
-    pub static API: Api = Api {
-        key: 66,
-        min: 0,
-        max: 2,
-        flexible_from: 0,
-        body: &LIST_TRANSACTIONS_REQUEST,
-    };
+    pub static API: Api = Api { key: 66, min: 0, max: 2, flexible_from: 0, body: &LIST_TRANSACTIONS_REQUEST };
     static LIST_TRANSACTIONS_REQUEST: Layout = Layout {
         fields: &[
             f("state_filters", Strs, 0, 2),
@@ -947,13 +548,7 @@ pub mod list_transactions {
 }
 pub mod consumer_group_heartbeat {
     use super::*;
-    pub static API: Api = Api {
-        key: 68,
-        min: 0,
-        max: 1,
-        flexible_from: 0,
-        body: &CONSUMER_GROUP_HEARTBEAT_REQUEST,
-    };
+    pub static API: Api = Api { key: 68, min: 0, max: 1, flexible_from: 0, body: &CONSUMER_GROUP_HEARTBEAT_REQUEST };
     static CONSUMER_GROUP_HEARTBEAT_REQUEST: Layout = Layout {
         fields: &[
             f("group_id", Str, 0, 1),
@@ -969,25 +564,12 @@ pub mod consumer_group_heartbeat {
         ],
         tags: &[],
     };
-    static TOPIC_PARTITIONS: Layout = Layout {
-        fields: &[f("topic_id", UUID, 0, 1), f("partitions", prims(I32), 0, 1)],
-        tags: &[],
-    };
+    static TOPIC_PARTITIONS: Layout =
+        Layout { fields: &[f("topic_id", UUID, 0, 1), f("partitions", prims(I32), 0, 1)], tags: &[] };
 }
 pub mod consumer_group_describe {
     use super::*;
-    pub static API: Api = Api {
-        key: 69,
-        min: 0,
-        max: 1,
-        flexible_from: 0,
-        body: &CONSUMER_GROUP_DESCRIBE_REQUEST,
-    };
-    static CONSUMER_GROUP_DESCRIBE_REQUEST: Layout = Layout {
-        fields: &[
-            f("group_ids", Strs, 0, 1),
-            f("include_authorized_operations", Bool, 0, 1),
-        ],
-        tags: &[],
-    };
+    pub static API: Api = Api { key: 69, min: 0, max: 1, flexible_from: 0, body: &CONSUMER_GROUP_DESCRIBE_REQUEST };
+    static CONSUMER_GROUP_DESCRIBE_REQUEST: Layout =
+        Layout { fields: &[f("group_ids", Strs, 0, 1), f("include_authorized_operations", Bool, 0, 1)], tags: &[] };
 }

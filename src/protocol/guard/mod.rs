@@ -45,11 +45,7 @@ pub enum GuardError {
     UnsupportedVersion { api_key: i16, version: i16 },
     /// The frame does not match the layout of the request it names.
     #[error("malformed request (api key {api_key} v{version}): {reason}")]
-    Malformed {
-        api_key: i16,
-        version: i16,
-        reason: String,
-    },
+    Malformed { api_key: i16, version: i16, reason: String },
 }
 
 /// Checks that `frame` (a request without its 4-byte size prefix) is a structurally
@@ -64,14 +60,9 @@ pub fn check_request(frame: &[u8]) -> Result<(), GuardError> {
     if version < api.min || version > api.max {
         return Err(GuardError::UnsupportedVersion { api_key, version });
     }
-    let header_version = ApiKey::try_from(api_key)
-        .map_err(|()| GuardError::UnknownApi(api_key))?
-        .request_header_version(version);
-    let malformed = |reason: String| GuardError::Malformed {
-        api_key,
-        version,
-        reason,
-    };
+    let header_version =
+        ApiKey::try_from(api_key).map_err(|()| GuardError::UnknownApi(api_key))?.request_header_version(version);
+    let malformed = |reason: String| GuardError::Malformed { api_key, version, reason };
     let mut cursor = Cursor { buf: frame, pos: 4 };
     walk_header(&mut cursor, header_version).map_err(|e| malformed(format!("header: {e}")))?;
     let flexible = version >= api.flexible_from;
@@ -88,8 +79,7 @@ pub fn supported_apis() -> impl Iterator<Item = (i16, std::ops::RangeInclusive<i
 fn walk_header(cursor: &mut Cursor<'_>, header_version: i16) -> Result<(), String> {
     cursor.skip(4).map_err(|e| format!("correlation_id: {e}"))?;
     if header_version >= 1 {
-        walk_value(cursor, Ty::NStr, header_version, false)
-            .map_err(|e| format!("client_id: {e}"))?;
+        walk_value(cursor, Ty::NStr, header_version, false).map_err(|e| format!("client_id: {e}"))?;
     }
     if header_version >= 2 {
         walk_tagged_fields(cursor, &[], header_version)?;
@@ -174,13 +164,7 @@ const fn f(name: &'static str, ty: Ty, min: i16, max: i16) -> Field {
 }
 
 const fn t(tag: u32, name: &'static str, ty: Ty, min: i16, max: i16) -> Tagged {
-    Tagged {
-        tag,
-        name,
-        ty,
-        min,
-        max,
-    }
+    Tagged { tag, name, ty, min, max }
 }
 
 const fn prims(element: Ty) -> Ty {
@@ -243,11 +227,7 @@ impl Cursor<'_> {
                 n => Some(n as usize - 1),
             });
         }
-        let n = if wide {
-            i32::from_be_bytes(self.read()?)
-        } else {
-            i32::from(i16::from_be_bytes(self.read()?))
-        };
+        let n = if wide { i32::from_be_bytes(self.read()?) } else { i32::from(i16::from_be_bytes(self.read()?)) };
         match n {
             -1 => Ok(None),
             n if n >= 0 => Ok(Some(n as usize)),
@@ -256,19 +236,13 @@ impl Cursor<'_> {
     }
 
     /// An array count, bounded by the bytes left at `min_element` bytes per element.
-    fn count(
-        &mut self,
-        flexible: bool,
-        nullable: bool,
-        min_element: usize,
-    ) -> Result<usize, String> {
+    fn count(&mut self, flexible: bool, nullable: bool, min_element: usize) -> Result<usize, String> {
         match self.length(flexible, true)? {
             None if nullable => Ok(0),
             None => Err("null array where none is allowed".to_owned()),
-            Some(n) if n.saturating_mul(min_element) > self.remaining() => Err(format!(
-                "array of {n} elements but {} bytes remain",
-                self.remaining()
-            )),
+            Some(n) if n.saturating_mul(min_element) > self.remaining() => {
+                Err(format!("array of {n} elements but {} bytes remain", self.remaining()))
+            }
             Some(n) => Ok(n),
         }
     }
@@ -283,16 +257,10 @@ impl Cursor<'_> {
     }
 }
 
-fn walk_layout(
-    cursor: &mut Cursor<'_>,
-    layout: &Layout,
-    version: i16,
-    flexible: bool,
-) -> Result<(), String> {
+fn walk_layout(cursor: &mut Cursor<'_>, layout: &Layout, version: i16, flexible: bool) -> Result<(), String> {
     for field in layout.fields {
         if (field.min..=field.max).contains(&version) {
-            walk_value(cursor, field.ty, version, flexible)
-                .map_err(|e| format!("{}: {e}", field.name))?;
+            walk_value(cursor, field.ty, version, flexible).map_err(|e| format!("{}: {e}", field.name))?;
         }
     }
     if flexible {
@@ -326,27 +294,17 @@ fn walk_value(cursor: &mut Cursor<'_>, ty: Ty, version: i16, flexible: bool) -> 
     }
 }
 
-fn walk_tagged_fields(
-    cursor: &mut Cursor<'_>,
-    known: &[Tagged],
-    version: i16,
-) -> Result<(), String> {
+fn walk_tagged_fields(cursor: &mut Cursor<'_>, known: &[Tagged], version: i16) -> Result<(), String> {
     let count = cursor.uvarint()? as usize;
     // Each tagged field takes at least two bytes (tag and size).
     if count.saturating_mul(2) > cursor.remaining() {
-        return Err(format!(
-            "{count} tagged fields but {} bytes remain",
-            cursor.remaining()
-        ));
+        return Err(format!("{count} tagged fields but {} bytes remain", cursor.remaining()));
     }
     for _ in 0..count {
         let tag = cursor.uvarint()?;
         let size = cursor.uvarint()? as usize;
         if size > cursor.remaining() {
-            return Err(format!(
-                "tagged field {tag} of {size} bytes but {} remain",
-                cursor.remaining()
-            ));
+            return Err(format!("tagged field {tag} of {size} bytes but {} remain", cursor.remaining()));
         }
         match known.iter().find(|k| k.tag == tag) {
             Some(k) if (k.min..=k.max).contains(&version) => {
@@ -354,18 +312,10 @@ fn walk_tagged_fields(
                 walk_value(cursor, k.ty, version, true).map_err(|e| format!("{}: {e}", k.name))?;
                 let walked = cursor.pos - start;
                 if walked != size {
-                    return Err(format!(
-                        "{}: tagged size {size} but content is {walked} bytes",
-                        k.name
-                    ));
+                    return Err(format!("{}: tagged size {size} but content is {walked} bytes", k.name));
                 }
             }
-            Some(k) => {
-                return Err(format!(
-                    "tag {tag} ({}) is not valid in this version",
-                    k.name
-                ))
-            }
+            Some(k) => return Err(format!("tag {tag} ({}) is not valid in this version", k.name)),
             None => cursor.skip(size)?,
         }
     }

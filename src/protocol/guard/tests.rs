@@ -6,27 +6,18 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
 const BRIEF_KEYS: [i16; 38] = [
-    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28,
-    32, 33, 35, 36, 37, 42, 44, 47, 60, 61, 65, 66, 68, 69,
+    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 35, 36, 37, 42,
+    44, 47, 60, 61, 65, 66, 68, 69,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
-    ApiKey::try_from(key)
-        .unwrap()
-        .request_header_version(version)
+    ApiKey::try_from(key).unwrap().request_header_version(version)
 }
 
 /// Decodes the body of `api_key` at `version` with the crate's own message type and
 /// encodes it again; `Err` if the crate refuses the bytes.
-fn decode_and_reencode(
-    api_key: i16,
-    body: &mut Bytes,
-    version: i16,
-) -> anyhow::Result<Vec<u8>> {
-    fn round_trip<T: Decodable + Encodable>(
-        body: &mut Bytes,
-        version: i16,
-    ) -> anyhow::Result<Vec<u8>> {
+fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::Result<Vec<u8>> {
+    fn round_trip<T: Decodable + Encodable>(body: &mut Bytes, version: i16) -> anyhow::Result<Vec<u8>> {
         let message = T::decode(body, version)?;
         let mut out = BytesMut::new();
         message.encode(&mut out, version)?;
@@ -73,8 +64,7 @@ fn crate_round_trip(frame: &[u8]) -> anyhow::Result<Vec<u8>> {
 }
 
 fn all_api_versions() -> impl Iterator<Item = (&'static Api, i16)> {
-    APIS.iter()
-        .flat_map(|api| (api.min..=api.max).map(move |v| (*api, v)))
+    APIS.iter().flat_map(|api| (api.min..=api.max).map(move |v| (*api, v)))
 }
 
 // --- a request synthesiser driven by the layout tables ---------------------------
@@ -107,11 +97,7 @@ fn put_layout(out: &mut Vec<u8>, layout: &Layout, version: i16, flexible: bool) 
         }
     }
     if flexible {
-        let tags: Vec<_> = layout
-            .tags
-            .iter()
-            .filter(|k| (k.min..=k.max).contains(&version))
-            .collect();
+        let tags: Vec<_> = layout.tags.iter().filter(|k| (k.min..=k.max).contains(&version)).collect();
         put_uvarint(out, tags.len() as u32);
         for k in tags {
             let mut content = Vec::new();
@@ -162,9 +148,7 @@ fn header_bytes(key: i16, version: i16) -> Vec<u8> {
         .with_correlation_id(7)
         .with_client_id(Some(StrBytes::from_static_str("runnel-test")));
     let mut out = BytesMut::new();
-    header
-        .encode(&mut out, header_version(key, version))
-        .unwrap();
+    header.encode(&mut out, header_version(key, version)).unwrap();
     out.to_vec()
 }
 
@@ -188,11 +172,7 @@ fn covers_the_brokers_apis() {
     assert_eq!(keys, BRIEF_KEYS);
     for api in APIS {
         let valid = ApiKey::try_from(api.key).unwrap().valid_versions();
-        assert!(
-            valid.min <= api.min && api.max <= valid.max,
-            "api {}",
-            api.key
-        );
+        assert!(valid.min <= api.min && api.max <= valid.max, "api {}", api.key);
     }
 }
 
@@ -205,13 +185,9 @@ fn every_api_and_version_round_trips_through_the_crate() {
     for (api, version) in all_api_versions() {
         let frame = synth(api, version);
         assert_eq!(check_request(&frame), Ok(()), "api {} v{version}", api.key);
-        let encoded = crate_round_trip(&frame)
-            .unwrap_or_else(|e| panic!("crate rejects api {} v{version}: {e}", api.key));
-        assert_eq!(
-            encoded, frame,
-            "api {} v{version} re-encodes differently",
-            api.key
-        );
+        let encoded =
+            crate_round_trip(&frame).unwrap_or_else(|e| panic!("crate rejects api {} v{version}: {e}", api.key));
+        assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
     assert_eq!(checked, 204);
@@ -227,25 +203,14 @@ fn builder_made_requests_pass() {
     use kafka_protocol::messages::*;
 
     let topic_name = || TopicName(StrBytes::from_static_str("orders"));
-    let partition = FetchPartition::default()
-        .with_partition(3)
-        .with_fetch_offset(42);
+    let partition = FetchPartition::default().with_partition(3).with_fetch_offset(42);
     let fetch = FetchRequest::default()
         .with_cluster_id(Some(StrBytes::from_static_str("cluster")))
-        .with_replica_state(
-            ReplicaState::default()
-                .with_replica_id(BrokerId(1))
-                .with_replica_epoch(9),
-        )
-        .with_topics(vec![
-            FetchTopic::default().with_partitions(vec![partition.clone(), partition])
-        ])
-        .with_forgotten_topics_data(
-            vec![ForgottenTopic::default().with_partitions(vec![1, 2])],
-        );
-    let metadata = MetadataRequest::default().with_topics(Some(vec![
-        MetadataRequestTopic::default().with_name(Some(topic_name())),
-    ]));
+        .with_replica_state(ReplicaState::default().with_replica_id(BrokerId(1)).with_replica_epoch(9))
+        .with_topics(vec![FetchTopic::default().with_partitions(vec![partition.clone(), partition])])
+        .with_forgotten_topics_data(vec![ForgottenTopic::default().with_partitions(vec![1, 2])]);
+    let metadata = MetadataRequest::default()
+        .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(topic_name()))]));
     let produce = ProduceRequest::default().with_topic_data(vec![TopicProduceData::default()
         .with_name(topic_name())
         .with_partition_data(vec![PartitionProduceData::default()
@@ -277,23 +242,13 @@ where
             .with_request_api_version(version)
             .with_client_id(Some(StrBytes::from_static_str("builder")));
         let mut frame = BytesMut::new();
-        header
-            .encode(&mut frame, header_version(key, version))
-            .unwrap();
+        header.encode(&mut frame, header_version(key, version)).unwrap();
         body.encode(&mut frame, version).unwrap();
         assert_eq!(check_request(&frame), Ok(()), "api {key} v{version}");
-        assert_eq!(
-            crate_round_trip(&frame).unwrap(),
-            frame.to_vec(),
-            "api {key} v{version}"
-        );
+        assert_eq!(crate_round_trip(&frame).unwrap(), frame.to_vec(), "api {key} v{version}");
         let mut bytes = frame.freeze();
         RequestHeader::decode(&mut bytes, header_version(key, version)).unwrap();
-        assert_eq!(
-            &T::decode(&mut bytes, version).unwrap(),
-            body,
-            "api {key} v{version}"
-        );
+        assert_eq!(&T::decode(&mut bytes, version).unwrap(), body, "api {key} v{version}");
     }
 }
 
@@ -303,21 +258,11 @@ where
 #[test]
 fn every_array_element_takes_at_least_one_byte() {
     fn check(layout: &Layout, version: i16, flexible: bool) {
-        let present = layout
-            .fields
-            .iter()
-            .filter(|f| (f.min..=f.max).contains(&version));
+        let present = layout.fields.iter().filter(|f| (f.min..=f.max).contains(&version));
         for field in present {
             if let Ty::Array(inner) | Ty::NArray(inner) = field.ty {
-                let element_fields = inner
-                    .fields
-                    .iter()
-                    .filter(|f| (f.min..=f.max).contains(&version));
-                assert!(
-                    flexible || element_fields.count() > 0,
-                    "{} v{version}",
-                    field.name
-                );
+                let element_fields = inner.fields.iter().filter(|f| (f.min..=f.max).contains(&version));
+                assert!(flexible || element_fields.count() > 0, "{} v{version}", field.name);
             }
             if let Ty::Array(inner) | Ty::NArray(inner) | Ty::One(inner) = field.ty {
                 check(inner, version, flexible);
@@ -334,25 +279,13 @@ fn every_array_element_takes_at_least_one_byte() {
 #[test]
 fn unknown_api_and_version_are_named() {
     assert_eq!(check_request(&[0, 1]), Err(GuardError::TooShort(2)));
-    assert_eq!(
-        check_request(&[0x7f, 0, 0, 0, 0, 0, 0, 0]),
-        Err(GuardError::UnknownApi(0x7f00))
-    );
+    assert_eq!(check_request(&[0x7f, 0, 0, 0, 0, 0, 0, 0]), Err(GuardError::UnknownApi(0x7f00)));
     // WriteTxnMarkers is a real API, but not one this broker serves.
-    assert_eq!(
-        check_request(&[0, 27, 0, 1]),
-        Err(GuardError::UnknownApi(27))
-    );
+    assert_eq!(check_request(&[0, 27, 0, 1]), Err(GuardError::UnknownApi(27)));
     // A client newer than us: ApiVersions v9 is answered with v0 by the caller.
     let mut frame = synth(&layouts::api_versions::API, 4);
     frame[3] = 9;
-    assert_eq!(
-        check_request(&frame),
-        Err(GuardError::UnsupportedVersion {
-            api_key: 18,
-            version: 9
-        })
-    );
+    assert_eq!(check_request(&frame), Err(GuardError::UnsupportedVersion { api_key: 18, version: 9 }));
 }
 
 #[test]
@@ -361,10 +294,7 @@ fn every_strict_prefix_is_rejected_or_decodes() {
         for len in 0..frame.len() {
             let prefix = &frame[..len];
             if check_request(prefix).is_ok() {
-                assert!(
-                    crate_round_trip(prefix).is_ok(),
-                    "accepted a prefix the crate rejects"
-                );
+                assert!(crate_round_trip(prefix).is_ok(), "accepted a prefix the crate rejects");
             }
         }
     }
@@ -375,12 +305,7 @@ fn every_strict_prefix_is_rejected_or_decodes() {
 fn huge_array_frame(api: &Api, version: i16) -> Option<Vec<u8>> {
     let flexible = version >= api.flexible_from;
     let mut out = header_bytes(api.key, version);
-    for field in api
-        .body
-        .fields
-        .iter()
-        .filter(|f| (f.min..=f.max).contains(&version))
-    {
+    for field in api.body.fields.iter().filter(|f| (f.min..=f.max).contains(&version)) {
         if let Ty::Array(_) | Ty::NArray(_) | Ty::Prims(_) | Ty::Strs | Ty::NStrs = field.ty {
             if flexible {
                 out.extend([0xff, 0xff, 0xff, 0xff, 0x0f]);
@@ -409,20 +334,13 @@ fn huge_array_counts_are_rejected() {
     ];
     for (api, version) in named {
         let frame = huge_array_frame(api, version).unwrap();
-        assert!(matches!(
-            check_request(&frame),
-            Err(GuardError::Malformed { .. })
-        ));
+        assert!(matches!(check_request(&frame), Err(GuardError::Malformed { .. })));
     }
     let mut attacked = 0;
     for (api, version) in all_api_versions() {
         if let Some(frame) = huge_array_frame(api, version) {
             let err = check_request(&frame).unwrap_err();
-            assert!(
-                matches!(err, GuardError::Malformed { .. }),
-                "api {} v{version}: {err}",
-                api.key
-            );
+            assert!(matches!(err, GuardError::Malformed { .. }), "api {} v{version}: {err}", api.key);
             attacked += 1;
         }
     }
@@ -441,17 +359,11 @@ fn huge_lengths_inside_tagged_fields_are_rejected() {
     frame.truncate(tagged_at);
     let mut lying = frame.clone();
     lying.extend([1, 0, 1, 0xff, 0xff, 0xff, 0xff, 0x0f, 0, 0, 0, 0]);
-    assert!(matches!(
-        check_request(&lying),
-        Err(GuardError::Malformed { .. })
-    ));
+    assert!(matches!(check_request(&lying), Err(GuardError::Malformed { .. })));
     // A size that disagrees with the content would desynchronise guard and decoder.
     let mut padded = frame;
     padded.extend([1, 0, 5, 3, b'a', b'b', 0, 0]);
-    assert!(matches!(
-        check_request(&padded),
-        Err(GuardError::Malformed { .. })
-    ));
+    assert!(matches!(check_request(&padded), Err(GuardError::Malformed { .. })));
 }
 
 /// Seeds the cargo-fuzz corpus with one valid frame per API and version:
@@ -495,10 +407,7 @@ fn mutate(rng: &mut XorShift, frame: &mut Vec<u8>) {
             1 => frame[at] ^= 1 << rng.below(8),
             2 => frame[at] = [0x00, 0x7f, 0x80, 0xff][rng.below(4)],
             3 => {
-                let huge: &[u8] = [
-                    &[0x7f, 0xff, 0xff, 0xff][..],
-                    &[0xff, 0xff, 0xff, 0xff, 0x0f],
-                ][rng.below(2)];
+                let huge: &[u8] = [&[0x7f, 0xff, 0xff, 0xff][..], &[0xff, 0xff, 0xff, 0xff, 0x0f]][rng.below(2)];
                 for (i, b) in huge.iter().enumerate() {
                     if let Some(slot) = frame.get_mut(at + i) {
                         *slot = *b;
@@ -533,8 +442,5 @@ fn random_mutations_never_reach_a_crashing_decode() {
             let _ = crate_round_trip(&frame);
         }
     }
-    assert!(
-        accepted > 1000,
-        "only {accepted} mutants accepted; the test exercises little"
-    );
+    assert!(accepted > 1000, "only {accepted} mutants accepted; the test exercises little");
 }

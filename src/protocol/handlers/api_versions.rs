@@ -20,7 +20,5 @@ pub fn handle(_ctx: &Ctx, _req: ApiVersionsRequest, _version: i16) -> ApiVersion
 
 /// Sent (as v0) when a client asks for an ApiVersions version we do not know.
 pub fn unsupported_version_response() -> ApiVersionsResponse {
-    ApiVersionsResponse::default()
-        .with_error_code(ResponseError::UnsupportedVersion.code())
-        .with_api_keys(api_keys())
+    ApiVersionsResponse::default().with_error_code(ResponseError::UnsupportedVersion.code()).with_api_keys(api_keys())
 }

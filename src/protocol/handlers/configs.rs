@@ -1,7 +1,9 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::describe_configs_response::{DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym};
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
 use kafka_protocol::messages::{
     alter_configs_response, incremental_alter_configs_response, AlterConfigsRequest, AlterConfigsResponse,
     DescribeConfigsRequest, DescribeConfigsResponse, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
@@ -43,7 +45,9 @@ pub fn topic_config_entries(ctx: &Ctx, topic: &TopicImage) -> Vec<ConfigEntry> {
                     (v.clone(), SOURCE_TOPIC)
                 }
                 // A broker setting that differs from Kafka's default is a static broker config.
-                None if default != def.default_value(&crate::config::BrokerConfig::default()) => (default.clone(), SOURCE_STATIC_BROKER),
+                None if default != def.default_value(&crate::config::BrokerConfig::default()) => {
+                    (default.clone(), SOURCE_STATIC_BROKER)
+                }
                 None => (default.clone(), SOURCE_DEFAULT),
             };
             if let Some(syn) = def.broker_synonym {
@@ -96,14 +100,16 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
         .resources
         .into_iter()
         .map(|r| {
-            let base = DescribeConfigsResult::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name.clone());
+            let base = DescribeConfigsResult::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name.clone());
             let entries = match r.resource_type {
                 RESOURCE_TOPIC => match ctx.image().topic(r.resource_name.as_str()) {
                     Some(t) => topic_config_entries(ctx, t),
                     None => {
-                        return base
-                            .with_error_code(ResponseError::UnknownTopicOrPartition.code())
-                            .with_error_message(Some(str_bytes(format!("Topic {} does not exist", r.resource_name.as_str()))))
+                        return base.with_error_code(ResponseError::UnknownTopicOrPartition.code()).with_error_message(
+                            Some(str_bytes(format!("Topic {} does not exist", r.resource_name.as_str()))),
+                        )
                     }
                 },
                 RESOURCE_BROKER => {
@@ -129,7 +135,12 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
                     let synonyms = if req.include_synonyms {
                         e.synonyms
                             .iter()
-                            .map(|(n, v, s)| DescribeConfigsSynonym::default().with_name(str_bytes(n.clone())).with_value(Some(str_bytes(v.clone()))).with_source(*s))
+                            .map(|(n, v, s)| {
+                                DescribeConfigsSynonym::default()
+                                    .with_name(str_bytes(n.clone()))
+                                    .with_value(Some(str_bytes(v.clone())))
+                                    .with_source(*s)
+                            })
                             .collect()
                     } else {
                         vec![]
@@ -152,54 +163,67 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
 }
 
 /// Apply changes to one resource; `Err` carries the Kafka error code and message.
-fn alter_resource(ctx: &Ctx, resource_type: i8, name: &str, changes: Result<Vec<ConfigChange>, (ResponseError, String)>, validate_only: bool) -> Result<bool, (ResponseError, String)> {
+fn alter_resource(
+    ctx: &Ctx,
+    resource_type: i8,
+    name: &str,
+    changes: Result<Vec<ConfigChange>, (ResponseError, String)>,
+    validate_only: bool,
+) -> Result<bool, (ResponseError, String)> {
     let changes = changes?;
     match resource_type {
-        RESOURCE_TOPIC => {
-            match ctx.controller.alter_topic_configs(name, &changes, validate_only) {
-                Ok(()) => Ok(!validate_only),
-                Err(e @ ControllerError::UnknownTopic(_)) => Err((controller_error(&e), format!("Topic {name} does not exist"))),
-                Err(e) => Err((controller_error(&e), e.to_string())),
+        RESOURCE_TOPIC => match ctx.controller.alter_topic_configs(name, &changes, validate_only) {
+            Ok(()) => Ok(!validate_only),
+            Err(e @ ControllerError::UnknownTopic(_)) => {
+                Err((controller_error(&e), format!("Topic {name} does not exist")))
             }
-        }
-        RESOURCE_BROKER => Err((ResponseError::InvalidRequest, "runnel does not support dynamic broker configs; set them in the config file".into())),
+            Err(e) => Err((controller_error(&e), e.to_string())),
+        },
+        RESOURCE_BROKER => Err((
+            ResponseError::InvalidRequest,
+            "runnel does not support dynamic broker configs; set them in the config file".into(),
+        )),
         other => Err((ResponseError::InvalidRequest, format!("Unsupported resource type {other}"))),
     }
 }
 
 pub fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
     let mut changed = false;
-    let responses = req
-        .resources
-        .into_iter()
-        .map(|r| {
-            let name = r.resource_name.to_string();
-            // AlterConfigs replaces the whole set: overrides not named are removed.
-            let changes = (|| {
-                let mut changes = Vec::new();
-                for c in &r.configs {
-                    let value = c.value.as_ref().ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str())))?;
-                    changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
-                }
-                if let Some(t) = ctx.image().topic(&name) {
-                    for k in t.configs.keys() {
-                        if !r.configs.iter().any(|c| c.name.as_str() == k) {
-                            changes.push(ConfigChange::Delete(k.clone()));
+    let responses =
+        req.resources
+            .into_iter()
+            .map(|r| {
+                let name = r.resource_name.to_string();
+                // AlterConfigs replaces the whole set: overrides not named are removed.
+                let changes = (|| {
+                    let mut changes = Vec::new();
+                    for c in &r.configs {
+                        let value = c.value.as_ref().ok_or_else(|| {
+                            (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str()))
+                        })?;
+                        changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
+                    }
+                    if let Some(t) = ctx.image().topic(&name) {
+                        for k in t.configs.keys() {
+                            if !r.configs.iter().any(|c| c.name.as_str() == k) {
+                                changes.push(ConfigChange::Delete(k.clone()));
+                            }
                         }
                     }
+                    Ok(changes)
+                })();
+                let base = alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name);
+                match alter_resource(ctx, r.resource_type, &name, changes, req.validate_only) {
+                    Ok(c) => {
+                        changed |= c;
+                        base
+                    }
+                    Err((code, msg)) => base.with_error_code(code.code()).with_error_message(Some(str_bytes(msg))),
                 }
-                Ok(changes)
-            })();
-            let base = alter_configs_response::AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
-            match alter_resource(ctx, r.resource_type, &name, changes, req.validate_only) {
-                Ok(c) => {
-                    changed |= c;
-                    base
-                }
-                Err((code, msg)) => base.with_error_code(code.code()).with_error_message(Some(str_bytes(msg))),
-            }
-        })
-        .collect();
+            })
+            .collect();
     if changed {
         ctx.sync_partitions();
     }
@@ -211,7 +235,11 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-pub fn incremental_alter(ctx: &Ctx, req: IncrementalAlterConfigsRequest, _version: i16) -> IncrementalAlterConfigsResponse {
+pub fn incremental_alter(
+    ctx: &Ctx,
+    req: IncrementalAlterConfigsRequest,
+    _version: i16,
+) -> IncrementalAlterConfigsResponse {
     let mut changed = false;
     let responses = req
         .resources
@@ -225,25 +253,36 @@ pub fn incremental_alter(ctx: &Ctx, req: IncrementalAlterConfigsRequest, _versio
                 for c in &r.configs {
                     let key = c.name.to_string();
                     if !seen.insert(key.clone()) {
-                        return Err((ResponseError::InvalidRequest, format!("Error due to duplicate config keys: {key}")));
+                        return Err((
+                            ResponseError::InvalidRequest,
+                            format!("Error due to duplicate config keys: {key}"),
+                        ));
                     }
                     let value = c.value.as_ref().map(|v| v.to_string());
                     match c.config_operation {
                         OP_SET => {
-                            let v = value.ok_or_else(|| (ResponseError::InvalidRequest, format!("Null value not supported for : {key}")))?;
+                            let v = value.ok_or_else(|| {
+                                (ResponseError::InvalidRequest, format!("Null value not supported for : {key}"))
+                            })?;
                             changes.push(ConfigChange::Set(key, v));
                         }
                         OP_DELETE => changes.push(ConfigChange::Delete(key)),
                         OP_APPEND | OP_SUBTRACT => {
-                            let def = topic_config::find(&key).ok_or_else(|| (ResponseError::InvalidConfig, format!("Unknown topic config name: {key}")))?;
+                            let def = topic_config::find(&key).ok_or_else(|| {
+                                (ResponseError::InvalidConfig, format!("Unknown topic config name: {key}"))
+                            })?;
                             if def.ty != ConfigType::List {
-                                return Err((ResponseError::InvalidConfig, format!("Config value append is not allowed for config key: {key}")));
+                                return Err((
+                                    ResponseError::InvalidConfig,
+                                    format!("Config value append is not allowed for config key: {key}"),
+                                ));
                             }
                             let existing = current
                                 .as_ref()
                                 .and_then(|t| t.configs.get(&key).cloned())
                                 .unwrap_or_else(|| def.default_value(&ctx.config));
-                            let mut items: Vec<String> = existing.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
+                            let mut items: Vec<String> =
+                                existing.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
                             for v in value.unwrap_or_default().split(',').map(str::trim).filter(|s| !s.is_empty()) {
                                 if c.config_operation == OP_APPEND {
                                     if !items.iter().any(|i| i == v) {
@@ -255,12 +294,16 @@ pub fn incremental_alter(ctx: &Ctx, req: IncrementalAlterConfigsRequest, _versio
                             }
                             changes.push(ConfigChange::Set(key, items.join(",")));
                         }
-                        other => return Err((ResponseError::InvalidRequest, format!("Unknown config operation {other}"))),
+                        other => {
+                            return Err((ResponseError::InvalidRequest, format!("Unknown config operation {other}")))
+                        }
                     }
                 }
                 Ok(changes)
             })();
-            let base = incremental_alter_configs_response::AlterConfigsResourceResponse::default().with_resource_type(r.resource_type).with_resource_name(r.resource_name);
+            let base = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name);
             match alter_resource(ctx, r.resource_type, &name, changes, req.validate_only) {
                 Ok(c) => {
                     changed |= c;

@@ -17,7 +17,9 @@ pub fn handle(ctx: &Ctx, req: CreatePartitionsRequest, _version: i16) -> CreateP
                 changed |= !req.validate_only;
                 results.push(base);
             }
-            Err(e) => results.push(base.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string())))),
+            Err(e) => results.push(
+                base.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string()))),
+            ),
         }
     }
     if changed {

@@ -74,7 +74,10 @@ pub fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopics
             }
             Err(e) => {
                 tracing::info!(topic = %name, error = %e, "CreateTopics refused");
-                results.push(base.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string()))));
+                results.push(
+                    base.with_error_code(controller_error(&e).code())
+                        .with_error_message(Some(str_bytes(e.to_string()))),
+                );
             }
         }
     }

@@ -19,8 +19,13 @@ pub fn handle(ctx: &Ctx, req: DeleteRecordsRequest, _version: i16) -> DeleteReco
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let base = DeleteRecordsPartitionResult::default().with_partition_index(p.partition_index).with_low_watermark(-1);
-                    let partition = match topic.ok_or(ResponseError::UnknownTopicOrPartition).and_then(|t| local_partition(ctx, t, p.partition_index)) {
+                    let base = DeleteRecordsPartitionResult::default()
+                        .with_partition_index(p.partition_index)
+                        .with_low_watermark(-1);
+                    let partition = match topic
+                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                        .and_then(|t| local_partition(ctx, t, p.partition_index))
+                    {
                         Ok(part) => part,
                         Err(e) => return base.with_error_code(e.code()),
                     };

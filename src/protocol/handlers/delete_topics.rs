@@ -43,7 +43,9 @@ pub fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> DeleteTopics
                 deleted = true;
                 responses.push(result);
             }
-            Err(e) => responses.push(result.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string())))),
+            Err(e) => responses.push(
+                result.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string()))),
+            ),
         }
     }
     if deleted {

@@ -23,5 +23,9 @@ pub fn handle(ctx: &Ctx, req: DescribeClusterRequest, _version: i16) -> Describe
         .with_cluster_id(str_bytes(image.cluster_id.clone()))
         .with_controller_id(BrokerId(ctx.controller.node_id()))
         .with_brokers(brokers)
-        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations { cluster_ops_all() } else { OPS_NOT_REQUESTED })
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            cluster_ops_all()
+        } else {
+            OPS_NOT_REQUESTED
+        })
 }

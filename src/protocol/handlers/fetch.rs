@@ -54,7 +54,8 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopic
     let mut out = Vec::with_capacity(req.topics.len());
     for ft in &req.topics {
         let topic = if version >= 13 { image.topic_by_id(&ft.topic_id) } else { image.topic(ft.topic.0.as_str()) };
-        let missing = if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
+        let missing =
+            if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
         let mut parts = Vec::with_capacity(ft.partitions.len());
         for fp in &ft.partitions {
             let partition = match topic {

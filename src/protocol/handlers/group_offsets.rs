@@ -5,15 +5,16 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::offset_commit_response::{OffsetCommitResponsePartition, OffsetCommitResponseTopic};
 use kafka_protocol::messages::offset_delete_response::{OffsetDeleteResponsePartition, OffsetDeleteResponseTopic};
 use kafka_protocol::messages::offset_fetch_response::{
-    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions, OffsetFetchResponseTopic,
+    OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::Decodable;
 
 use super::str_bytes;
 use crate::coordinator::group::Group;
-use crate::coordinator::offsets::CommittedOffset;
 use crate::coordinator::group_coordinator::MemberRef;
+use crate::coordinator::offsets::CommittedOffset;
 use crate::coordinator::CoordinatorError;
 use crate::protocol::errors::coordinator_error;
 use crate::protocol::Ctx;
@@ -30,7 +31,8 @@ pub fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -> Offs
     for (ti, t) in req.topics.iter().enumerate() {
         let topic = image.topic(t.name.0.as_str());
         for p in &t.partitions {
-            let exists = topic.is_some_and(|tp| p.partition_index >= 0 && (p.partition_index as usize) < tp.partitions.len());
+            let exists =
+                topic.is_some_and(|tp| p.partition_index >= 0 && (p.partition_index as usize) < tp.partitions.len());
             let metadata = p.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
             let err = if !exists {
                 Some(ResponseError::UnknownTopicOrPartition)
@@ -40,7 +42,12 @@ pub fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -> Offs
                 to_commit.push((
                     t.name.0.to_string(),
                     p.partition_index,
-                    CommittedOffset { offset: p.committed_offset, leader_epoch: p.committed_leader_epoch, metadata, commit_timestamp: now },
+                    CommittedOffset {
+                        offset: p.committed_offset,
+                        leader_epoch: p.committed_leader_epoch,
+                        metadata,
+                        commit_timestamp: now,
+                    },
                 ));
                 None
             };
@@ -55,13 +62,7 @@ pub fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -> Offs
             generation_id: req.generation_id_or_member_epoch,
             group_instance_id: req.group_instance_id.as_ref().map(|s| s.as_str()),
         };
-        ctx.groups.commit_offsets(
-            req.group_id.0.as_str(),
-            member,
-            to_commit,
-            now,
-            &ctx.offsets_log(),
-        )
+        ctx.groups.commit_offsets(req.group_id.0.as_str(), member, to_commit, now, &ctx.offsets_log())
     };
     let group_err = group_result.err().map(coordinator_error);
     let topics = req
@@ -87,7 +88,8 @@ type FetchedOffsets = Vec<(String, Vec<(i32, i64, i32, String)>)>;
 
 /// Committed offsets of one group, grouped by topic: (partition, offset, epoch, metadata).
 fn fetch_group(ctx: &Ctx, group: &str, topics: Option<Vec<(String, Vec<i32>)>>) -> FetchedOffsets {
-    let wanted: Option<Vec<(String, i32)>> = topics.as_ref().map(|ts| ts.iter().flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p))).collect());
+    let wanted: Option<Vec<(String, i32)>> =
+        topics.as_ref().map(|ts| ts.iter().flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p))).collect());
     let found = ctx.groups.fetch_offsets(group, wanted.as_deref());
     let mut out: FetchedOffsets = Vec::new();
     for (t, p, o) in found {
@@ -113,8 +115,15 @@ pub fn offset_fetch(ctx: &Ctx, req: OffsetFetchRequest, version: i16) -> OffsetF
                 OffsetFetchResponseTopic::default().with_name(TopicName(str_bytes(t))).with_partitions(
                     ps.into_iter()
                         .map(|(p, off, epoch, meta)| {
-                            let r = OffsetFetchResponsePartition::default().with_partition_index(p).with_committed_offset(off).with_metadata(Some(str_bytes(meta)));
-                            if version >= 5 { r.with_committed_leader_epoch(epoch) } else { r }
+                            let r = OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(off)
+                                .with_metadata(Some(str_bytes(meta)));
+                            if version >= 5 {
+                                r.with_committed_leader_epoch(epoch)
+                            } else {
+                                r
+                            }
                         })
                         .collect(),
                 )
@@ -126,7 +135,8 @@ pub fn offset_fetch(ctx: &Ctx, req: OffsetFetchRequest, version: i16) -> OffsetF
         .groups
         .into_iter()
         .map(|g| {
-            let topics = g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+            let topics =
+                g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
             let fetched = fetch_group(ctx, g.group_id.0.as_str(), topics);
             OffsetFetchResponseGroup::default().with_group_id(g.group_id).with_topics(
                 fetched
@@ -172,7 +182,11 @@ fn subscribed(group: &Group, topic: &str) -> bool {
 }
 
 pub fn offset_delete(ctx: &Ctx, req: OffsetDeleteRequest, _version: i16) -> OffsetDeleteResponse {
-    let partitions: Vec<(String, i32)> = req.topics.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index))).collect();
+    let partitions: Vec<(String, i32)> = req
+        .topics
+        .iter()
+        .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index)))
+        .collect();
     match ctx.groups.delete_offsets(req.group_id.0.as_str(), &partitions, subscribed, &ctx.offsets_log()) {
         Err(e) => OffsetDeleteResponse::default().with_error_code(coordinator_error(e).code()),
         Ok(results) => {
@@ -187,11 +201,15 @@ pub fn offset_delete(ctx: &Ctx, req: OffsetDeleteRequest, _version: i16) -> Offs
                         .map(|p| {
                             let code = match &results[i] {
                                 Ok(()) => 0,
-                                Err(CoordinatorError::GroupSubscribedToTopic) => ResponseError::GroupSubscribedToTopic.code(),
+                                Err(CoordinatorError::GroupSubscribedToTopic) => {
+                                    ResponseError::GroupSubscribedToTopic.code()
+                                }
                                 Err(e) => coordinator_error(*e).code(),
                             };
                             i += 1;
-                            OffsetDeleteResponsePartition::default().with_partition_index(p.partition_index).with_error_code(code)
+                            OffsetDeleteResponsePartition::default()
+                                .with_partition_index(p.partition_index)
+                                .with_error_code(code)
                         })
                         .collect();
                     OffsetDeleteResponseTopic::default().with_name(t.name).with_partitions(parts)

@@ -5,12 +5,12 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
-use kafka_protocol::messages::delete_groups_response::DeletableGroupResult;
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
 
@@ -42,16 +42,28 @@ pub fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i16) ->
     };
     if version < 4 {
         return match lookup(req.key.as_str()) {
-            Ok((id, host, port)) => FindCoordinatorResponse::default().with_node_id(BrokerId(id)).with_host(str_bytes(host)).with_port(port),
-            Err(e) => FindCoordinatorResponse::default().with_error_code(e.code()).with_node_id(BrokerId(-1)).with_port(-1),
+            Ok((id, host, port)) => {
+                FindCoordinatorResponse::default().with_node_id(BrokerId(id)).with_host(str_bytes(host)).with_port(port)
+            }
+            Err(e) => {
+                FindCoordinatorResponse::default().with_error_code(e.code()).with_node_id(BrokerId(-1)).with_port(-1)
+            }
         };
     }
     let coordinators = req
         .coordinator_keys
         .iter()
         .map(|k| match lookup(k.as_str()) {
-            Ok((id, host, port)) => Coordinator::default().with_key(k.clone()).with_node_id(BrokerId(id)).with_host(str_bytes(host)).with_port(port),
-            Err(e) => Coordinator::default().with_key(k.clone()).with_node_id(BrokerId(-1)).with_port(-1).with_error_code(e.code()),
+            Ok((id, host, port)) => Coordinator::default()
+                .with_key(k.clone())
+                .with_node_id(BrokerId(id))
+                .with_host(str_bytes(host))
+                .with_port(port),
+            Err(e) => Coordinator::default()
+                .with_key(k.clone())
+                .with_node_id(BrokerId(-1))
+                .with_port(-1)
+                .with_error_code(e.code()),
         })
         .collect();
     FindCoordinatorResponse::default().with_coordinators(coordinators)
@@ -95,7 +107,10 @@ fn join_response(o: JoinOutcome, version: i16) -> JoinGroupResponse {
 pub async fn join_group(ctx: &Ctx, info: &RequestInfo, req: JoinGroupRequest, version: i16) -> JoinGroupResponse {
     let group_id = req.group_id.0.to_string();
     if group_id.is_empty() {
-        return JoinGroupResponse::default().with_error_code(ResponseError::InvalidGroupId.code()).with_generation_id(-1).with_protocol_name(protocol_name(None, version));
+        return JoinGroupResponse::default()
+            .with_error_code(ResponseError::InvalidGroupId.code())
+            .with_generation_id(-1)
+            .with_protocol_name(protocol_name(None, version));
     }
     // v0 had no rebalance timeout: it equals the session timeout.
     let rebalance_timeout = if version >= 1 { req.rebalance_timeout_ms } else { req.session_timeout_ms };
@@ -133,7 +148,8 @@ fn sync_response(o: SyncOutcome, version: i16) -> SyncGroupResponse {
 }
 
 pub async fn sync_group(ctx: &Ctx, req: SyncGroupRequest, version: i16) -> SyncGroupResponse {
-    let assignments: Vec<(String, Bytes)> = req.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
+    let assignments: Vec<(String, Bytes)> =
+        req.assignments.iter().map(|a| (a.member_id.to_string(), a.assignment.clone())).collect();
     let params = SyncParams {
         member_id: req.member_id.as_str(),
         generation_id: req.generation_id,
@@ -143,7 +159,12 @@ pub async fn sync_group(ctx: &Ctx, req: SyncGroupRequest, version: i16) -> SyncG
         assignments,
     };
     let rx = ctx.groups.sync(req.group_id.0.as_str(), params, ctx.now_ms(), &ctx.offsets_log());
-    let fallback = SyncOutcome { error: Some(GroupError::RebalanceInProgress), protocol_type: None, protocol_name: None, assignment: Bytes::new() };
+    let fallback = SyncOutcome {
+        error: Some(GroupError::RebalanceInProgress),
+        protocol_type: None,
+        protocol_name: None,
+        assignment: Bytes::new(),
+    };
     sync_response(wait(rx, Duration::from_secs(610), fallback).await, version)
 }
 
@@ -166,7 +187,9 @@ pub fn leave_group(ctx: &Ctx, req: LeaveGroupRequest, version: i16) -> LeaveGrou
     };
     match ctx.groups.leave(req.group_id.0.as_str(), &members, ctx.now_ms(), &ctx.offsets_log()) {
         Err(e) => LeaveGroupResponse::default().with_error_code(group_error(e).code()),
-        Ok(results) if version < 3 => LeaveGroupResponse::default().with_error_code(results[0].err().map_or(0, |e| group_error(e).code())),
+        Ok(results) if version < 3 => {
+            LeaveGroupResponse::default().with_error_code(results[0].err().map_or(0, |e| group_error(e).code()))
+        }
         Ok(results) => LeaveGroupResponse::default().with_members(
             members
                 .into_iter()
@@ -189,7 +212,10 @@ pub fn describe_groups(ctx: &Ctx, req: DescribeGroupsRequest, _version: i16) -> 
         .map(|gid| {
             let ops = if req.include_authorized_operations { super::group_ops_all() } else { OPS_NOT_REQUESTED };
             match ctx.groups.describe(gid.0.as_str()) {
-                None => DescribedGroup::default().with_group_id(gid).with_group_state(str_bytes("Dead")).with_authorized_operations(ops),
+                None => DescribedGroup::default()
+                    .with_group_id(gid)
+                    .with_group_state(str_bytes("Dead"))
+                    .with_authorized_operations(ops),
                 Some(d) => DescribedGroup::default()
                     .with_group_id(gid)
                     .with_group_state(str_bytes(d.state.name()))
@@ -226,7 +252,9 @@ pub fn list_groups(ctx: &Ctx, req: ListGroupsRequest, version: i16) -> ListGroup
         .filter(|g| states.is_empty() || states.contains(&g.state.name().to_ascii_lowercase()))
         .filter(|_| types.is_empty() || types.contains(&"classic".to_owned()))
         .map(|g| {
-            let mut l = ListedGroup::default().with_group_id(GroupId(str_bytes(g.group_id))).with_protocol_type(str_bytes(g.protocol_type));
+            let mut l = ListedGroup::default()
+                .with_group_id(GroupId(str_bytes(g.group_id)))
+                .with_protocol_type(str_bytes(g.protocol_type));
             if version >= 4 {
                 l = l.with_group_state(str_bytes(g.state.name()));
             }
@@ -245,7 +273,9 @@ pub fn delete_groups(ctx: &Ctx, req: DeleteGroupsRequest, _version: i16) -> Dele
         .into_iter()
         .map(|gid| {
             let r = ctx.groups.delete_group(gid.0.as_str(), ctx.now_ms(), &ctx.offsets_log());
-            DeletableGroupResult::default().with_group_id(gid).with_error_code(r.err().map_or(0, |e| coordinator_error(e).code()))
+            DeletableGroupResult::default()
+                .with_group_id(gid)
+                .with_error_code(r.err().map_or(0, |e| coordinator_error(e).code()))
         })
         .collect();
     DeleteGroupsResponse::default().with_results(results)

@@ -7,7 +7,10 @@ use crate::protocol::Ctx;
 
 pub fn handle(ctx: &Ctx, req: InitProducerIdRequest, _version: i16) -> InitProducerIdResponse {
     let fail = |e: ResponseError| {
-        InitProducerIdResponse::default().with_error_code(e.code()).with_producer_id(ProducerId(-1)).with_producer_epoch(-1)
+        InitProducerIdResponse::default()
+            .with_error_code(e.code())
+            .with_producer_id(ProducerId(-1))
+            .with_producer_epoch(-1)
     };
     if req.transactional_id.is_some() {
         tracing::warn!("InitProducerId with a transactional id: transactions are not supported yet");

@@ -1,7 +1,9 @@
 //! Metadata: brokers, controller, topics and their partitions.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::metadata_response::{MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic};
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
 use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, TopicName};
 
 use super::{cluster_ops_all, str_bytes, topic_ops_all, topic_or_auto_create, OPS_NOT_REQUESTED};
@@ -58,7 +60,11 @@ pub fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataResponse
         .with_cluster_id(Some(str_bytes(image.cluster_id.clone())))
         .with_controller_id(BrokerId(ctx.controller.node_id()))
         .with_topics(topics)
-        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations { cluster_ops_all() } else { OPS_NOT_REQUESTED })
+        .with_cluster_authorized_operations(if req.include_cluster_authorized_operations {
+            cluster_ops_all()
+        } else {
+            OPS_NOT_REQUESTED
+        })
 }
 
 fn error_topic(name: Option<TopicName>, id: uuid::Uuid, e: ResponseError) -> MetadataResponseTopic {

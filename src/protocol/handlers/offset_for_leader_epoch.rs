@@ -19,14 +19,22 @@ pub fn handle(ctx: &Ctx, req: OffsetForLeaderEpochRequest, _version: i16) -> Off
                 .partitions
                 .into_iter()
                 .map(|p| {
-                    let base = EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
-                    let partition = match topic.ok_or(ResponseError::UnknownTopicOrPartition).and_then(|t| local_partition(ctx, t, p.partition)) {
+                    let base =
+                        EpochEndOffset::default().with_partition(p.partition).with_leader_epoch(-1).with_end_offset(-1);
+                    let partition = match topic
+                        .ok_or(ResponseError::UnknownTopicOrPartition)
+                        .and_then(|t| local_partition(ctx, t, p.partition))
+                    {
                         Ok(part) => part,
                         Err(e) => return base.with_error_code(e.code()),
                     };
                     let current = partition.leader_epoch();
                     if p.current_leader_epoch >= 0 && p.current_leader_epoch != current {
-                        let e = if p.current_leader_epoch > current { ResponseError::UnknownLeaderEpoch } else { ResponseError::FencedLeaderEpoch };
+                        let e = if p.current_leader_epoch > current {
+                            ResponseError::UnknownLeaderEpoch
+                        } else {
+                            ResponseError::FencedLeaderEpoch
+                        };
                         return base.with_error_code(e.code());
                     }
                     match partition.end_offset_for_epoch(p.leader_epoch) {

@@ -74,7 +74,9 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, _version: i16) -> Option<Pro
             };
             let mut records = into_mut(records);
             let now = ctx.now_ms();
-            let config_ms = |name: &str, default: i64| topic.configs.get(name).and_then(|v| v.parse::<i64>().ok()).unwrap_or(default);
+            let config_ms = |name: &str, default: i64| {
+                topic.configs.get(name).and_then(|v| v.parse::<i64>().ok()).unwrap_or(default)
+            };
             let limits = ProduceLimits {
                 max_message_bytes: log_config.max_message_bytes,
                 timestamps: Some(TimestampBounds {
@@ -104,11 +106,19 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, _version: i16) -> Option<Pro
                 }
             }
         }
-        responses.push(TopicProduceResponse::default().with_name(td.name).with_topic_id(td.topic_id).with_partition_responses(parts));
+        responses.push(
+            TopicProduceResponse::default()
+                .with_name(td.name)
+                .with_topic_id(td.topic_id)
+                .with_partition_responses(parts),
+        );
     }
     if !to_flush.is_empty() {
         let results = tokio::task::spawn_blocking(move || {
-            to_flush.iter().map(|(p, offset)| p.flush_through(*offset).map_err(|e| (p.topic.clone(), p.index, e))).collect::<Vec<_>>()
+            to_flush
+                .iter()
+                .map(|(p, offset)| p.flush_through(*offset).map_err(|e| (p.topic.clone(), p.index, e)))
+                .collect::<Vec<_>>()
         })
         .await;
         let failed: Vec<(String, i32)> = match results {

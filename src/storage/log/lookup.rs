@@ -16,9 +16,7 @@ impl PartitionLog {
             .filter(|s| s.next_offset() > self.log_start_offset)
             .filter(|s| s.max_timestamp().is_some_and(|(max, _)| max >= ts));
         for segment in candidates {
-            let start = segment
-                .search_start_for_timestamp(ts)
-                .max(self.log_start_offset);
+            let start = segment.search_start_for_timestamp(ts).max(self.log_start_offset);
             let Some((pos, _)) = segment.find_batch(start)? else {
                 continue;
             };
@@ -28,10 +26,7 @@ impl PartitionLog {
                     continue;
                 }
                 if h.compression() != Compression::None {
-                    return Ok(Some((
-                        h.base_offset.max(self.log_start_offset),
-                        h.max_timestamp,
-                    )));
+                    return Ok(Some((h.base_offset.max(self.log_start_offset), h.max_timestamp)));
                 }
                 let batch = segment.read(at, h.total_len())?;
                 let found = match record_positions(&h, &batch) {
@@ -54,25 +49,19 @@ impl PartitionLog {
     /// timestamp (the first such). Exact for uncompressed batches, else the batch's base
     /// offset. `None` when no record carries a timestamp.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
-        let (segment, (ts, batch_offset)) = self
-            .segments
-            .iter()
-            .filter_map(|s| Some((s, s.max_timestamp()?)))
-            .fold(None, |best: Option<(_, (i64, i64))>, cur| match best {
+        let (segment, (ts, batch_offset)) = self.segments.iter().filter_map(|s| Some((s, s.max_timestamp()?))).fold(
+            None,
+            |best: Option<(_, (i64, i64))>, cur| match best {
                 Some(b) if b.1 .0 >= cur.1 .0 => Some(b),
                 _ => Some(cur),
-            })?;
+            },
+        )?;
         let exact = segment
             .find_batch(batch_offset)
             .ok()
             .flatten()
             .filter(|(_, h)| h.max_timestamp == ts)
-            .and_then(|(pos, h)| {
-                Some(exact_offset_of_timestamp(
-                    &segment.read(pos, h.total_len()).ok()?,
-                    &h,
-                ))
-            });
+            .and_then(|(pos, h)| Some(exact_offset_of_timestamp(&segment.read(pos, h.total_len()).ok()?, &h)));
         Some((ts, exact.unwrap_or(batch_offset)))
     }
 

@@ -5,16 +5,11 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
-use super::{
-    LogConfig, PartitionLog, CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
-    RECOVERY_POINT_CHECKPOINT,
-};
+use super::{LogConfig, PartitionLog, CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT};
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::error::StorageError;
 use crate::storage::leader_epoch::LeaderEpochCache;
-use crate::storage::segment::{
-    segment_file_name, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
-};
+use crate::storage::segment::{segment_file_name, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
 
 /// Leftovers of interrupted deletes, compactions and checkpoint writes.
 const STRAY_SUFFIXES: [&str; 4] = [".deleted", ".cleaned", ".swap", ".tmp"];
@@ -36,26 +31,19 @@ impl PartitionLog {
             fs::remove_file(&marker)?;
             sync_dir(dir)?;
         }
-        let persisted_recovery_point =
-            CheckpointFile::read_offset(&dir.join(RECOVERY_POINT_CHECKPOINT))?.unwrap_or(0);
-        let checkpointed_start =
-            CheckpointFile::read_offset(&dir.join(LOG_START_OFFSET_CHECKPOINT))?;
+        let persisted_recovery_point = CheckpointFile::read_offset(&dir.join(RECOVERY_POINT_CHECKPOINT))?.unwrap_or(0);
+        let checkpointed_start = CheckpointFile::read_offset(&dir.join(LOG_START_OFFSET_CHECKPOINT))?;
 
         let mut segments: Vec<LogSegment> = Vec::with_capacity(bases.len());
         for (i, &base) in bases.iter().enumerate() {
-            let holds_unflushed = bases
-                .get(i + 1)
-                .is_none_or(|&next| next > persisted_recovery_point);
+            let holds_unflushed = bases.get(i + 1).is_none_or(|&next| next > persisted_recovery_point);
             let recover = !clean_shutdown && holds_unflushed;
             let (segment, cut) = LogSegment::open(dir, base, config.index_interval_bytes, recover)?;
             if let Some(prev) = segments.last() {
                 if base < prev.next_offset() {
                     return Err(StorageError::Corrupt {
                         path: dir.join(segment_file_name(base, LOG_SUFFIX)),
-                        reason: format!(
-                            "segment overlaps the previous one, which ends at {}",
-                            prev.next_offset()
-                        ),
+                        reason: format!("segment overlaps the previous one, which ends at {}", prev.next_offset()),
                     });
                 }
             }
@@ -82,11 +70,7 @@ impl PartitionLog {
         };
         if log.segments.is_empty() {
             let base = checkpointed_start.unwrap_or(0).max(0);
-            log.segments.push(LogSegment::create(
-                dir,
-                base,
-                log.config.index_interval_bytes,
-            )?);
+            log.segments.push(LogSegment::create(dir, base, log.config.index_interval_bytes)?);
             sync_dir(dir)?;
         }
         let first_base = log.segments[0].base_offset();

@@ -28,8 +28,7 @@ impl PartitionLog {
         let mut count = 0;
         if self.config.retention_ms >= 0 {
             while count < sealed
-                && now_ms.saturating_sub(self.segments[count].largest_timestamp()?)
-                    > self.config.retention_ms
+                && now_ms.saturating_sub(self.segments[count].largest_timestamp()?) > self.config.retention_ms
             {
                 count += 1;
             }
@@ -84,11 +83,7 @@ impl PartitionLog {
             deleted = deleted.and(old.delete());
         }
         deleted?;
-        self.segments.push(LogSegment::create(
-            &self.dir,
-            offset,
-            self.config.index_interval_bytes,
-        )?);
+        self.segments.push(LogSegment::create(&self.dir, offset, self.config.index_interval_bytes)?);
         sync_dir(&self.dir)?;
         self.log_start_offset = offset;
         CheckpointFile::write_offset(&self.dir.join(LOG_START_OFFSET_CHECKPOINT), offset)?;
@@ -118,8 +113,7 @@ impl PartitionLog {
 
     /// Deletes sealed segments whose successor starts at or below the log start offset.
     pub(super) fn delete_segments_below_start(&mut self) -> Result<(), StorageError> {
-        let count =
-            self.segments[1..].partition_point(|s| s.base_offset() <= self.log_start_offset);
+        let count = self.segments[1..].partition_point(|s| s.base_offset() <= self.log_start_offset);
         self.delete_oldest_segments(count)
     }
 

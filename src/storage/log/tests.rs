@@ -11,12 +11,7 @@ use crate::storage::segment::{segment_file_name, INDEX_SUFFIX, LOG_SUFFIX};
 use crate::storage::test_util::{build_batch, mark_compressed};
 
 fn config(segment_bytes: u64) -> LogConfig {
-    LogConfig {
-        segment_bytes,
-        index_interval_bytes: 200,
-        retention_ms: -1,
-        ..LogConfig::default()
-    }
+    LogConfig { segment_bytes, index_interval_bytes: 200, retention_ms: -1, ..LogConfig::default() }
 }
 
 /// Appends one batch of `timestamps.len()` records with 50-byte values.
@@ -38,16 +33,11 @@ fn batches(bytes: &[u8]) -> Vec<(i64, i64)> {
     if bytes.is_empty() {
         return Vec::new();
     }
-    validate_batches(bytes, usize::MAX)
-        .unwrap()
-        .iter()
-        .map(|h| (h.base_offset, h.last_offset()))
-        .collect()
+    validate_batches(bytes, usize::MAX).unwrap().iter().map(|h| (h.base_offset, h.last_offset())).collect()
 }
 
 fn active_log_path(log: &PartitionLog) -> std::path::PathBuf {
-    log.dir()
-        .join(segment_file_name(log.active().base_offset(), LOG_SUFFIX))
+    log.dir().join(segment_file_name(log.active().base_offset(), LOG_SUFFIX))
 }
 
 fn reopen(dir: &Path, cfg: LogConfig) -> PartitionLog {
@@ -88,18 +78,9 @@ fn read_respects_max_bytes_and_max_offset() {
     let batch_len = log.read(0, 1, i64::MAX).unwrap().len();
     assert!(batch_len > 100);
     assert_eq!(batches(&log.read(3, 10, i64::MAX).unwrap()), vec![(3, 5)]);
-    assert_eq!(
-        batches(&log.read(3, 2 * batch_len, i64::MAX).unwrap()),
-        vec![(3, 5), (6, 8)]
-    );
-    assert_eq!(
-        batches(&log.read(3, 2 * batch_len - 1, i64::MAX).unwrap()),
-        vec![(3, 5)]
-    );
-    assert_eq!(
-        batches(&log.read(0, usize::MAX, 9).unwrap()),
-        vec![(0, 2), (3, 5), (6, 8)]
-    );
+    assert_eq!(batches(&log.read(3, 2 * batch_len, i64::MAX).unwrap()), vec![(3, 5), (6, 8)]);
+    assert_eq!(batches(&log.read(3, 2 * batch_len - 1, i64::MAX).unwrap()), vec![(3, 5)]);
+    assert_eq!(batches(&log.read(0, usize::MAX, 9).unwrap()), vec![(0, 2), (3, 5), (6, 8)]);
     assert!(log.read(9, usize::MAX, 9).unwrap().is_empty());
     assert!(log.read(30, usize::MAX, i64::MAX).unwrap().is_empty());
 }
@@ -112,11 +93,7 @@ fn offset_out_of_range_on_both_sides() {
     log.delete_records_before(6).unwrap();
     for offset in [5, 13] {
         match log.read(offset, 100, i64::MAX) {
-            Err(StorageError::OffsetOutOfRange {
-                offset: o,
-                log_start_offset: 6,
-                log_end_offset: 12,
-            }) => {
+            Err(StorageError::OffsetOutOfRange { offset: o, log_start_offset: 6, log_end_offset: 12 }) => {
                 assert_eq!(o, offset)
             }
             other => panic!("read at {offset}: {other:?}"),
@@ -149,19 +126,11 @@ fn recovery_truncates_garbage_after_last_batch() {
     fill(&mut log, 5);
     let path = active_log_path(&log);
     drop(log); // no clean shutdown
-    OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap()
-        .write_all(&[0xab; 100])
-        .unwrap();
+    OpenOptions::new().append(true).open(&path).unwrap().write_all(&[0xab; 100]).unwrap();
 
     let mut log = reopen(dir.path(), config(1 << 20));
     assert_eq!(log.log_end_offset(), 15);
-    assert_eq!(
-        batches(&log.read(0, usize::MAX, i64::MAX).unwrap()).len(),
-        5
-    );
+    assert_eq!(batches(&log.read(0, usize::MAX, i64::MAX).unwrap()).len(), 5);
     assert_eq!(append(&mut log, &[1, 2], 0).base_offset, 15);
     assert_eq!(batches(&log.read(15, 1, i64::MAX).unwrap()), vec![(15, 16)]);
 }
@@ -176,12 +145,7 @@ fn recovery_truncates_torn_half_batch() {
     drop(log);
     let mut torn = build_batch(15, &[1, 2, 3], 50);
     torn.truncate(torn.len() / 2);
-    OpenOptions::new()
-        .append(true)
-        .open(&path)
-        .unwrap()
-        .write_all(&torn)
-        .unwrap();
+    OpenOptions::new().append(true).open(&path).unwrap().write_all(&torn).unwrap();
 
     let mut log = reopen(dir.path(), config(1 << 20));
     assert_eq!(log.log_end_offset(), 15);
@@ -196,11 +160,7 @@ fn recovery_truncates_batch_with_flipped_byte() {
     let path = active_log_path(&log);
     let size = log.size_bytes();
     drop(log);
-    let file = OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open(&path)
-        .unwrap();
+    let file = OpenOptions::new().read(true).write(true).open(&path).unwrap();
     let mut byte = [0u8];
     file.read_exact_at(&mut byte, size - 10).unwrap();
     file.write_all_at(&[byte[0] ^ 0x01], size - 10).unwrap();
@@ -225,11 +185,7 @@ fn recovery_drops_segments_after_a_corrupt_one() {
     let log = reopen(dir.path(), config(1000));
     assert_eq!((log.log_end_offset(), log.segment_count()), (3, 1));
     let files = fs::read_dir(dir.path()).unwrap().count();
-    assert_eq!(
-        files,
-        3 + 2,
-        "one segment's three files plus two checkpoints"
-    );
+    assert_eq!(files, 3 + 2, "one segment's three files plus two checkpoints");
 }
 
 #[test]
@@ -248,25 +204,14 @@ fn missing_or_corrupt_index_is_rebuilt() {
     assert_eq!(fs::metadata(&index).unwrap().len(), 8 * entries as u64);
     for offset in [0, 50, 119] {
         let base = offset - offset % 3;
-        assert_eq!(
-            batches(&log.read(offset, 1, i64::MAX).unwrap()),
-            vec![(base, base + 2)]
-        );
+        assert_eq!(batches(&log.read(offset, 1, i64::MAX).unwrap()), vec![(base, base + 2)]);
     }
     log.close().unwrap();
 
-    OpenOptions::new()
-        .append(true)
-        .open(&index)
-        .unwrap()
-        .write_all(&[1, 2, 3])
-        .unwrap();
+    OpenOptions::new().append(true).open(&index).unwrap().write_all(&[1, 2, 3]).unwrap();
     let log = reopen(dir.path(), config(1 << 20));
     assert_eq!(log.active().offset_index().len(), entries);
-    assert_eq!(
-        batches(&log.read(100, 1, i64::MAX).unwrap()),
-        vec![(99, 101)]
-    );
+    assert_eq!(batches(&log.read(100, 1, i64::MAX).unwrap()), vec![(99, 101)]);
 }
 
 #[test]
@@ -278,19 +223,13 @@ fn retention_by_size_deletes_only_sealed_segments() {
     let sizes: Vec<u64> = log.segments.iter().map(LogSegment::size).collect();
     // Keep at least the last three segments' worth of bytes.
     let keep: u64 = sizes[segments - 3..].iter().sum();
-    log.set_config(LogConfig {
-        retention_bytes: keep as i64,
-        ..config(1000)
-    });
+    log.set_config(LogConfig { retention_bytes: keep as i64, ..config(1000) });
     assert_eq!(log.enforce_retention(0).unwrap(), segments - 3);
     assert_eq!(log.segment_count(), 3);
     assert_eq!(log.log_start_offset(), log.segments[0].base_offset());
     assert!(log.read(0, 1, i64::MAX).is_err());
 
-    log.set_config(LogConfig {
-        retention_bytes: 0,
-        ..config(1000)
-    });
+    log.set_config(LogConfig { retention_bytes: 0, ..config(1000) });
     assert_eq!(log.enforce_retention(0).unwrap(), 2);
     assert_eq!(log.segment_count(), 1, "the active segment stays");
     assert_eq!(log.log_start_offset(), log.active().base_offset());
@@ -308,10 +247,7 @@ fn retention_by_time_deletes_old_sealed_segments() {
     let cutoff_segment = 2;
     let newest_kept = log.segments[cutoff_segment].max_timestamp().unwrap().0;
     let oldest_deleted = log.segments[cutoff_segment - 1].max_timestamp().unwrap().0;
-    log.set_config(LogConfig {
-        retention_ms: 100,
-        ..config(1000)
-    });
+    log.set_config(LogConfig { retention_ms: 100, ..config(1000) });
     // Segments 0 and 1 are older than the retention; segment 2 is not.
     let now = oldest_deleted + 101;
     assert!(now - newest_kept <= 100);
@@ -322,10 +258,7 @@ fn retention_by_time_deletes_old_sealed_segments() {
     assert_eq!(log.segment_count(), 1);
     let log_start = log.log_start_offset();
     drop(log);
-    assert_eq!(
-        reopen(dir.path(), config(1000)).log_start_offset(),
-        log_start
-    );
+    assert_eq!(reopen(dir.path(), config(1000)).log_start_offset(), log_start);
 }
 
 #[test]
@@ -336,20 +269,9 @@ fn delete_records_before_persists() {
     let second_base = log.segments[1].base_offset();
     let target = second_base + 4;
     assert_eq!(log.delete_records_before(target).unwrap(), target);
-    assert_eq!(
-        log.segments[0].base_offset(),
-        second_base,
-        "first segment deleted"
-    );
-    assert_eq!(
-        log.delete_records_before(2).unwrap(),
-        target,
-        "never moves back"
-    );
-    assert!(matches!(
-        log.delete_records_before(91),
-        Err(StorageError::OffsetOutOfRange { .. })
-    ));
+    assert_eq!(log.segments[0].base_offset(), second_base, "first segment deleted");
+    assert_eq!(log.delete_records_before(2).unwrap(), target, "never moves back");
+    assert!(matches!(log.delete_records_before(91), Err(StorageError::OffsetOutOfRange { .. })));
     // Reading inside the batch that straddles the start offset is allowed.
     assert!(!log.read(target, 1, i64::MAX).unwrap().is_empty());
     drop(log);
@@ -395,14 +317,8 @@ fn offset_for_timestamp_uses_time_index_across_segments() {
     let log = reopen(dir.path(), config(2000));
     assert!(log.segment_count() > 5);
     for i in [0, 1, 37, 99] {
-        assert_eq!(
-            log.offset_for_timestamp(1000 * i + 5).unwrap(),
-            Some((3 * i + 1, 1000 * i + 10))
-        );
-        assert_eq!(
-            log.offset_for_timestamp(1000 * i).unwrap(),
-            Some((3 * i, 1000 * i))
-        );
+        assert_eq!(log.offset_for_timestamp(1000 * i + 5).unwrap(), Some((3 * i + 1, 1000 * i + 10)));
+        assert_eq!(log.offset_for_timestamp(1000 * i).unwrap(), Some((3 * i, 1000 * i)));
     }
     assert_eq!(log.max_timestamp(), Some((99_020, 299)));
 }
@@ -449,23 +365,13 @@ fn truncate_to_removes_tail_segments_and_epochs() {
     assert_eq!(log.end_offset_for_epoch(2), None);
     assert_eq!(append(&mut log, &[7], 4).base_offset, 39);
     assert_eq!(log.end_offset_for_epoch(1), Some((1, 39)));
-    assert_eq!(
-        batches(&log.read(30, usize::MAX, i64::MAX).unwrap()).last(),
-        Some(&(39, 39))
-    );
+    assert_eq!(batches(&log.read(30, usize::MAX, i64::MAX).unwrap()).last(), Some(&(39, 39)));
     drop(log);
 
     let mut log = reopen(dir.path(), config(1000));
     assert_eq!(log.log_end_offset(), 40);
     log.truncate_to(0).unwrap();
-    assert_eq!(
-        (
-            log.log_start_offset(),
-            log.log_end_offset(),
-            log.segment_count()
-        ),
-        (0, 0, 1)
-    );
+    assert_eq!((log.log_start_offset(), log.log_end_offset(), log.segment_count()), (0, 0, 1));
     assert_eq!(log.latest_epoch(), None);
     assert_eq!(append(&mut log, &[1], 0).base_offset, 0);
 }
@@ -473,10 +379,7 @@ fn truncate_to_removes_tail_segments_and_epochs() {
 #[test]
 fn flush_policy_and_group_commit_handle() {
     let dir = tempfile::tempdir().unwrap();
-    let cfg = LogConfig {
-        flush_messages: 5,
-        ..config(1 << 20)
-    };
+    let cfg = LogConfig { flush_messages: 5, ..config(1 << 20) };
     let mut log = PartitionLog::open(dir.path(), cfg, 0).unwrap();
     assert!(log.unflushed_handle().is_none());
     append(&mut log, &[1, 2, 3], 0);
@@ -489,15 +392,9 @@ fn flush_policy_and_group_commit_handle() {
     append(&mut log, &[1, 2, 3], 0); // 6 unflushed records ≥ 5: flushed by policy
     assert_eq!(log.recovery_point(), 9);
     assert!(log.unflushed_handle().is_none());
-    assert_eq!(
-        CheckpointFile::read_offset(&dir.path().join(RECOVERY_POINT_CHECKPOINT)).unwrap(),
-        Some(9)
-    );
+    assert_eq!(CheckpointFile::read_offset(&dir.path().join(RECOVERY_POINT_CHECKPOINT)).unwrap(), Some(9));
 
-    log.set_config(LogConfig {
-        flush_ms: 100,
-        ..config(1 << 20)
-    });
+    log.set_config(LogConfig { flush_ms: 100, ..config(1 << 20) });
     // The last flush happened at 1_000 (the helper's clock).
     log.append(&mut build_batch(0, &[1], 10), 0, 1_050).unwrap();
     assert_eq!(log.recovery_point(), 9);
@@ -508,23 +405,14 @@ fn flush_policy_and_group_commit_handle() {
 #[test]
 fn rolls_on_segment_ms_and_oversized_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(
-        dir.path(),
-        LogConfig {
-            segment_ms: 1000,
-            ..config(500)
-        },
-        0,
-    )
-    .unwrap();
+    let mut log = PartitionLog::open(dir.path(), LogConfig { segment_ms: 1000, ..config(500) }, 0).unwrap();
     log.append(&mut build_batch(0, &[1], 10), 0, 0).unwrap();
     log.append(&mut build_batch(0, &[1], 10), 0, 500).unwrap();
     assert_eq!(log.segment_count(), 1);
     log.append(&mut build_batch(0, &[1], 10), 0, 1_500).unwrap();
     assert_eq!(log.segment_count(), 2);
     // Bigger than segment.bytes: goes alone into a fresh segment.
-    log.append(&mut build_batch(0, &[1], 1000), 0, 1_600)
-        .unwrap();
+    log.append(&mut build_batch(0, &[1], 1000), 0, 1_600).unwrap();
     assert_eq!(log.segment_count(), 3);
     assert_eq!(log.segments[2].base_offset(), 3);
     log.append(&mut build_batch(0, &[1], 10), 0, 1_600).unwrap();
@@ -540,10 +428,7 @@ fn rejected_append_changes_nothing() {
     let mut good = build_batch(0, &[1], 10);
     let mut torn = good.clone();
     torn.extend_from_slice(&good[..good.len() - 1]);
-    assert!(matches!(
-        log.append(&mut torn, 0, 0),
-        Err(StorageError::Batch(_))
-    ));
+    assert!(matches!(log.append(&mut torn, 0, 0), Err(StorageError::Batch(_))));
     assert_eq!((log.log_end_offset(), log.size_bytes()), (6, size));
     assert_eq!(log.append(&mut good, 0, 0).unwrap().base_offset, 6);
 }
@@ -566,20 +451,14 @@ fn open_removes_stray_files() {
     let mut log = PartitionLog::open(dir.path(), config(1 << 20), 0).unwrap();
     fill(&mut log, 2);
     log.close().unwrap();
-    for name in [
-        "00000000000000000000.log.deleted",
-        "00000000000000000007.log.swap",
-        "x.tmp",
-    ] {
+    for name in ["00000000000000000000.log.deleted", "00000000000000000007.log.swap", "x.tmp"] {
         fs::write(dir.path().join(name), b"junk").unwrap();
     }
     fs::write(dir.path().join(segment_file_name(999, INDEX_SUFFIX)), b"").unwrap();
     let log = reopen(dir.path(), config(1 << 20));
     assert_eq!(log.log_end_offset(), 6);
-    let mut names: Vec<String> = fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().into_string().unwrap())
-        .collect();
+    let mut names: Vec<String> =
+        fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert_eq!(
         names,
@@ -605,12 +484,7 @@ fn segments_below_recovery_point_are_trusted() {
     let (pos, _) = log.segments[0].find_batch(3).unwrap().unwrap();
     drop(log); // unclean, but everything is below the recovery point
     let first_log = dir.path().join(segment_file_name(0, LOG_SUFFIX));
-    OpenOptions::new()
-        .write(true)
-        .open(&first_log)
-        .unwrap()
-        .write_all_at(&[0xff], pos + 70)
-        .unwrap();
+    OpenOptions::new().write(true).open(&first_log).unwrap().write_all_at(&[0xff], pos + 70).unwrap();
 
     // The flipped byte is inside a record, not a header: only a CRC scan would see it.
     let log = reopen(dir.path(), config(1000));

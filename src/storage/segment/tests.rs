@@ -47,9 +47,7 @@ fn recover_cuts_torn_tail_and_rebuilds_indexes() {
     let entries = seg.offset_index().len();
     // A torn half batch after the good ones.
     let half = build_batch(30, &[1], 100);
-    seg.log
-        .write_all_at(&half[..half.len() / 2], good_size)
-        .unwrap();
+    seg.log.write_all_at(&half[..half.len() / 2], good_size).unwrap();
     drop(seg);
     fs::remove_file(dir.path().join(segment_file_name(0, INDEX_SUFFIX))).unwrap();
 
@@ -84,8 +82,5 @@ fn truncate_to_drops_containing_batch() {
     assert_eq!(seg.find_batch(16).unwrap().unwrap().1.base_offset, 15);
     seg.truncate_to(0).unwrap();
     assert!(seg.is_empty());
-    assert_eq!(
-        (seg.next_offset(), seg.max_timestamp(), seg.created_ms()),
-        (0, None, None)
-    );
+    assert_eq!((seg.next_offset(), seg.max_timestamp(), seg.created_ms()), (0, None, None));
 }
