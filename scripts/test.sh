@@ -6,6 +6,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== cargo fmt --check, clippy"
+cargo fmt --check
+cargo clippy --locked --all-targets -- -D warnings
+
 echo "== cargo test (unit + integration)"
 cargo build --locked --bins
 cargo test --locked --all-targets 2>&1 | tee /tmp/runnel-cargo-test.log
