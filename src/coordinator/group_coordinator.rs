@@ -205,13 +205,14 @@ impl GroupCoordinator {
         let (tx, rx) = oneshot::channel();
         let mut st = self.lock();
         st.waiters.insert(token, Waiter::Join(tx));
-        let client_id = params.client_id.clone();
+        // Kafka prefixes new member ids with the static instance id, else the client id.
+        let prefix = params.group_instance_id.clone().unwrap_or_else(|| params.client_id.clone());
         let limits = self.limits;
         let g = st.groups.entry(group_id.to_owned()).or_insert_with(|| Group::new(group_id, limits, now));
         if g.state == GroupState::Dead {
             *g = Group::new(group_id, limits, now);
         }
-        let fx = g.join(now, token, params, || format!("{client_id}-{}", uuid::Uuid::new_v4()));
+        let fx = g.join(now, token, params, || format!("{prefix}-{}", uuid::Uuid::new_v4()));
         self.apply(&mut st, group_id, fx, log);
         rx
     }

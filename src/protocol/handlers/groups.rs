@@ -205,13 +205,19 @@ pub fn leave_group(ctx: &Ctx, req: LeaveGroupRequest, version: i16) -> LeaveGrou
     }
 }
 
-pub fn describe_groups(ctx: &Ctx, req: DescribeGroupsRequest, _version: i16) -> DescribeGroupsResponse {
+pub fn describe_groups(ctx: &Ctx, req: DescribeGroupsRequest, version: i16) -> DescribeGroupsResponse {
     let groups = req
         .groups
         .into_iter()
         .map(|gid| {
             let ops = if req.include_authorized_operations { super::group_ops_all() } else { OPS_NOT_REQUESTED };
             match ctx.groups.describe(gid.0.as_str()) {
+                None if version >= 6 => DescribedGroup::default()
+                    .with_error_code(ResponseError::GroupIdNotFound.code())
+                    .with_error_message(Some(str_bytes(format!("Group {} not found.", gid.0.as_str()))))
+                    .with_group_id(gid)
+                    .with_group_state(str_bytes("Dead"))
+                    .with_authorized_operations(ops),
                 None => DescribedGroup::default()
                     .with_group_id(gid)
                     .with_group_state(str_bytes("Dead"))
