@@ -1,19 +1,39 @@
-# runnel container image.
+# runnel container image: a single-node broker on 0.0.0.0:9092, data in the /data volume.
 #
-# The binary is built on the host (`cargo build --release`) and copied in, so the image
-# builds without a registry: the base image `debian:bookworm-slim` can be produced
-# locally (debootstrap + `docker import`) when no registry is reachable.
-FROM debian:bookworm-slim
-RUN useradd --system --uid 10001 --home-dir /data runnel \
- && mkdir -p /data && chown runnel /data
+#   docker/build-image.sh                      # builds runnel on the host, then this image
+#   docker run -p 9092:9092 runnel:dev         # clients bootstrap on 127.0.0.1:9092
+#
+# Not multi-stage on purpose: a Rust builder image would have to be pulled, and the
+# project's machines reach no container registry. The binary is built on the host
+# (`cargo build --release`, Debian 12 / glibc 2.36, the same as the base image) and copied
+# in. BASE_IMAGE defaults to debian:bookworm-slim; docker/base-image.sh produces that tag
+# locally (debootstrap --variant=minbase + `docker import`) where nothing can be pulled.
+#
+# Configuration is the broker's RUNNEL_* environment (see config/runnel.yaml), e.g.
+#   RUNNEL_ADVERTISED_LISTENER=host:port   what clients are told to reconnect to
+#   RUNNEL_NODE_ID, RUNNEL_CLUSTER_ID, RUNNEL_NUM_PARTITIONS, RUNNEL_FLUSH_MODE, RUNNEL_LOG
+# and, for harnesses that learn the published port only after start (testcontainers):
+#   RUNNEL_ADVERTISED_LISTENER_FILE=/tmp/x  wait until that file holds host:port and
+#                                           advertise it (see docker/entrypoint.sh).
+# Logs go to stderr; the ready line `runnel ready: listening on IP:PORT` to stdout.
+ARG BASE_IMAGE=debian:bookworm-slim
+FROM ${BASE_IMAGE}
+
+RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home runnel \
+ && mkdir -p /data && chown runnel:runnel /data
+
+COPY docker/entrypoint.sh /usr/local/bin/runnel-entrypoint
 COPY target/release/runnel /usr/local/bin/runnel
+
 USER runnel
+WORKDIR /data
 VOLUME /data
 ENV RUNNEL_LISTEN=0.0.0.0:9092 \
     RUNNEL_DATA_DIR=/data \
     RUNNEL_LOG=info
 EXPOSE 9092
-# Healthy once the listener accepts connections.
+# Healthy once the listener accepts connections (bash's /dev/tcp: no extra package).
 HEALTHCHECK --interval=2s --timeout=1s --start-period=1s --retries=5 \
-  CMD bash -c 'exec 3<>/dev/tcp/127.0.0.1/${RUNNEL_LISTEN##*:}' || exit 1
-ENTRYPOINT ["/usr/local/bin/runnel"]
+  CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${RUNNEL_LISTEN##*:}"]
+# runnel is PID 1 (the entrypoint execs it) and stops cleanly on SIGTERM (`docker stop`).
+ENTRYPOINT ["/usr/local/bin/runnel-entrypoint"]

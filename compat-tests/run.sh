@@ -3,7 +3,9 @@
 # ${RUNNEL_CACHE:-~/.cache/runnel}), then runs
 #   1. pytest over compat-tests/ (kcat, Kafka 4.4 tools, confluent-kafka, kafka-python,
 #      franz-go, durability), each test against its own runnel process;
-#   2. librdkafka's own test suite (allow-listed tests) against one runnel process.
+#   2. the container image under testcontainers-rs, the embedded broker and the
+#      subprocess mode (compat-tests/rust/run.sh; starts dockerd);
+#   3. librdkafka's own test suite (allow-listed tests) against one runnel process.
 # Expects target/debug/runnel (cargo build) or $RUNNEL_BIN.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -20,6 +22,9 @@ bash "$HERE/librdkafka/setup.sh"
 echo "== pytest compat-tests"
 cd "$HERE"
 "$CACHE/venv/bin/python" -m pytest -p no:cacheprovider -ra "$@" .
+
+echo "== container image, testcontainers, embedded and subprocess modes"
+bash "$HERE/rust/run.sh"
 
 echo "== librdkafka test suite (allow-list) against runnel"
 WORK="$(mktemp -d)"

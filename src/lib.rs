@@ -5,12 +5,13 @@
 //! * [`config`]: broker configuration from defaults, a YAML file, `RUNNEL_*` environment
 //!   variables and command-line flags, validated once at start.
 //! * [`server`]: the TCP listener, per-connection framing, graceful shutdown, and
-//!   [`Broker`], the embeddable handle that ties the layers together.
+//!   [`Broker`], the handle that ties the layers together; [`EmbeddedBroker`] runs one
+//!   inside a test process on a free port with a temporary data dir.
 //! * [`protocol`]: request decoding (guarded against hostile lengths), dispatch by API key,
 //!   one handler per Kafka API, and the single place where domain errors become Kafka
 //!   error codes.
-//! * [`coordinator`]: producer ids and idempotent-producer sequence state (consumer groups
-//!   and transactions later).
+//! * [`coordinator`]: consumer groups (a pure state machine and its shell) and committed
+//!   offsets in `__consumer_offsets` (transactions later).
 //! * [`controller`]: cluster metadata as an event-sourced log of records applied to an
 //!   immutable [`controller::MetadataImage`].
 //! * [`replication`]: per-partition leader state: log end offset, high watermark, leader
@@ -29,4 +30,5 @@ pub mod replication;
 pub mod server;
 pub mod storage;
 
+pub use server::embedded::EmbeddedBroker;
 pub use server::Broker;
