@@ -8,11 +8,18 @@
 #                                     one by one and write a results TSV to the cache
 #   run.sh --list                     print the broker-facing test ids and variants
 #
+# BOOTSTRAP is host:port of a running broker, or the word "runnel": then a private
+# runnel (target/debug/runnel, or $RUNNEL_BIN; built with cargo if missing) is started
+# on a free loopback port with --num-partitions 4 (librdkafka's default scenario) plus
+# $RUNNEL_ARGS, and stopped when the run ends.
+#
 # A TEST-ID is librdkafka's 4-digit test number ("0012"); the test-runner selects
 # by number, so an id runs every broker-facing variant of that number (for example
 # 0045 runs 0045_subscribe_update, 0045_resubscribe_with_regex, ...). Variants that
 # librdkafka assigns to another test scenario are selected with ID:SCENARIO, e.g.
-# "0107:noautocreate" (a broker with auto.create.topics.enable=false).
+# "0107:noautocreate" (a broker with auto.create.topics.enable=false). A suffix
+# "@full" (e.g. "0137@full") runs that test without quick mode: -Q skips every
+# sub-test that is not marked quick, which leaves some tests empty.
 # Local-only tests (no broker needed; mock cluster, unit tests) are never run here:
 # the test-runner gets -L.
 #
@@ -28,6 +35,7 @@
 #   TEST_TIMEOUT_MULTIPLIER test.timeout.multiplier for librdkafka's own timeouts (default 1)
 #   TEST_CONSUMER_GROUP_PROTOCOL  classic (default) or consumer (KIP-848)
 #   TEST_ARGS               extra test-runner arguments (default "-Q")
+#   JOBS                    tests run concurrently (default 2; they mostly wait on timers)
 #   SURVEY_JOBS             tests run concurrently by --survey (default 2)
 #   SURVEY_OUT              TSV written by --survey
 #                           (default $CACHE/librdkafka/survey-<BOOTSTRAP>.tsv)
@@ -44,7 +52,7 @@ TEST_ARGS="${TEST_ARGS:--Q}"
 SURVEY_JOBS="${SURVEY_JOBS:-2}"
 
 usage() {
-    sed -n '3,12p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '3,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -116,6 +124,43 @@ shift
 SURVEY=0
 if [[ "${1:-}" == --survey ]]; then SURVEY=1; shift; fi
 
+label="$(echo "${BOOTSTRAP}" | tr -c 'A-Za-z0-9.\n' '_')"
+LOG_DIR="${KEEP_LOGS:-${CACHE}/runs/$(date +%Y%m%d-%H%M%S)-${label}-$$}"
+# Tests run in LOG_DIR/wd (their stats_*.json files land there); 0053 reads
+# ../src/statistics_schema.json relative to the working directory.
+mkdir -p "${LOG_DIR}/wd"
+ln -sfn "${SRC_DIR}/src" "${LOG_DIR}/src"
+
+# BOOTSTRAP "runnel": start a private runnel broker for this run (and stop it at exit),
+# configured like librdkafka's default test scenario: auto-created topics get 4
+# partitions (see tests/scenarios/default.json). RUNNEL_BIN and RUNNEL_ARGS adjust it.
+if [[ "${BOOTSTRAP}" == runnel ]]; then
+    REPO="$(cd "${HERE}/../.." && pwd)"
+    RUNNEL_BIN="${RUNNEL_BIN:-${REPO}/target/debug/runnel}"
+    if [[ ! -x "${RUNNEL_BIN}" ]]; then
+        (cd "${REPO}" && cargo build) || { echo "cargo build failed" >&2; exit 1; }
+    fi
+    RUNNEL_DATA="$(mktemp -d "${TMPDIR:-/tmp}/runnel-librdkafka.XXXXXX")"
+    # shellcheck disable=SC2086
+    "${RUNNEL_BIN}" --listen 127.0.0.1:0 --data-dir "${RUNNEL_DATA}" \
+        --num-partitions 4 ${RUNNEL_ARGS:-} > "${LOG_DIR}/runnel.log" 2>&1 &
+    RUNNEL_PID=$!
+    trap 'kill "${RUNNEL_PID}" 2>/dev/null; wait "${RUNNEL_PID}" 2>/dev/null; rm -rf "${RUNNEL_DATA}"' EXIT
+    BOOTSTRAP=""
+    for _ in $(seq 1 300); do
+        BOOTSTRAP="$(sed -n 's/.*listening on \([0-9.]*:[0-9]*\).*/\1/p' "${LOG_DIR}/runnel.log" | head -1)"
+        [[ -n "${BOOTSTRAP}" ]] && break
+        kill -0 "${RUNNEL_PID}" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [[ -z "${BOOTSTRAP}" ]]; then
+        echo "runnel did not start; see ${LOG_DIR}/runnel.log" >&2
+        tail -20 "${LOG_DIR}/runnel.log" >&2
+        exit 1
+    fi
+    echo "started ${RUNNEL_BIN} on ${BOOTSTRAP} (log: ${LOG_DIR}/runnel.log)" >&2
+fi
+
 # Wait (briefly) for the broker to accept TCP connections.
 host="${BOOTSTRAP%:*}"; port="${BOOTSTRAP##*:}"
 for _ in $(seq 1 50); do
@@ -126,10 +171,6 @@ if ! (exec 3<>"/dev/tcp/${host}/${port}") 2>/dev/null; then
     echo "no broker reachable at ${BOOTSTRAP}" >&2
     exit 1
 fi
-
-label="$(echo "${BOOTSTRAP}" | tr -c 'A-Za-z0-9.\n' '_')"
-LOG_DIR="${KEEP_LOGS:-${CACHE}/runs/$(date +%Y%m%d-%H%M%S)-${label}-$$}"
-mkdir -p "${LOG_DIR}"
 CONF="${LOG_DIR}/test.conf"
 cat > "${CONF}" <<EOF
 bootstrap.servers=${BOOTSTRAP}
@@ -141,18 +182,20 @@ export RDKAFKA_TEST_CONF="${CONF}"
 
 # Run one id; print "id<TAB>status<TAB>seconds<TAB>variants<TAB>reason".
 run_one() {
-    local id="$1" num="${1%%:*}" scen="default" log rc start secs
+    local tid="$1" id="${1%@full}" args="${TEST_ARGS}" num scen="default" log rc start secs
+    # ID@full: run without quick mode (-Q), i.e. also the sub-tests that -Q skips
+    [[ "${tid}" == *@full ]] && args="${TEST_ARGS//-Q/}"
+    num="${id%%:*}"
     [[ "$id" == *:* ]] && scen="${id#*:}"
-    log="${LOG_DIR}/${id/:/_}.log"
-    mkdir -p "${LOG_DIR}/wd"
+    log="${LOG_DIR}/${tid/:/_}.log"
     start=$(date +%s.%N)
     # CI=true would make the test-runner triple its timeouts: keep runs comparable.
     ( cd "${LOG_DIR}/wd" && exec env -u CI TESTS="${num}" TEST_SCENARIO="${scen}" \
-        timeout -k 10 "${PER_TEST_TIMEOUT}" stdbuf -oL -eL "${RUNNER}" -L -p1 ${TEST_ARGS} -s "${scen}" ) \
+        timeout -k 10 "${PER_TEST_TIMEOUT}" stdbuf -oL -eL "${RUNNER}" -L -p1 ${args} -s "${scen}" ) \
         > "${log}" 2>&1
     rc=$?
     secs=$(python3 -c "import time; print(f'{time.time() - ${start}:.1f}')")
-    python3 - "${log}" "${rc}" "${secs}" "${id}" $(variants_of "${id}") <<'PY'
+    python3 - "${log}" "${rc}" "${secs}" "${tid}" $(variants_of "${id}") <<'PY'
 import os, re, sys
 log, rc, secs, tid, expected = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5:]
 text = re.sub(r"\x1b\[[0-9;]*m", "", open(log, errors="replace").read())
@@ -211,32 +254,33 @@ read_allow() {
 if ((SURVEY)); then
     if (($#)); then ids=("$@"); else mapfile -t ids < <(broker_ids); fi
     OUT="${SURVEY_OUT:-${CACHE}/survey-${label}.tsv}"
-    echo "survey of ${#ids[@]} ids against ${BOOTSTRAP}, ${SURVEY_JOBS} at a time," \
-         "${PER_TEST_TIMEOUT}s each; logs in ${LOG_DIR}" >&2
-    export -f run_one variants_of inventory
-    export LOG_DIR RUNNER TESTS_DIR PER_TEST_TIMEOUT TEST_ARGS
-    tmp="${OUT}.partial"
-    printf 'id\tstatus\tseconds\tvariants\treason\n' > "${tmp}"
-    printf '%s\n' "${ids[@]}" \
-        | xargs -P "${SURVEY_JOBS}" -I{} bash -c 'r=$(run_one "$1"); echo "$r"; echo "$r" >> "$2"' _ {} "${tmp}" \
-        | awk -F'\t' '{printf "%-18s %-8s %6ss  %s\n", $1, $2, $3, substr($5, 1, 160)}'
-    { head -1 "${tmp}"; tail -n +2 "${tmp}" | sort; } > "${OUT}"
-    rm -f "${tmp}"
-    echo "survey written to ${OUT}" >&2
-    results="$(tail -n +2 "${OUT}")"
+    NJOBS="${SURVEY_JOBS}"
 else
     if (($#)); then ids=("$@"); else mapfile -t ids < <(read_allow); fi
-    results=""
-    for id in "${ids[@]}"; do
-        r="$(run_one "${id}")"
-        results+="${r}"$'\n'
-        IFS=$'\t' read -r tid st secs var why <<<"${r}"
-        printf '%-18s %-8s %6ss\n' "${tid}" "${st}" "${secs}"
-        if [[ "${st}" != PASSED && "${st}" != SKIPPED ]]; then
-            echo "    ${why}"
-            echo "    log: ${LOG_DIR}/${tid/:/_}.log"
-        fi
-    done
+    OUT="${LOG_DIR}/results.tsv"
+    NJOBS="${JOBS:-2}"
+fi
+((${#ids[@]})) || { echo "no tests to run" >&2; exit 1; }
+echo "running ${#ids[@]} test ids against ${BOOTSTRAP}, ${NJOBS} at a time," \
+     "at most ${PER_TEST_TIMEOUT}s each; logs in ${LOG_DIR}" >&2
+export -f run_one variants_of inventory
+export LOG_DIR RUNNER TESTS_DIR PER_TEST_TIMEOUT TEST_ARGS
+tmp="${OUT}.partial"
+printf 'id\tstatus\tseconds\tvariants\treason\n' > "${tmp}"
+printf '%s\n' "${ids[@]}" \
+    | xargs -P "${NJOBS}" -I{} bash -c 'r=$(run_one "$1"); echo "$r"; echo "$r" >> "$2"' _ {} "${tmp}" \
+    | while IFS=$'\t' read -r tid st secs _; do printf '%-18s %-8s %6ss\n' "${tid}" "${st}" "${secs}"; done
+{ head -1 "${tmp}"; tail -n +2 "${tmp}" | sort; } > "${OUT}"
+rm -f "${tmp}"
+((SURVEY)) && echo "survey written to ${OUT}" >&2
+results="$(tail -n +2 "${OUT}")"
+bad="$(awk -F'\t' '$2!="PASSED" && $2!="SKIPPED"' <<<"${results}")"
+if [[ -n "${bad}" ]]; then
+    echo
+    echo "not passed:"
+    while IFS=$'\t' read -r tid st secs var why; do
+        printf '  %-18s %-8s %s\n      log: %s\n' "${tid}" "${st}" "${why:0:300}" "${LOG_DIR}/${tid/:/_}.log"
+    done <<<"${bad}"
 fi
 
 passed=$(awk -F'\t' '$2=="PASSED"' <<<"${results}" | grep -c . || true)
