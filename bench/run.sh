@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark: runnel against Apache Kafka 4.4 on this machine.
+#
+#   bench/run.sh            full run (3 rounds per broker, ~9 min on a quiet 2-core machine)
+#   bench/run.sh --smoke    a tiny run of every figure (40-80 s after setup; CI runs this)
+#   bench/run.sh --rounds N / --out DIR   override the round count / results directory
+#
+# Installs what it needs first (bench/setup.sh; cached under ${RUNNEL_CACHE:-~/.cache/runnel}).
+# Prints the table and writes <out>/<stamp>-<mode>.{json,md,png} (default out: bench/results/
+# for full runs, bench/.work/results/ for smoke runs). See bench/README.md.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+
+out=""
+args=()
+smoke=""
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --smoke) smoke=1; args+=("$1") ;;
+        --out) out="$2"; shift ;;
+        --out=*) out="${1#--out=}" ;;
+        *) args+=("$1") ;;
+    esac
+    shift
+done
+if [ -z "$out" ]; then
+    if [ -n "$smoke" ]; then out="$here/.work/results"; else out="$here/results"; fi
+fi
+
+eval "$(bash "$here/setup.sh")"
+exec "$PYTHON" "$here/bench.py" --runnel "$RUNNEL" --rdkafka-performance "$RDKAFKA_PERFORMANCE" \
+    --out "$out" "${args[@]}"
