@@ -16,3 +16,6 @@ cargo test --locked --all-targets 2>&1 | tee /tmp/runnel-cargo-test.log
 
 echo "== compatibility suite (real clients against a real runnel process)"
 bash compat-tests/run.sh
+
+echo "== benchmark harness smoke (side by side with Kafka 4.4; reports, never fails on a number)"
+bash bench/run.sh --smoke
