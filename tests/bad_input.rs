@@ -504,3 +504,17 @@ async fn a_client_that_disconnects_mid_frame_harms_no_one() {
     assert!(matches!(c.send_raw(&both).await, RawReply::Frame(_)));
     assert!(matches!(c.read_frame().await, RawReply::Frame(_)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_topic_refuses_records_without_a_key() {
+    let broker = broker().await;
+    let mut c = broker.client().await;
+    c.create_topic_ok("compacted", 1, &[("cleanup.policy", "compact")]).await;
+    let p = c.produce("compacted", 0, batches::batch(&[Rec::value("no key")])).await;
+    assert_eq!(p.error_code, 87, "INVALID_RECORD");
+    assert_eq!(c.log_end_offset("compacted", 0).await, 0);
+    // With a key it is accepted; a delete-policy topic takes keyless records.
+    assert_eq!(c.produce_ok("compacted", 0, batches::batch(&[Rec::keyed("k", "v")])).await, 0);
+    c.create_topic_ok("plain", 1, &[]).await;
+    assert_eq!(c.produce_ok("plain", 0, batches::batch(&[Rec::value("no key")])).await, 0);
+}

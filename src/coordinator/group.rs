@@ -191,6 +191,8 @@ pub struct Group {
     /// Member ids handed out with MEMBER_ID_REQUIRED, with the time they expire.
     pending_members: HashMap<String, i64>,
     rebalance_deadline_ms: i64,
+    /// The first join of an empty group, waiting for its timer (see `prepare_rebalance`).
+    initial_join: bool,
     sync_deadline_ms: i64,
     /// When the group last changed state (Empty since when, for offset expiry).
     pub state_timestamp_ms: i64,
@@ -210,6 +212,7 @@ impl Group {
             static_members: HashMap::new(),
             pending_members: HashMap::new(),
             rebalance_deadline_ms: 0,
+            initial_join: false,
             sync_deadline_ms: 0,
             state_timestamp_ms: now,
             limits,
@@ -498,13 +501,15 @@ impl Group {
         }
         let was_empty = self.state == GroupState::Empty;
         let timeout = self.members.values().map(|m| i64::from(m.rebalance_timeout_ms)).max().unwrap_or(0);
-        self.rebalance_deadline_ms = if was_empty {
-            now + i64::from(self.limits.initial_rebalance_delay_ms).min(timeout)
-        } else {
-            now + timeout
-        };
         self.set_state(GroupState::PreparingRebalance, now);
-        if !was_empty || self.limits.initial_rebalance_delay_ms == 0 {
+        if was_empty {
+            // A new group's first join completes on a clock tick, never inside the join
+            // itself, so members starting together land in one generation (Kafka's
+            // initial delayed join; with a delay of 0 it still waits for its timer).
+            self.initial_join = true;
+            self.rebalance_deadline_ms = now + i64::from(self.limits.initial_rebalance_delay_ms).min(timeout);
+        } else {
+            self.rebalance_deadline_ms = now + timeout;
             self.maybe_complete_join(now, fx);
         }
     }
@@ -517,13 +522,16 @@ impl Group {
         if self.state != GroupState::PreparingRebalance {
             return;
         }
-        let delayed_initial = self.generation_id == 0 && self.limits.initial_rebalance_delay_ms > 0;
-        if (self.all_joined() && !delayed_initial) || now >= self.rebalance_deadline_ms {
+        if self.initial_join {
+            return; // completed by `tick`
+        }
+        if self.all_joined() || now >= self.rebalance_deadline_ms {
             self.complete_join(now, fx);
         }
     }
 
     fn complete_join(&mut self, now: i64, fx: &mut Vec<Effect>) {
+        self.initial_join = false;
         // Members that did not rejoin in time are out.
         let gone: Vec<String> =
             self.members.values().filter(|m| m.awaiting_join.is_none()).map(|m| m.member_id.clone()).collect();
@@ -789,6 +797,10 @@ impl Group {
             self.membership_changed(now, &mut fx);
         }
         match self.state {
+            GroupState::PreparingRebalance if self.initial_join && now >= self.rebalance_deadline_ms => {
+                self.complete_join(now, &mut fx);
+            }
+            GroupState::PreparingRebalance if self.initial_join => {}
             GroupState::PreparingRebalance => self.maybe_complete_join(now, &mut fx),
             GroupState::CompletingRebalance if now >= self.sync_deadline_ms => {
                 // The leader never sent the assignment: members still waiting stay, the

@@ -684,6 +684,8 @@ mod tests {
             require_known_member_id: false,
         };
         let mut rx = c.join("g", params, 0, &log);
+        assert!(rx.try_recv().is_err(), "the first join completes on a clock tick");
+        c.tick(0, &log);
         let joined = rx.try_recv().unwrap();
         assert_eq!(joined.generation_id, 1);
         assert_eq!(

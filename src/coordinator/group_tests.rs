@@ -41,7 +41,9 @@ fn first_join(g: &mut Group, now: i64, token: Token, name: &str) -> (String, Vec
 fn stable_group_of_two(now: i64) -> (Group, String, String) {
     let mut g = Group::new("g", GroupLimits::default(), now);
     let (a, fx) = first_join(&mut g, now, 1, "a");
-    // Alone: the rebalance completes at once, generation 1.
+    // A new group's first rebalance completes on the next clock tick, generation 1.
+    assert!(join_outcomes(&fx).is_empty());
+    let fx = g.tick(now);
     let out = join_outcomes(&fx);
     assert_eq!(out[0].1.generation_id, 1);
     assert_eq!(out[0].1.leader, a);
@@ -209,6 +211,7 @@ fn leaving_triggers_a_rebalance_and_the_last_leave_empties_the_group() {
 fn the_leader_never_syncing_restarts_the_rebalance() {
     let mut g = Group::new("g", GroupLimits::default(), 0);
     let (a, _) = first_join(&mut g, 0, 1, "a");
+    g.tick(0);
     assert_eq!(g.state, GroupState::CompletingRebalance);
     // a never sends SyncGroup and is removed after the rebalance timeout.
     let fx = g.tick(REBALANCE as i64 + 1);
@@ -285,6 +288,8 @@ fn a_static_member_rejoining_fences_its_old_id() {
     p.group_instance_id = Some("inst-1".into());
     // Static members need no MEMBER_ID_REQUIRED round trip.
     let fx = g.join(0, 1, p.clone(), || "old".into());
+    assert!(join_outcomes(&fx).is_empty());
+    let fx = g.tick(0);
     assert_eq!(join_outcomes(&fx)[0].1.member_id, "old");
     g.sync(
         0,
@@ -320,6 +325,7 @@ fn protocol_selection_follows_votes() {
     let mut p3 = params("", &["range"]);
     p3.require_known_member_id = false;
     g.join(0, 1, p1.clone(), || "m1".into());
+    g.tick(0);
     g.sync(
         0,
         2,
@@ -341,6 +347,31 @@ fn protocol_selection_follows_votes() {
     let fx = g.join(2, 5, p3, || "m3".into());
     assert!(join_outcomes(&fx).is_empty());
     assert_eq!(g.common_protocols(), vec!["range".to_string()]);
+}
+
+#[test]
+fn members_starting_together_land_in_the_first_generation() {
+    let mut g = Group::new("g", GroupLimits::default(), 0);
+    let (a, fx) = first_join(&mut g, 0, 1, "a");
+    assert!(join_outcomes(&fx).is_empty());
+    // b joins 5 ms later, before the coordinator's clock ticks.
+    let (b, fx) = first_join(&mut g, 5, 2, "b");
+    assert!(join_outcomes(&fx).is_empty());
+    let out = join_outcomes(&g.tick(100));
+    assert_eq!(out.len(), 2);
+    assert!(out.iter().all(|(_, o)| o.generation_id == 1 && o.error.is_none()));
+    assert!(g.members.contains_key(&a) && g.members.contains_key(&b));
+}
+
+#[test]
+fn an_initial_delay_holds_the_first_generation_open() {
+    let limits = GroupLimits { initial_rebalance_delay_ms: 3_000, ..GroupLimits::default() };
+    let mut g = Group::new("g", limits, 0);
+    first_join(&mut g, 0, 1, "a");
+    assert!(join_outcomes(&g.tick(2_999)).is_empty());
+    first_join(&mut g, 2_500, 2, "b");
+    let out = join_outcomes(&g.tick(3_000));
+    assert_eq!(out.len(), 2);
 }
 
 #[test]

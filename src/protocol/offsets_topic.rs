@@ -82,7 +82,7 @@ impl OffsetsLog for ConsumerOffsetsLog<'_> {
             &RecordEncodeOptions { version: 2, compression: Compression::None },
         )
         .map_err(|e| e.to_string())?;
-        let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None };
+        let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: false };
         let res = partition.append(&mut buf, &limits, now).map_err(|e| e.to_string())?;
         if ctx.config.flush_mode == FlushMode::Fsync {
             partition.flush_through(res.last_offset).map_err(|e| e.to_string())?;

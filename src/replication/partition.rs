@@ -24,6 +24,8 @@ pub struct ProduceLimits {
     pub max_message_bytes: usize,
     /// `None` for the broker's own writes (`__consumer_offsets`), which are trusted.
     pub timestamps: Option<TimestampBounds>,
+    /// Compacted topics: records without a key are refused.
+    pub require_keys: bool,
 }
 
 #[derive(Debug, Error)]
@@ -140,7 +142,7 @@ impl Partition {
             let mut pos = 0;
             for h in &headers {
                 let len = h.total_len();
-                validate_produce_batch(h, &records[pos..pos + len], bounds)?;
+                validate_produce_batch(h, &records[pos..pos + len], bounds, limits.require_keys)?;
                 pos += len;
             }
         }

@@ -53,6 +53,14 @@ impl Cursor<'_> {
         self.varlong(5)
     }
 
+    /// Is the next sized field null (length -1)? Does not advance.
+    fn peek_null(&mut self) -> Result<bool, BatchError> {
+        let save = self.pos;
+        let len = self.varint()?;
+        self.pos = save;
+        Ok(len == -1)
+    }
+
     /// A varint length (-1 = null where `nullable`) followed by that many bytes.
     fn skip_sized(&mut self, nullable: bool) -> Result<(), BatchError> {
         let len = self.varint()?;
@@ -71,7 +79,14 @@ impl Cursor<'_> {
 }
 
 /// Check one batch of a Produce request. `batch` is the whole batch, header included.
-pub fn validate_produce_batch(header: &BatchHeader, batch: &[u8], bounds: &TimestampBounds) -> Result<(), BatchError> {
+/// `require_keys` (compacted topics): every record must have a key; checked for
+/// uncompressed batches only, since compressed ones are not decompressed here.
+pub fn validate_produce_batch(
+    header: &BatchHeader,
+    batch: &[u8],
+    bounds: &TimestampBounds,
+    require_keys: bool,
+) -> Result<(), BatchError> {
     if let Compression::Unknown(c) = header.compression() {
         return Err(BatchError::UnsupportedCompression(c));
     }
@@ -106,6 +121,9 @@ pub fn validate_produce_batch(header: &BatchHeader, batch: &[u8], bounds: &Times
         let offset_delta = r.varint()?;
         if offset_delta != i64::from(expected_delta) {
             return Err(BatchError::InvalidRecord("record offset deltas are not consecutive from 0"));
+        }
+        if require_keys && r.peek_null()? {
+            return Err(BatchError::InvalidRecord("Compacted topic cannot accept message without key"));
         }
         r.skip_sized(true)?; // key
         r.skip_sized(true)?; // value

@@ -84,6 +84,10 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, _version: i16) -> Option<Pro
                     before_max_ms: config_ms("message.timestamp.before.max.ms", i64::MAX),
                     after_max_ms: config_ms("message.timestamp.after.max.ms", 3_600_000),
                 }),
+                require_keys: topic
+                    .configs
+                    .get("cleanup.policy")
+                    .is_some_and(|p| p.split(',').any(|x| x.trim() == "compact")),
             };
             match partition.append(&mut records, &limits, now) {
                 Ok(res) => {
