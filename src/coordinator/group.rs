@@ -108,6 +108,9 @@ pub struct JoinOutcome {
     pub member_id: String,
     /// Only the leader gets the member list.
     pub members: Vec<JoinMember>,
+    /// JoinGroup v9+: a static leader that rejoined without a rebalance must not compute
+    /// a new assignment.
+    pub skip_assignment: bool,
 }
 
 impl JoinOutcome {
@@ -120,6 +123,7 @@ impl JoinOutcome {
             leader: String::new(),
             member_id: member_id.to_owned(),
             members: vec![],
+            skip_assignment: false,
         }
     }
 }
@@ -381,6 +385,32 @@ impl Group {
                     if self.leader_id.as_deref() == Some(old_id.as_str()) {
                         self.leader_id = Some(member_id.clone());
                     }
+                    // KIP-345: a static member restarting with unchanged protocols takes
+                    // its old place without a rebalance; it gets its old assignment from
+                    // SyncGroup, and a returning leader is told to skip the assignment.
+                    if self.state == GroupState::Stable && old.protocols == p.protocols {
+                        self.static_members.insert(iid, member_id.clone());
+                        let member = Member {
+                            member_id: member_id.clone(),
+                            group_instance_id: p.group_instance_id,
+                            client_id: p.client_id,
+                            client_host: p.client_host,
+                            session_timeout_ms: p.session_timeout_ms,
+                            rebalance_timeout_ms: p.rebalance_timeout_ms,
+                            protocol_type: p.protocol_type,
+                            protocols: p.protocols,
+                            assignment: old.assignment,
+                            awaiting_join: None,
+                            awaiting_sync: None,
+                            last_heartbeat_ms: now,
+                        };
+                        self.members.insert(member_id.clone(), member);
+                        fx.push(Effect::PersistGroup);
+                        let mut outcome = self.join_outcome_for(&member_id);
+                        outcome.skip_assignment = self.leader_id.as_deref() == Some(member_id.as_str());
+                        fx.push(Effect::Join(token, outcome));
+                        return;
+                    }
                 }
             }
             self.static_members.insert(iid, member_id.clone());
@@ -591,6 +621,7 @@ impl Group {
             leader,
             member_id: member_id.to_owned(),
             members,
+            skip_assignment: false,
         }
     }
 

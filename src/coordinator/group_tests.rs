@@ -282,7 +282,7 @@ fn joins_with_bad_protocols_or_timeouts_are_refused() {
 }
 
 #[test]
-fn a_static_member_rejoining_fences_its_old_id() {
+fn a_static_member_rejoining_fences_its_old_id_without_a_rebalance() {
     let mut g = Group::new("g", GroupLimits::default(), 0);
     let mut p = params("", &["range"]);
     p.group_instance_id = Some("inst-1".into());
@@ -303,16 +303,39 @@ fn a_static_member_rejoining_fences_its_old_id() {
             assignments: vec![("old".into(), Bytes::from_static(b"x"))],
         },
     );
-    // The same instance restarts and joins without its member id.
-    let fx = g.join(5, 3, p, || "new".into());
+    assert_eq!(g.state, GroupState::Stable);
+    // The same instance restarts and joins without its member id: same generation, no
+    // rebalance, its old assignment back.
+    let fx = g.join(5, 3, p.clone(), || "new".into());
     let out = join_outcomes(&fx);
-    assert_eq!(out.last().unwrap().1.member_id, "new");
-    assert_eq!(
-        g.heartbeat(6, "old", out.last().unwrap().1.generation_id, Some("inst-1")),
-        Err(GroupError::FencedInstanceId)
+    assert_eq!(out.len(), 1);
+    assert_eq!(out[0].1.member_id, "new");
+    assert_eq!(out[0].1.generation_id, 1);
+    assert!(out[0].1.skip_assignment, "the returning leader must not reassign");
+    assert!(fx.contains(&Effect::PersistGroup));
+    assert_eq!(g.state, GroupState::Stable);
+    let fx = g.sync(
+        6,
+        4,
+        SyncParams {
+            member_id: "new",
+            generation_id: 1,
+            group_instance_id: Some("inst-1"),
+            protocol_type: None,
+            protocol_name: None,
+            assignments: vec![],
+        },
     );
+    assert_eq!(sync_outcomes(&fx)[0].1.assignment, Bytes::from_static(b"x"));
+    assert_eq!(g.heartbeat(6, "old", 1, Some("inst-1")), Err(GroupError::FencedInstanceId));
     assert!(g.members.contains_key("new"));
     assert!(!g.members.contains_key("old"));
+    // With changed subscription metadata it is a real rejoin: rebalance.
+    let mut changed = p;
+    changed.protocols = vec![("range".into(), Bytes::from_static(b"other topics"))];
+    g.join(7, 5, changed, || "newer".into());
+    assert!(matches!(g.state, GroupState::PreparingRebalance | GroupState::CompletingRebalance));
+    assert!(g.members.contains_key("newer"));
 }
 
 #[test]

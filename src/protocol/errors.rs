@@ -20,7 +20,9 @@ pub fn batch_error(e: &BatchError) -> ResponseError {
         BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
         BatchError::UnsupportedMagic { .. } => ResponseError::UnsupportedForMessageFormat,
         BatchError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
-        BatchError::InvalidRecord(_) | BatchError::MalformedRecord(_) => ResponseError::InvalidRecord,
+        BatchError::InvalidRecord(_) | BatchError::MalformedRecord(_) | BatchError::RecordsWithoutKey(_) => {
+            ResponseError::InvalidRecord
+        }
         BatchError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
         _ => ResponseError::CorruptMessage,
     }

@@ -53,6 +53,9 @@ pub enum BatchError {
     MalformedRecord(&'static str),
     #[error("invalid record batch: {0}")]
     InvalidRecord(&'static str),
+    /// Compacted topics need keys; the indexes (within the batch) of the records without.
+    #[error("compacted topic cannot accept records without a key (batch indexes {0:?})")]
+    RecordsWithoutKey(Vec<i32>),
     #[error("unsupported compression codec {0}")]
     UnsupportedCompression(u8),
     #[error("record timestamp {timestamp} is out of the allowed range around the broker time {now}")]

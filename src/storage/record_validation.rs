@@ -106,6 +106,8 @@ pub fn validate_produce_batch(
     }
     let end = header.total_len().min(batch.len());
     let mut c = Cursor { buf: &batch[..end], pos: BATCH_HEADER_LEN };
+    // Bounded by the records actually present (each takes at least one byte).
+    let mut keyless = Vec::new();
     for expected_delta in 0..header.records_count {
         let length = c.varint()?;
         let length = usize::try_from(length).map_err(|_| BatchError::MalformedRecord("negative record length"))?;
@@ -123,7 +125,7 @@ pub fn validate_produce_batch(
             return Err(BatchError::InvalidRecord("record offset deltas are not consecutive from 0"));
         }
         if require_keys && r.peek_null()? {
-            return Err(BatchError::InvalidRecord("Compacted topic cannot accept message without key"));
+            keyless.push(expected_delta);
         }
         r.skip_sized(true)?; // key
         r.skip_sized(true)?; // value
@@ -146,6 +148,9 @@ pub fn validate_produce_batch(
     }
     if c.pos != end {
         return Err(BatchError::InvalidRecord("bytes left in the batch after the last record"));
+    }
+    if !keyless.is_empty() {
+        return Err(BatchError::RecordsWithoutKey(keyless));
     }
     Ok(())
 }

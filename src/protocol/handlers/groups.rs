@@ -91,6 +91,7 @@ fn join_response(o: JoinOutcome, version: i16) -> JoinGroupResponse {
         .with_protocol_name(protocol_name(o.protocol_name, version))
         .with_leader(str_bytes(o.leader))
         .with_member_id(str_bytes(o.member_id))
+        .with_skip_assignment(o.skip_assignment && version >= 9)
         .with_members(
             o.members
                 .into_iter()
@@ -135,6 +136,7 @@ pub async fn join_group(ctx: &Ctx, info: &RequestInfo, req: JoinGroupRequest, ve
         leader: String::new(),
         member_id: req.member_id.to_string(),
         members: vec![],
+        skip_assignment: false,
     };
     join_response(wait(rx, limit, fallback).await, version)
 }

@@ -2,14 +2,17 @@
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::produce_response::{PartitionProduceResponse, TopicProduceResponse};
+use kafka_protocol::messages::produce_response::{
+    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+};
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
 use super::{local_partition, str_bytes, topic_or_auto_create};
 use crate::config::FlushMode;
 use crate::protocol::errors::partition_error;
 use crate::protocol::Ctx;
-use crate::replication::ProduceLimits;
+use crate::replication::{PartitionError, ProduceLimits};
+use crate::storage::BatchError;
 use crate::storage::TimestampBounds;
 
 fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
@@ -23,7 +26,7 @@ fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> 
 }
 
 /// `None` for acks=0: the producer expects no response.
-pub async fn handle(ctx: &Ctx, req: ProduceRequest, _version: i16) -> Option<ProduceResponse> {
+pub async fn handle(ctx: &Ctx, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
     let acks = req.acks;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_flush = Vec::new();
@@ -106,7 +109,26 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, _version: i16) -> Option<Pro
                 Err(e) => {
                     let code = partition_error(&e);
                     tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
-                    parts.push(partition_response(pd.index, code, Some(e.to_string())));
+                    let mut resp = partition_response(pd.index, code, Some(e.to_string()));
+                    // KIP-467: name the offending records so the client fails only those.
+                    if let (true, PartitionError::InvalidBatch(BatchError::RecordsWithoutKey(indexes))) =
+                        (version >= 8, &e)
+                    {
+                        let msg = format!(
+                            "Compacted topic cannot accept message without key in topic partition {name}-{}.",
+                            pd.index
+                        );
+                        resp.error_message = Some(str_bytes("One or more records have been rejected"));
+                        resp.record_errors = indexes
+                            .iter()
+                            .map(|i| {
+                                BatchIndexAndErrorMessage::default()
+                                    .with_batch_index(*i)
+                                    .with_batch_index_error_message(Some(str_bytes(msg.clone())))
+                            })
+                            .collect();
+                    }
+                    parts.push(resp);
                 }
             }
         }
