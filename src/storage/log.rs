@@ -15,7 +15,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 
-use super::batch::{set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression};
+use super::batch::{
+    set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression, BATCH_HEADER_LEN,
+};
 use super::checkpoint::{sync_dir, CheckpointFile};
 use super::error::StorageError;
 use super::leader_epoch::LeaderEpochCache;
@@ -254,8 +256,6 @@ impl PartitionLog {
         if offset == log_end_offset || offset >= max_offset {
             return Ok(Bytes::new());
         }
-        let mut out: Vec<u8> = Vec::new();
-        let mut first_batch = true;
         let mut start = None;
         for (i, seg) in self.segments.iter().enumerate().skip(self.segment_index_for(offset)) {
             if let Some((pos, _)) = seg.find_batch(offset)? {
@@ -266,25 +266,44 @@ impl PartitionLog {
         let Some((first_segment, mut pos)) = start else {
             return Ok(Bytes::new());
         };
-        'segments: for seg in &self.segments[first_segment..] {
-            let range_start = pos;
-            let mut done = false;
-            for item in seg.batches_from(pos) {
-                let (at, h) = item?;
+        // One pread per segment, straight into the response buffer: read up to the byte
+        // budget, then keep only the whole batches that fit (headers parsed from the
+        // bytes just read, not re-read from the file).
+        let mut out: Vec<u8> = Vec::new();
+        for seg in &self.segments[first_segment..] {
+            let available = seg.size().saturating_sub(pos) as usize;
+            let budget = max_bytes.saturating_sub(out.len());
+            if available == 0 {
+                pos = 0;
+                continue;
+            }
+            let first_batch = out.is_empty();
+            let mut want = available.min(budget);
+            if first_batch {
+                // The first batch is returned whole even when larger than max_bytes.
+                let header = seg.read_header(pos)?.ok_or_else(|| self.out_of_range(offset))?;
+                want = want.max(header.total_len().min(available));
+            }
+            if want == 0 {
+                break;
+            }
+            let from = out.len();
+            out.resize(from + want, 0);
+            seg.read_into(pos, &mut out[from..])?;
+            let mut keep = 0usize;
+            let mut stop = false;
+            while keep + BATCH_HEADER_LEN <= want {
+                let h = BatchHeader::parse(&out[from + keep..from + want])?;
                 let len = h.total_len();
-                let taken = out.len() + (at - range_start) as usize;
-                if h.base_offset >= max_offset || (!first_batch && taken + len > max_bytes) {
-                    done = true;
+                if h.base_offset >= max_offset || keep + len > want {
+                    stop = true;
                     break;
                 }
-                first_batch = false;
-                pos = at + len as u64;
+                keep += len;
             }
-            if pos > range_start {
-                out.extend_from_slice(&seg.read(range_start, (pos - range_start) as usize)?);
-            }
-            if done {
-                break 'segments;
+            out.truncate(from + keep);
+            if stop || keep < available {
+                break;
             }
             pos = 0;
         }
@@ -298,7 +317,7 @@ impl PartitionLog {
 
     fn flush_at(&mut self, now_ms: i64) -> Result<(), StorageError> {
         let first = self.segment_index_for(self.recovery_point);
-        for seg in &self.segments[first..] {
+        for seg in &mut self.segments[first..] {
             seg.flush()?;
         }
         self.recovery_point = self.log_end_offset();

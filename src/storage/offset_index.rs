@@ -24,16 +24,30 @@ pub struct OffsetIndex {
     file: File,
     base_offset: i64,
     entries: Vec<(u32, u32)>,
+    /// Entries below this index are in the file; the rest are written in batches (on
+    /// flush, seal, or every PENDING_WRITE entries) so an append costs no syscall. A
+    /// crash loses only unwritten entries: lookups then scan a little further.
+    persisted: usize,
 }
 
 pub const OFFSET_ENTRY_LEN: usize = 8;
+
+/// Entries buffered in memory before they are written to the file.
+const PENDING_WRITE: usize = 128;
+
+fn encode_entry((relative, position): (u32, u32)) -> [u8; OFFSET_ENTRY_LEN] {
+    let mut entry = [0u8; OFFSET_ENTRY_LEN];
+    entry[..4].copy_from_slice(&relative.to_be_bytes());
+    entry[4..].copy_from_slice(&position.to_be_bytes());
+    entry
+}
 
 impl OffsetIndex {
     /// Creates an empty index, replacing any file at `path`.
     pub fn create(path: &Path, base_offset: i64) -> io::Result<OffsetIndex> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         file.set_len(0)?;
-        Ok(OffsetIndex { path: path.to_owned(), file, base_offset, entries: Vec::new() })
+        Ok(OffsetIndex { path: path.to_owned(), file, base_offset, entries: Vec::new(), persisted: 0 })
     }
 
     /// Loads an existing index. `Ok(None)` when the file is missing or fails the sanity
@@ -58,7 +72,8 @@ impl OffsetIndex {
         if !monotonic || !within_log {
             return Ok(None);
         }
-        Ok(Some(OffsetIndex { path: path.to_owned(), file, base_offset, entries }))
+        let persisted = entries.len();
+        Ok(Some(OffsetIndex { path: path.to_owned(), file, base_offset, entries, persisted }))
     }
 
     /// Adds an entry; `offset` and `position` must exceed the last entry's.
@@ -71,11 +86,10 @@ impl OffsetIndex {
                 return Err(invalid("offset index entries must increase"));
             }
         }
-        let mut entry = [0u8; OFFSET_ENTRY_LEN];
-        entry[..4].copy_from_slice(&relative.to_be_bytes());
-        entry[4..].copy_from_slice(&position.to_be_bytes());
-        self.file.write_all(&entry)?;
         self.entries.push((relative, position));
+        if self.entries.len() - self.persisted >= PENDING_WRITE {
+            self.write_pending()?;
+        }
         Ok(())
     }
 
@@ -104,12 +118,30 @@ impl OffsetIndex {
     /// Drops every entry pointing at `position` or beyond (the log is being cut there).
     pub fn truncate_to_position(&mut self, position: u64) -> io::Result<()> {
         let keep = self.entries.partition_point(|&(_, pos)| u64::from(pos) < position);
-        self.file.set_len((keep * OFFSET_ENTRY_LEN) as u64)?;
+        if keep < self.persisted {
+            self.file.set_len((keep * OFFSET_ENTRY_LEN) as u64)?;
+            self.persisted = keep;
+        }
         self.entries.truncate(keep);
         Ok(())
     }
 
-    pub fn flush(&self) -> io::Result<()> {
+    /// Write the entries not yet in the file.
+    pub fn write_pending(&mut self) -> io::Result<()> {
+        if self.persisted == self.entries.len() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity((self.entries.len() - self.persisted) * OFFSET_ENTRY_LEN);
+        for e in &self.entries[self.persisted..] {
+            buf.extend_from_slice(&encode_entry(*e));
+        }
+        self.file.write_all(&buf)?;
+        self.persisted = self.entries.len();
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.write_pending()?;
         self.file.sync_data()
     }
 
@@ -144,6 +176,9 @@ mod tests {
         idx.truncate_to_position(8000).unwrap();
         assert_eq!(idx.last_entry(), Some((110, 4000)));
         idx.append(115, 5000).unwrap();
+        // Entries reach the file on flush (or seal); dropping before that loses only them.
+        idx.flush().unwrap();
+        idx.append(117, 5500).unwrap();
         drop(idx);
 
         let idx = OffsetIndex::load(&path, 100, 20000).unwrap().unwrap();

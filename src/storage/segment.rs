@@ -217,6 +217,8 @@ impl LogSegment {
             self.log.set_len(pos)?;
             self.size = pos;
         }
+        self.offset_index.write_pending()?;
+        self.time_index.write_pending()?;
         Ok(truncated)
     }
 
@@ -321,6 +323,11 @@ impl LogSegment {
     }
 
     /// Reads `len` bytes at `pos`.
+    /// Fill `buf` from the log file at `pos`.
+    pub fn read_into(&self, pos: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.log.read_exact_at(buf, pos)
+    }
+
     pub fn read(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
         let mut buf = vec![0u8; len];
         self.log.read_exact_at(&mut buf, pos)?;
@@ -385,11 +392,12 @@ impl LogSegment {
         if self.max_timestamp != NO_TIMESTAMP {
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)?;
         }
-        Ok(())
+        self.offset_index.write_pending()?;
+        self.time_index.write_pending()
     }
 
     /// fdatasync of the log and both indexes.
-    pub fn flush(&self) -> io::Result<()> {
+    pub fn flush(&mut self) -> io::Result<()> {
         self.log.sync_data()?;
         self.offset_index.flush()?;
         self.time_index.flush()

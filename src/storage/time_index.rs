@@ -23,16 +23,30 @@ pub struct TimeIndex {
     file: File,
     base_offset: i64,
     entries: Vec<(i64, u32)>,
+    /// Entries below this index are in the file; the rest are written in batches (on
+    /// flush, seal, or every PENDING_WRITE entries) so an append costs no syscall. A
+    /// crash loses only unwritten entries: lookups then scan a little further.
+    persisted: usize,
 }
 
 pub const TIME_ENTRY_LEN: usize = 12;
+
+/// Entries buffered in memory before they are written to the file.
+const PENDING_WRITE: usize = 128;
+
+fn encode_entry((timestamp, relative): (i64, u32)) -> [u8; TIME_ENTRY_LEN] {
+    let mut entry = [0u8; TIME_ENTRY_LEN];
+    entry[..8].copy_from_slice(&timestamp.to_be_bytes());
+    entry[8..].copy_from_slice(&relative.to_be_bytes());
+    entry
+}
 
 impl TimeIndex {
     /// Creates an empty index, replacing any file at `path`.
     pub fn create(path: &Path, base_offset: i64) -> io::Result<TimeIndex> {
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         file.set_len(0)?;
-        Ok(TimeIndex { path: path.to_owned(), file, base_offset, entries: Vec::new() })
+        Ok(TimeIndex { path: path.to_owned(), file, base_offset, entries: Vec::new(), persisted: 0 })
     }
 
     /// Loads an existing index. `Ok(None)` when the file is missing or fails the sanity
@@ -59,7 +73,8 @@ impl TimeIndex {
         if !entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1) {
             return Ok(None);
         }
-        Ok(Some(TimeIndex { path: path.to_owned(), file, base_offset, entries }))
+        let persisted = entries.len();
+        Ok(Some(TimeIndex { path: path.to_owned(), file, base_offset, entries, persisted }))
     }
 
     /// Adds `(timestamp, offset)` if `timestamp` exceeds the last entry's; otherwise the
@@ -75,11 +90,10 @@ impl TimeIndex {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "time index offsets must not decrease"));
             }
         }
-        let mut entry = [0u8; TIME_ENTRY_LEN];
-        entry[..8].copy_from_slice(&timestamp.to_be_bytes());
-        entry[8..].copy_from_slice(&relative.to_be_bytes());
-        self.file.write_all(&entry)?;
         self.entries.push((timestamp, relative));
+        if self.entries.len() - self.persisted >= PENDING_WRITE {
+            self.write_pending()?;
+        }
         Ok(())
     }
 
@@ -105,12 +119,30 @@ impl TimeIndex {
     /// Drops every entry at `offset` or beyond.
     pub fn truncate_to_offset(&mut self, offset: i64) -> io::Result<()> {
         let keep = self.entries.partition_point(|&(_, rel)| self.base_offset + i64::from(rel) < offset);
-        self.file.set_len((keep * TIME_ENTRY_LEN) as u64)?;
+        if keep < self.persisted {
+            self.file.set_len((keep * TIME_ENTRY_LEN) as u64)?;
+            self.persisted = keep;
+        }
         self.entries.truncate(keep);
         Ok(())
     }
 
-    pub fn flush(&self) -> io::Result<()> {
+    /// Write the entries not yet in the file.
+    pub fn write_pending(&mut self) -> io::Result<()> {
+        if self.persisted == self.entries.len() {
+            return Ok(());
+        }
+        let mut buf = Vec::with_capacity((self.entries.len() - self.persisted) * TIME_ENTRY_LEN);
+        for e in &self.entries[self.persisted..] {
+            buf.extend_from_slice(&encode_entry(*e));
+        }
+        self.file.write_all(&buf)?;
+        self.persisted = self.entries.len();
+        Ok(())
+    }
+
+    pub fn flush(&mut self) -> io::Result<()> {
+        self.write_pending()?;
         self.file.sync_data()
     }
 
@@ -139,6 +171,7 @@ mod tests {
         assert_eq!(idx.lookup(2500), Some((2000, 110)));
         idx.truncate_to_offset(120).unwrap();
         assert_eq!(idx.last_entry(), Some((2000, 110)));
+        idx.flush().unwrap();
         drop(idx);
 
         let idx = TimeIndex::load(&path, 100).unwrap().unwrap();
