@@ -8,6 +8,7 @@
 
 pub mod context;
 pub mod errors;
+pub mod fetch_encoding;
 pub mod guard;
 pub mod handlers;
 pub mod offsets_topic;
@@ -55,12 +56,13 @@ impl RequestInfo {
 }
 
 /// Handle one request frame (without its size prefix). Returns the encoded response
-/// frame (with size prefix), or `None` when the request gets no response.
+/// frame (with size prefix) as chunks to write in order, or `None` when the request gets
+/// no response.
 pub async fn handle_frame(
     ctx: &Ctx,
     peer: Option<std::net::SocketAddr>,
     frame: Bytes,
-) -> Result<Option<BytesMut>, ProtocolError> {
+) -> Result<Option<Vec<Bytes>>, ProtocolError> {
     if frame.len() < 8 {
         return Err(ProtocolError::ShortFrame(frame.len()));
     }
@@ -73,7 +75,8 @@ pub async fn handle_frame(
             // Kafka answers an unknown ApiVersions version with a v0 response carrying
             // UNSUPPORTED_VERSION and the version ranges, so the client can pick one.
             let body = handlers::api_versions::unsupported_version_response();
-            return encode(ApiKey::ApiVersions, 0, correlation_id, &ResponseKind::ApiVersions(body)).map(Some);
+            return encode(ApiKey::ApiVersions, 0, correlation_id, &ResponseKind::ApiVersions(body))
+                .map(|b| Some(vec![b.freeze()]));
         }
         return Err(ProtocolError::UnsupportedVersion { api, version });
     }
@@ -87,7 +90,11 @@ pub async fn handle_frame(
     let reply = dispatch(ctx, &info, request, version).await?;
     match reply {
         Reply::NoResponse => Ok(None),
-        Reply::Response(body) => encode(api, version, correlation_id, &body).map(Some),
+        // Fetch responses keep their record bytes as separate chunks (no copy).
+        Reply::Response(body) => match *body {
+            ResponseKind::Fetch(f) => fetch_encoding::encode_fetch(&f, version, correlation_id).map(Some),
+            other => encode(api, version, correlation_id, &other).map(|b| Some(vec![b.freeze()])),
+        },
     }
 }
 

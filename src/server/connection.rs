@@ -58,7 +58,7 @@ pub async fn serve(
                     let correlation = peek_correlation_id(&frame);
                     match handle_frame(&ctx, Some(peer), frame).await {
                         Ok(Some(resp)) => {
-                            if let Err(e) = stream.write_all(&resp).await {
+                            if let Err(e) = write_chunks(&mut stream, resp).await {
                                 tracing::debug!(%peer, error = %e, "write failed; closing connection");
                                 return;
                             }
@@ -97,6 +97,32 @@ pub async fn serve(
             _ = shutdown.recv() => return,
         }
     }
+}
+
+/// Write a response made of several chunks with vectored writes.
+async fn write_chunks(stream: &mut TcpStream, chunks: Vec<Bytes>) -> std::io::Result<()> {
+    if let [one] = chunks.as_slice() {
+        return stream.write_all(one).await;
+    }
+    let mut chunks: std::collections::VecDeque<Bytes> = chunks.into();
+    while !chunks.is_empty() {
+        let slices: Vec<std::io::IoSlice<'_>> = chunks.iter().take(64).map(|c| std::io::IoSlice::new(c)).collect();
+        let mut written = stream.write_vectored(&slices).await?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while written > 0 {
+            let Some(front) = chunks.front_mut() else { break };
+            if written >= front.len() {
+                written -= front.len();
+                chunks.pop_front();
+            } else {
+                front.advance(written);
+                written = 0;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
