@@ -1,0 +1,94 @@
+"""The runnel binary itself: defaults with no arguments, configuration layering and
+refusal of invalid configuration, one process per data dir."""
+import os
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import RunnelProcess, runnel_bin
+
+
+def run_to_exit(args, env=None, cwd=None, timeout=20):
+    return subprocess.run([runnel_bin()] + args, capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, **(env or {})), cwd=cwd)
+
+
+@pytest.mark.parametrize("args,env,field", [
+    (["--num-partitions", "0"], {}, "num_partitions"),
+    (["--listen", "not-an-address"], {}, "listen"),
+    (["--advertised-listener", "nohostport"], {}, "advertised_listener"),
+    ([], {"RUNNEL_LOG_RETENTION_MS": "-5"}, "log_retention_ms"),
+    ([], {"RUNNEL_MIN_INSYNC_REPLICAS": "0"}, "min_insync_replicas"),
+])
+def test_invalid_config_is_refused_naming_the_field(tmp_path, args, env, field):
+    r = run_to_exit(args + ["--data-dir", str(tmp_path / "d")], env=env)
+    assert r.returncode == 2, r
+    assert field in r.stderr, r.stderr
+    assert "listening on" not in r.stdout
+
+
+def test_invalid_yaml_is_refused(tmp_path):
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("num_partitons: 3\n")  # misspelt key
+    r = run_to_exit(["--config", str(cfg), "--data-dir", str(tmp_path / "d")])
+    assert r.returncode != 0
+    assert "num_partitons" in r.stderr, r.stderr
+
+
+def test_yaml_env_and_flags_layer_in_that_order(tmp_path):
+    cfg = tmp_path / "runnel.yaml"
+    cfg.write_text("num_partitions: 3\nauto_create_topics: false\n")
+    from confluent_kafka.admin import AdminClient
+    # flags > env > file: env overrides the file's auto_create, the flag overrides env's partitions
+    broker = RunnelProcess(tmp_path / "d", extra_args=["--config", str(cfg), "--num-partitions", "5"],
+                           env={"RUNNEL_AUTO_CREATE_TOPICS": "true", "RUNNEL_NUM_PARTITIONS": "4"})
+    broker.start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": broker.bootstrap})
+        p.produce("layered", b"v")
+        assert p.flush(20) == 0
+        md = admin.list_topics("layered", timeout=10)
+        assert len(md.topics["layered"].partitions) == 5
+    finally:
+        broker.kill()
+
+
+def test_one_process_per_data_dir(tmp_path):
+    first = RunnelProcess(tmp_path / "d")
+    first.start()
+    try:
+        r = run_to_exit(["--listen", "127.0.0.1:0", "--data-dir", str(tmp_path / "d")])
+        assert r.returncode != 0
+        assert "in use" in r.stderr, r.stderr
+    finally:
+        first.kill()
+
+
+def port_free(port):
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+def test_no_arguments_is_a_dev_broker_on_9092(tmp_path):
+    if not port_free(9092):
+        pytest.skip("port 9092 is taken on this machine")
+    proc = subprocess.Popen([runnel_bin()], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        line = proc.stdout.readline()
+        assert "listening on 127.0.0.1:9092" in line, line
+        assert (tmp_path / "runnel-data").is_dir()
+        from confluent_kafka import Producer
+        p = Producer({"bootstrap.servers": "127.0.0.1:9092"})
+        p.produce("hello", b"world")
+        assert p.flush(20) == 0
+    finally:
+        proc.terminate()
+        assert proc.wait(20) == 0, "SIGTERM is a clean shutdown"
