@@ -73,7 +73,13 @@ start() {
                      -Dkafka.logs.dir="$dir" -Djava.awt.headless=true)
     # A Kafka cluster id is 16 random bytes in URL-safe base64 without padding.
     local cluster_id
-    cluster_id="$(python3 -c 'import base64, uuid; print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+    # Never starting with '-': the storage tool's argument parser would take it for an option.
+    cluster_id="$(python3 -c 'import base64, uuid
+while True:
+    c = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not c.startswith("-"):
+        print(c)
+        break')"
     java "${java_opts[@]}" -Xmx256m kafka.tools.StorageTool format \
         --config "$dir/server.properties" --cluster-id "$cluster_id" > "$dir/format.log" 2>&1 \
         || { cat "$dir/format.log" >&2; return 1; }
