@@ -12,6 +12,9 @@ use crate::protocol::Ctx;
 
 /// Fetches wait at most this long, whatever the client asks.
 const MAX_WAIT_CAP_MS: i32 = 30_000;
+/// Kafka's broker-side `fetch.max.bytes`: a response holds at most this much (beyond one
+/// whole first batch), so a request's max_bytes never sizes a larger read buffer.
+const FETCH_MAX_BYTES: usize = 57_671_680;
 
 pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchResponse {
     let wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
@@ -48,7 +51,7 @@ fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {
 /// One pass over the requested partitions: (responses, record bytes, any error).
 fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopicResponse>, usize, bool) {
     let image = ctx.image();
-    let mut remaining = req.max_bytes.max(0) as usize;
+    let mut remaining = (req.max_bytes.max(0) as usize).min(FETCH_MAX_BYTES);
     let mut total = 0usize;
     let mut any_error = false;
     let mut out = Vec::with_capacity(req.topics.len());
