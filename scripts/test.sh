@@ -9,6 +9,12 @@ cd "$(dirname "$0")/.."
 echo "== cargo fmt --check, clippy"
 cargo fmt --check
 cargo clippy --locked --all-targets -- -D warnings
+# The separate workspaces that depend on runnel by path must have lock files that still
+# match runnel's dependencies (run `cargo metadata` in them after changing Cargo.toml).
+for ws in compat-tests/rust fuzz; do
+  cargo metadata --locked --format-version 1 --manifest-path "$ws/Cargo.toml" >/dev/null \
+    || { echo "$ws/Cargo.lock is out of date with runnel's Cargo.toml"; exit 1; }
+done
 
 echo "== cargo test (unit + integration)"
 cargo build --locked --bins
