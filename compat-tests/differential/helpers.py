@@ -56,12 +56,23 @@ def topic_id(conn, name):
     return md["topics"][0]["topic_id"]
 
 
+NOT_LEADER_OR_FOLLOWER = 6
+
+
 def produce(conn, name, values, partition=0, timestamps=None, version=9, acks=-1):
-    """Produce one batch; returns the partition response."""
+    """Produce one batch; returns the partition response. Kafka takes leadership of a new
+    topic's partitions asynchronously, so right after CreateTopics it may answer
+    NOT_LEADER_OR_FOLLOWER; like a real client, retry that (bounded). No scenario here
+    expects that error."""
     batch = kwire.record_batch(values, timestamps=timestamps)
-    r = conn.call("Produce", version, acks=acks, timeout_ms=30000, topic_data=[{
-        "name": name, "partition_data": [{"index": partition, "records": batch}]}])
-    return r["responses"][0]["partition_responses"][0]
+    deadline = time.time() + 10
+    while True:
+        r = conn.call("Produce", version, acks=acks, timeout_ms=30000, topic_data=[{
+            "name": name, "partition_data": [{"index": partition, "records": batch}]}])
+        p = r["responses"][0]["partition_responses"][0]
+        if p["error_code"] != NOT_LEADER_OR_FOLLOWER or time.time() > deadline:
+            return p
+        time.sleep(0.1)
 
 
 def produce_ok(conn, name, values, **kw):
