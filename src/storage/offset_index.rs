@@ -35,6 +35,19 @@ pub const OFFSET_ENTRY_LEN: usize = 8;
 /// Entries buffered in memory before they are written to the file.
 const PENDING_WRITE: usize = 128;
 
+/// Append `entries`, encoded, to an index file with one write. Shared by both indexes.
+pub(super) fn write_entries<E: Copy, const N: usize>(
+    file: &mut File,
+    entries: &[E],
+    encode: fn(E) -> [u8; N],
+) -> io::Result<()> {
+    let mut buf = Vec::with_capacity(entries.len() * N);
+    for e in entries {
+        buf.extend_from_slice(&encode(*e));
+    }
+    file.write_all(&buf)
+}
+
 fn encode_entry((relative, position): (u32, u32)) -> [u8; OFFSET_ENTRY_LEN] {
     let mut entry = [0u8; OFFSET_ENTRY_LEN];
     entry[..4].copy_from_slice(&relative.to_be_bytes());
@@ -131,11 +144,7 @@ impl OffsetIndex {
         if self.persisted == self.entries.len() {
             return Ok(());
         }
-        let mut buf = Vec::with_capacity((self.entries.len() - self.persisted) * OFFSET_ENTRY_LEN);
-        for e in &self.entries[self.persisted..] {
-            buf.extend_from_slice(&encode_entry(*e));
-        }
-        self.file.write_all(&buf)?;
+        write_entries(&mut self.file, &self.entries[self.persisted..], encode_entry)?;
         self.persisted = self.entries.len();
         Ok(())
     }

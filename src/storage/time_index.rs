@@ -1,8 +1,10 @@
 //! The sparse time index of one segment (`<base offset>.timeindex`).
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+
+use super::offset_index::write_entries;
 
 /// Sparse map from the segment's running max timestamp to the batch holding it.
 ///
@@ -132,11 +134,7 @@ impl TimeIndex {
         if self.persisted == self.entries.len() {
             return Ok(());
         }
-        let mut buf = Vec::with_capacity((self.entries.len() - self.persisted) * TIME_ENTRY_LEN);
-        for e in &self.entries[self.persisted..] {
-            buf.extend_from_slice(&encode_entry(*e));
-        }
-        self.file.write_all(&buf)?;
+        write_entries(&mut self.file, &self.entries[self.persisted..], encode_entry)?;
         self.persisted = self.entries.len();
         Ok(())
     }
