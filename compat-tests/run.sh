@@ -27,14 +27,5 @@ echo "== container image, testcontainers, embedded and subprocess modes"
 bash "$HERE/rust/run.sh"
 
 echo "== librdkafka test suite (allow-list) against runnel"
-WORK="$(mktemp -d)"
-"$RUNNEL_BIN" --listen 127.0.0.1:0 --data-dir "$WORK/data" --num-partitions 4 >"$WORK/out" 2>"$WORK/err" &
-PID=$!
-trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
-for _ in $(seq 1 200); do
-  grep -q "listening on" "$WORK/out" 2>/dev/null && break
-  sleep 0.05
-done
-BOOTSTRAP="$(grep -o 'listening on [0-9.:]*' "$WORK/out" | awk '{print $3}')"
-[ -n "$BOOTSTRAP" ] || { echo "runnel did not start"; cat "$WORK/err"; exit 1; }
-bash "$HERE/librdkafka/run.sh" "$BOOTSTRAP"
+# run.sh starts its own runnel, configured as librdkafka's test brokers are (see there).
+bash "$HERE/librdkafka/run.sh" runnel

@@ -10,8 +10,9 @@
 #
 # BOOTSTRAP is host:port of a running broker, or the word "runnel": then a private
 # runnel (target/debug/runnel, or $RUNNEL_BIN; built with cargo if missing) is started
-# on a free loopback port with --num-partitions 4 (librdkafka's default scenario) plus
-# $RUNNEL_ARGS, and stopped when the run ends.
+# on a free loopback port with --num-partitions 4 (librdkafka's default scenario) and
+# Kafka's built-in group.initial.rebalance.delay.ms of 3000 (what librdkafka's own CI
+# brokers run with), plus $RUNNEL_ARGS, and stopped when the run ends.
 #
 # A TEST-ID is librdkafka's 4-digit test number ("0012"); the test-runner selects
 # by number, so an id runs every broker-facing variant of that number (for example
@@ -133,7 +134,10 @@ ln -sfn "${SRC_DIR}/src" "${LOG_DIR}/src"
 
 # BOOTSTRAP "runnel": start a private runnel broker for this run (and stop it at exit),
 # configured like librdkafka's default test scenario: auto-created topics get 4
-# partitions (see tests/scenarios/default.json). RUNNEL_BIN and RUNNEL_ARGS adjust it.
+# partitions (see tests/scenarios/default.json). Its group tests are written against
+# brokers that trivup starts with Kafka's built-in defaults, so a new group's first
+# rebalance waits group.initial.rebalance.delay.ms = 3000 ms for members starting together
+# (runnel's dev default is 0). RUNNEL_BIN and RUNNEL_ARGS adjust it.
 if [[ "${BOOTSTRAP}" == runnel ]]; then
     REPO="$(cd "${HERE}/../.." && pwd)"
     RUNNEL_BIN="${RUNNEL_BIN:-${REPO}/target/debug/runnel}"
@@ -143,7 +147,8 @@ if [[ "${BOOTSTRAP}" == runnel ]]; then
     RUNNEL_DATA="$(mktemp -d "${TMPDIR:-/tmp}/runnel-librdkafka.XXXXXX")"
     # shellcheck disable=SC2086
     "${RUNNEL_BIN}" --listen 127.0.0.1:0 --data-dir "${RUNNEL_DATA}" \
-        --num-partitions 4 ${RUNNEL_ARGS:-} > "${LOG_DIR}/runnel.log" 2>&1 &
+        --num-partitions 4 --group-initial-rebalance-delay-ms 3000 ${RUNNEL_ARGS:-} \
+        > "${LOG_DIR}/runnel.log" 2>&1 &
     RUNNEL_PID=$!
     trap 'kill "${RUNNEL_PID}" 2>/dev/null; wait "${RUNNEL_PID}" 2>/dev/null; rm -rf "${RUNNEL_DATA}"' EXIT
     BOOTSTRAP=""

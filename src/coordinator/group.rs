@@ -197,6 +197,10 @@ pub struct Group {
     rebalance_deadline_ms: i64,
     /// The first join of an empty group, waiting for its timer (see `prepare_rebalance`).
     initial_join: bool,
+    /// During the first join: a member joined since the timer was last set, and how much
+    /// of the rebalance timeout is left to extend it by (Kafka's initial delayed join).
+    new_member_added: bool,
+    initial_remaining_ms: i64,
     sync_deadline_ms: i64,
     /// When the group last changed state (Empty since when, for offset expiry).
     pub state_timestamp_ms: i64,
@@ -217,6 +221,8 @@ impl Group {
             pending_members: HashMap::new(),
             rebalance_deadline_ms: 0,
             initial_join: false,
+            new_member_added: false,
+            initial_remaining_ms: 0,
             sync_deadline_ms: 0,
             state_timestamp_ms: now,
             limits,
@@ -515,6 +521,9 @@ impl Group {
         if self.leader_id.is_none() {
             self.leader_id = Some(member_id);
         }
+        if self.initial_join {
+            self.new_member_added = true;
+        }
         match self.state {
             GroupState::PreparingRebalance => self.maybe_complete_join(now, fx),
             _ => self.prepare_rebalance(now, fx),
@@ -536,8 +545,13 @@ impl Group {
             // A new group's first join completes on a clock tick, never inside the join
             // itself, so members starting together land in one generation (Kafka's
             // initial delayed join; with a delay of 0 it still waits for its timer).
+            // While members keep arriving the timer is extended by the same delay, up to
+            // the rebalance timeout in all (see `tick`).
+            let delay = i64::from(self.limits.initial_rebalance_delay_ms);
             self.initial_join = true;
-            self.rebalance_deadline_ms = now + i64::from(self.limits.initial_rebalance_delay_ms).min(timeout);
+            self.new_member_added = false;
+            self.initial_remaining_ms = (timeout - delay).max(0);
+            self.rebalance_deadline_ms = now + delay.min(timeout);
         } else {
             self.rebalance_deadline_ms = now + timeout;
             self.maybe_complete_join(now, fx);
@@ -562,6 +576,7 @@ impl Group {
 
     fn complete_join(&mut self, now: i64, fx: &mut Vec<Effect>) {
         self.initial_join = false;
+        self.new_member_added = false;
         // Members that did not rejoin in time are out.
         let gone: Vec<String> =
             self.members.values().filter(|m| m.awaiting_join.is_none()).map(|m| m.member_id.clone()).collect();
@@ -829,7 +844,14 @@ impl Group {
         }
         match self.state {
             GroupState::PreparingRebalance if self.initial_join && now >= self.rebalance_deadline_ms => {
-                self.complete_join(now, &mut fx);
+                let delay = i64::from(self.limits.initial_rebalance_delay_ms);
+                if self.new_member_added && self.initial_remaining_ms > 0 && delay > 0 {
+                    self.new_member_added = false;
+                    self.rebalance_deadline_ms = now + delay.min(self.initial_remaining_ms);
+                    self.initial_remaining_ms = (self.initial_remaining_ms - delay).max(0);
+                } else {
+                    self.complete_join(now, &mut fx);
+                }
             }
             GroupState::PreparingRebalance if self.initial_join => {}
             GroupState::PreparingRebalance => self.maybe_complete_join(now, &mut fx),

@@ -393,8 +393,27 @@ fn an_initial_delay_holds_the_first_generation_open() {
     first_join(&mut g, 0, 1, "a");
     assert!(join_outcomes(&g.tick(2_999)).is_empty());
     first_join(&mut g, 2_500, 2, "b");
-    let out = join_outcomes(&g.tick(3_000));
+    // b arrived during the delay, so the timer is extended once more (Kafka's initial
+    // delayed join), and the generation completes when a whole delay passes with no one new.
+    assert!(join_outcomes(&g.tick(3_000)).is_empty());
+    assert!(join_outcomes(&g.tick(5_999)).is_empty());
+    let out = join_outcomes(&g.tick(6_000));
     assert_eq!(out.len(), 2);
+    assert!(out.iter().all(|(_, o)| o.generation_id == 1));
+}
+
+#[test]
+fn the_initial_delay_is_extended_at_most_up_to_the_rebalance_timeout() {
+    let limits = GroupLimits { initial_rebalance_delay_ms: 20_000, ..GroupLimits::default() };
+    let mut g = Group::new("g", limits, 0);
+    first_join(&mut g, 0, 1, "a");
+    first_join(&mut g, 1_000, 2, "b");
+    // 20 s delay, then a last 10 s: the 30 s rebalance timeout bounds the whole wait even
+    // though c joins during the extension.
+    assert!(join_outcomes(&g.tick(20_000)).is_empty());
+    first_join(&mut g, 25_000, 3, "c");
+    assert!(join_outcomes(&g.tick(29_999)).is_empty());
+    assert_eq!(join_outcomes(&g.tick(30_000)).len(), 3);
 }
 
 #[test]
