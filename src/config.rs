@@ -68,6 +68,7 @@ pub struct BrokerConfig {
     pub log_segment_bytes: u64,
     pub log_segment_ms: i64,
     pub log_retention_check_interval_ms: u64,
+    pub log_cleaner_backoff_ms: u64,
     pub flush_mode: FlushMode,
     pub flush_interval_messages: i64,
     pub flush_interval_ms: i64,
@@ -79,6 +80,7 @@ pub struct BrokerConfig {
     pub group_max_session_timeout_ms: i32,
     pub group_initial_rebalance_delay_ms: i32,
     pub offsets_retention_minutes: i64,
+    pub offsets_topic_segment_bytes: u64,
 }
 
 impl Default for BrokerConfig {
@@ -97,6 +99,7 @@ impl Default for BrokerConfig {
             log_segment_bytes: 1 << 30,
             log_segment_ms: 7 * 24 * 3600 * 1000,
             log_retention_check_interval_ms: 300_000,
+            log_cleaner_backoff_ms: 15_000,
             flush_mode: FlushMode::Interval,
             flush_interval_messages: i64::MAX,
             flush_interval_ms: i64::MAX,
@@ -108,6 +111,7 @@ impl Default for BrokerConfig {
             group_max_session_timeout_ms: 1_800_000,
             group_initial_rebalance_delay_ms: 0,
             offsets_retention_minutes: 10_080,
+            offsets_topic_segment_bytes: 100 * 1024 * 1024,
         }
     }
 }
@@ -130,6 +134,7 @@ pub struct ConfigOverrides {
     pub log_segment_bytes: Option<u64>,
     pub log_segment_ms: Option<i64>,
     pub log_retention_check_interval_ms: Option<u64>,
+    pub log_cleaner_backoff_ms: Option<u64>,
     pub flush_mode: Option<FlushMode>,
     pub flush_interval_messages: Option<i64>,
     pub flush_interval_ms: Option<i64>,
@@ -141,6 +146,7 @@ pub struct ConfigOverrides {
     pub group_max_session_timeout_ms: Option<i32>,
     pub group_initial_rebalance_delay_ms: Option<i32>,
     pub offsets_retention_minutes: Option<i64>,
+    pub offsets_topic_segment_bytes: Option<u64>,
 }
 
 macro_rules! apply_overrides {
@@ -184,6 +190,7 @@ impl BrokerConfig {
                     log_segment_bytes,
                     log_segment_ms,
                     log_retention_check_interval_ms,
+                    log_cleaner_backoff_ms,
                     flush_mode,
                     flush_interval_messages,
                     flush_interval_ms,
@@ -194,7 +201,8 @@ impl BrokerConfig {
                     group_min_session_timeout_ms,
                     group_max_session_timeout_ms,
                     group_initial_rebalance_delay_ms,
-                    offsets_retention_minutes
+                    offsets_retention_minutes,
+                    offsets_topic_segment_bytes
                 ]
             );
             if o.advertised_listener.is_some() {
@@ -271,6 +279,9 @@ impl BrokerConfig {
         }
         if self.offsets_retention_minutes < 1 {
             return Err(invalid("offsets_retention_minutes", "must be >= 1"));
+        }
+        if !(14..=i32::MAX as u64).contains(&self.offsets_topic_segment_bytes) {
+            return Err(invalid("offsets_topic_segment_bytes", "must be between 14 and 2147483647"));
         }
         Ok(())
     }

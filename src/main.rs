@@ -64,6 +64,10 @@ struct ServeArgs {
     log_segment_ms: Option<i64>,
     #[arg(long, env = "RUNNEL_LOG_RETENTION_CHECK_INTERVAL_MS")]
     log_retention_check_interval_ms: Option<u64>,
+    /// How often the log cleaner looks for compacted topics to clean (Kafka:
+    /// log.cleaner.backoff.ms).
+    #[arg(long, env = "RUNNEL_LOG_CLEANER_BACKOFF_MS")]
+    log_cleaner_backoff_ms: Option<u64>,
     /// `interval` (Kafka's page-cache acks) or `fsync` (fsync before ack, group commit).
     #[arg(long, env = "RUNNEL_FLUSH_MODE")]
     flush_mode: Option<FlushMode>,
@@ -89,6 +93,10 @@ struct ServeArgs {
     group_initial_rebalance_delay_ms: Option<i32>,
     #[arg(long, env = "RUNNEL_OFFSETS_RETENTION_MINUTES")]
     offsets_retention_minutes: Option<i64>,
+    /// Segment size of `__consumer_offsets` when it is created (Kafka:
+    /// offsets.topic.segment.bytes).
+    #[arg(long, env = "RUNNEL_OFFSETS_TOPIC_SEGMENT_BYTES")]
+    offsets_topic_segment_bytes: Option<u64>,
 }
 
 impl ServeArgs {
@@ -107,6 +115,7 @@ impl ServeArgs {
             log_segment_bytes: self.log_segment_bytes,
             log_segment_ms: self.log_segment_ms,
             log_retention_check_interval_ms: self.log_retention_check_interval_ms,
+            log_cleaner_backoff_ms: self.log_cleaner_backoff_ms,
             flush_mode: self.flush_mode,
             flush_interval_messages: self.flush_interval_messages,
             flush_interval_ms: self.flush_interval_ms,
@@ -118,6 +127,7 @@ impl ServeArgs {
             group_max_session_timeout_ms: self.group_max_session_timeout_ms,
             group_initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
             offsets_retention_minutes: self.offsets_retention_minutes,
+            offsets_topic_segment_bytes: self.offsets_topic_segment_bytes,
         }
     }
 }

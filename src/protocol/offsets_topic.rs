@@ -35,7 +35,7 @@ impl ConsumerOffsetsLog<'_> {
                 assignments: vec![],
                 configs: vec![
                     ("cleanup.policy".into(), Some("compact".into())),
-                    ("segment.bytes".into(), Some((100 * 1024 * 1024).to_string())),
+                    ("segment.bytes".into(), Some(ctx.config.offsets_topic_segment_bytes.to_string())),
                 ],
             };
             match ctx.controller.create_topic(&req, false) {

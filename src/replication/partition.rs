@@ -14,7 +14,8 @@ use uuid::Uuid;
 
 use super::producer_state::{ProducerStateTable, SequenceCheck};
 use crate::storage::{
-    validate_batches, validate_produce_batch, BatchError, LogConfig, PartitionLog, StorageError, TimestampBounds,
+    validate_batches, validate_produce_batch, BatchError, CleanStats, LogConfig, PartitionLog, StorageError,
+    TimestampBounds,
 };
 
 /// What a Produce must satisfy beyond a well-formed batch: the topic's max.message.bytes
@@ -271,6 +272,11 @@ impl Partition {
 
     pub fn enforce_retention(&self, now_ms: i64) -> Result<usize, PartitionError> {
         Ok(self.lock().log.enforce_retention(now_ms)?)
+    }
+
+    /// One log cleaner pass (compacted topics only); see [`PartitionLog::clean`].
+    pub fn clean(&self, now_ms: i64) -> Result<Option<CleanStats>, PartitionError> {
+        Ok(self.lock().log.clean(now_ms)?)
     }
 
     pub fn size_bytes(&self) -> u64 {

@@ -68,6 +68,17 @@ impl ReplicaManager {
         if let Some(v) = num("max.message.bytes") {
             c.max_message_bytes = v.max(0) as usize;
         }
+        if let Some(policy) = get("cleanup.policy") {
+            let has = |p: &str| policy.split(',').any(|x| x.trim() == p);
+            c.cleanup_delete = has("delete");
+            c.cleanup_compact = has("compact");
+        }
+        if let Some(v) = num("delete.retention.ms") {
+            c.delete_retention_ms = v;
+        }
+        if let Some(v) = get("min.cleanable.dirty.ratio").and_then(|v| v.trim().parse::<f64>().ok()) {
+            c.min_cleanable_dirty_permille = (v.clamp(0.0, 1.0) * 1000.0).round() as u32;
+        }
         let log_append_time = get("message.timestamp.type") == Some("LogAppendTime");
         (c, log_append_time)
     }

@@ -84,6 +84,7 @@ impl Broker {
         let tasks = vec![
             tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone())),
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
+            tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
         ];
         tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
@@ -203,6 +204,29 @@ async fn retention_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
                 }
                 Err(e) => tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
             }
+        }
+    }
+}
+
+/// The log cleaner: compacts `cleanup.policy=compact` partitions, off the async workers
+/// (a pass reads and rewrites whole segments).
+async fn cleaner_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
+    let period = Duration::from_millis(ctx.config.log_cleaner_backoff_ms.max(10));
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(period) => {}
+            _ = stop.recv() => return,
+        }
+        let ctx = ctx.clone();
+        let pass = tokio::task::spawn_blocking(move || {
+            for p in ctx.replicas.all_partitions() {
+                if let Err(e) = p.clean(ctx.now_ms()) {
+                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "log cleaning failed");
+                }
+            }
+        });
+        if let Err(e) = pass.await {
+            tracing::error!(error = %e, "log cleaner pass panicked");
         }
     }
 }

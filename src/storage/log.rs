@@ -24,6 +24,8 @@ use super::leader_epoch::LeaderEpochCache;
 use super::record::record_positions;
 use super::segment::LogSegment;
 
+mod cleaner;
+pub use cleaner::CleanStats;
 mod lookup;
 mod recovery;
 mod retention;
@@ -49,6 +51,15 @@ pub struct LogConfig {
     pub flush_ms: i64,
     /// `max.message.bytes`: largest record batch accepted.
     pub max_message_bytes: usize,
+    /// `cleanup.policy` contains `delete`: time and size retention apply.
+    pub cleanup_delete: bool,
+    /// `cleanup.policy` contains `compact`: the cleaner keeps the newest record per key.
+    pub cleanup_compact: bool,
+    /// `delete.retention.ms`: how long the cleaner keeps a tombstone (a null value).
+    pub delete_retention_ms: i64,
+    /// `min.cleanable.dirty.ratio`, in thousandths: clean once this share of the sealed
+    /// bytes has not been cleaned yet.
+    pub min_cleanable_dirty_permille: u32,
 }
 
 const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
@@ -64,6 +75,10 @@ impl Default for LogConfig {
             flush_messages: i64::MAX,
             flush_ms: i64::MAX,
             max_message_bytes: 1_048_588,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            delete_retention_ms: 24 * 3600 * 1000,
+            min_cleanable_dirty_permille: 500,
         }
     }
 }
@@ -112,6 +127,8 @@ pub struct PartitionLog {
     unflushed_messages: i64,
     last_flush_ms: i64,
     epochs: LeaderEpochCache,
+    /// Everything below this offset has been through the cleaner (compacted topics).
+    first_dirty_offset: i64,
 }
 
 impl PartitionLog {

@@ -33,5 +33,5 @@ pub use batch::{
     BATCH_HEADER_LEN,
 };
 pub use error::StorageError;
-pub use log::{AppendInfo, LogConfig, PartitionLog};
+pub use log::{AppendInfo, CleanStats, LogConfig, PartitionLog};
 pub use record_validation::{validate_produce_batch, TimestampBounds};

@@ -1,4 +1,5 @@
-//! Walking the records inside an uncompressed v2 batch, for exact timestamp lookups.
+//! Walking the records inside an uncompressed v2 batch: exact timestamp lookups and the
+//! log cleaner.
 //!
 //! Each record after the batch header is:
 //!
@@ -7,10 +8,14 @@
 //! attributes      int8     unused
 //! timestampDelta  varlong  relative to the batch's baseTimestamp
 //! offsetDelta     varint   relative to the batch's baseOffset
-//! key, value, headers ...  skipped via `length`
+//! keyLength      varint   -1 for a null key, then the key's bytes
+//! valueLength    varint   -1 for a null value (a tombstone), then the value's bytes
+//! headers ...             skipped via `length`
 //! ```
 //!
 //! Varints are zigzag-encoded, little-endian base-128 as in protobuf.
+
+use std::ops::Range;
 
 use super::batch::{BatchError, BatchHeader, BATCH_HEADER_LEN};
 
@@ -35,15 +40,44 @@ fn read_varlong(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<i64, Ba
     Err(BatchError::MalformedRecord("varint too long"))
 }
 
-/// Offsets and timestamps of the records in `batch` (the whole batch, header included),
-/// which must be uncompressed. For log-append-time batches every record carries the
-/// batch's max timestamp.
-pub fn record_positions(header: &BatchHeader, batch: &[u8]) -> Result<Vec<RecordPosition>, BatchError> {
+/// One record inside an uncompressed batch, located by byte ranges within the batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordView {
+    pub offset: i64,
+    pub timestamp: i64,
+    /// The key's bytes; `None` for a null key.
+    pub key: Option<Range<usize>>,
+    /// A null value: a tombstone on a compacted topic.
+    pub value_is_null: bool,
+    /// The whole record, its length prefix included.
+    pub bytes: Range<usize>,
+}
+
+/// Reads a length-prefixed field (key or value): `None` for length -1 (null).
+fn read_nullable(body: &[u8], pos: &mut usize) -> Result<Option<Range<usize>>, BatchError> {
+    let len = read_varlong(body, pos, 5)?;
+    if len < 0 {
+        return Ok(None);
+    }
+    let start = *pos;
+    let end = usize::try_from(len)
+        .ok()
+        .and_then(|l| start.checked_add(l))
+        .filter(|&e| e <= body.len())
+        .ok_or(BatchError::MalformedRecord("field runs past its record"))?;
+    *pos = end;
+    Ok(Some(start..end))
+}
+
+/// The records of `batch` (the whole batch, header included), which must be uncompressed.
+/// For log-append-time batches every record carries the batch's max timestamp.
+pub fn records(header: &BatchHeader, batch: &[u8]) -> Result<Vec<RecordView>, BatchError> {
     let end = header.total_len().min(batch.len());
     let mut pos = BATCH_HEADER_LEN;
     // Capacity is bounded by the bytes present: a record takes at least 1 byte.
     let mut out = Vec::with_capacity((header.records_count.max(0) as usize).min(end));
     for _ in 0..header.records_count {
+        let record_start = pos;
         let length = read_varlong(&batch[..end], &mut pos, 5)?;
         let body_start = pos;
         let body_end = usize::try_from(length)
@@ -55,15 +89,31 @@ pub fn record_positions(header: &BatchHeader, batch: &[u8]) -> Result<Vec<Record
         pos += 1; // attributes
         let timestamp_delta = read_varlong(body, &mut pos, 10)?;
         let offset_delta = read_varlong(body, &mut pos, 5)?;
+        let key = read_nullable(body, &mut pos)?;
+        let value_is_null = read_nullable(body, &mut pos)?.is_none();
         let timestamp = if header.uses_log_append_time() {
             header.max_timestamp
         } else {
             header.base_timestamp.wrapping_add(timestamp_delta)
         };
-        out.push(RecordPosition { offset: header.base_offset + offset_delta, timestamp });
+        out.push(RecordView {
+            offset: header.base_offset + offset_delta,
+            timestamp,
+            key,
+            value_is_null,
+            bytes: record_start..body_end,
+        });
         pos = body_end;
     }
     Ok(out)
+}
+
+/// Offsets and timestamps of the records in `batch`; see [`records`].
+pub fn record_positions(header: &BatchHeader, batch: &[u8]) -> Result<Vec<RecordPosition>, BatchError> {
+    Ok(records(header, batch)?
+        .into_iter()
+        .map(|r| RecordPosition { offset: r.offset, timestamp: r.timestamp })
+        .collect())
 }
 
 #[cfg(test)]

@@ -23,6 +23,7 @@ impl PartitionLog {
     /// rebuilt in any case.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionLog, StorageError> {
         fs::create_dir_all(dir)?;
+        super::cleaner::recover_interrupted_clean(dir)?;
         let bases = clean_directory(dir)?;
         let marker = dir.join(CLEAN_SHUTDOWN_MARKER);
         let clean_shutdown = marker.exists();
@@ -67,6 +68,7 @@ impl PartitionLog {
             unflushed_messages: 0,
             last_flush_ms: now_ms,
             epochs,
+            first_dirty_offset: 0,
         };
         if log.segments.is_empty() {
             let base = checkpointed_start.unwrap_or(0).max(0);

@@ -23,7 +23,11 @@ impl PartitionLog {
     /// Deletes sealed segments (never the active one), oldest first: those whose newest
     /// record is older than `retention.ms`, then as many more as can go while the log stays
     /// at least `retention.bytes` large (Kafka's rule). Returns the number deleted.
+    /// Only for `cleanup.policy=delete`: a compacted-only log keeps its segments.
     pub fn enforce_retention(&mut self, now_ms: i64) -> Result<usize, StorageError> {
+        if !self.config.cleanup_delete {
+            return Ok(0);
+        }
         let sealed = self.segments.len() - 1;
         let mut count = 0;
         if self.config.retention_ms >= 0 {
