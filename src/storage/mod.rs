@@ -16,6 +16,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod codec;
 pub mod error;
 pub mod leader_epoch;
 pub mod log;

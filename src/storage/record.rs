@@ -73,7 +73,14 @@ fn read_nullable(body: &[u8], pos: &mut usize) -> Result<Option<Range<usize>>, B
 /// For log-append-time batches every record carries the batch's max timestamp.
 pub fn records(header: &BatchHeader, batch: &[u8]) -> Result<Vec<RecordView>, BatchError> {
     let end = header.total_len().min(batch.len());
-    let mut pos = BATCH_HEADER_LEN;
+    records_from(header, &batch[..end], BATCH_HEADER_LEN)
+}
+
+/// The `header.records_count` records found in `data` from `pos` on: the record section
+/// of a batch, in place or decompressed. Ranges in the result index `data`.
+pub fn records_from(header: &BatchHeader, data: &[u8], mut pos: usize) -> Result<Vec<RecordView>, BatchError> {
+    let end = data.len();
+    let batch = data;
     // Capacity is bounded by the bytes present: a record takes at least 1 byte.
     let mut out = Vec::with_capacity((header.records_count.max(0) as usize).min(end));
     for _ in 0..header.records_count {

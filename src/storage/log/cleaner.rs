@@ -7,10 +7,12 @@
 //! go. Tombstones (null values) are kept while younger than `delete.retention.ms`, so a
 //! consumer reading behind the head still sees the delete.
 //!
-//! Control batches and compressed batches are kept whole: their records are not read
-//! (compressed data is not decompressed here yet), so they never cause another record to
-//! be removed either. Records without a key cannot be compacted and are dropped, as Kafka
-//! does.
+//! Compressed batches are decompressed (bounded, see [`crate::storage::codec`]); a
+//! compressed batch that loses records is rewritten uncompressed, which Kafka clients read
+//! like any other batch (Kafka recompresses with the original codec; runnel does not yet).
+//! A batch that cannot be decompressed within the bound, and every control batch, is kept
+//! whole and contributes no keys. Records without a key cannot be compacted and are
+//! dropped, as Kafka does.
 //!
 //! Consecutive segments are merged while the result stays within `segment.bytes`. A
 //! rewrite is crash safe:
@@ -25,6 +27,7 @@
 //! and finally its `.log` into the partition directory; while the `.log` is still in
 //! `cleaner.swap/` the whole sequence can be repeated safely.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
@@ -34,8 +37,9 @@ use super::recovery::delete_segment_files;
 use super::PartitionLog;
 use crate::storage::batch::{split_batches, BatchHeader, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use crate::storage::checkpoint::sync_dir;
+use crate::storage::codec::decompress;
 use crate::storage::error::StorageError;
-use crate::storage::record::records;
+use crate::storage::record::{records_from, RecordView};
 use crate::storage::segment::{LogSegment, LOG_SUFFIX};
 
 const CLEANING_DIR: &str = "cleaner.tmp";
@@ -45,6 +49,11 @@ const REPLACES_FILE: &str = "replaces";
 /// Key bytes mapped in one pass before the cleaner stops at a segment boundary (Kafka's
 /// `log.cleaner.dedupe.buffer.size` plays this role); the rest waits for the next pass.
 const MAX_MAP_BYTES: usize = 64 << 20;
+
+/// Largest record section the cleaner decompresses; bigger batches are kept whole.
+const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
+
+const COMPRESSION_BITS: u8 = 0x07;
 
 /// What one cleaning pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -180,20 +189,47 @@ impl PartitionLog {
     }
 }
 
-/// Adds the keys of one segment's uncompressed data batches to the map.
+/// The records of a data batch and the bytes their ranges index: the batch itself when
+/// uncompressed, else its decompressed record section. `None` for control batches and
+/// for batches that cannot be read (kept whole, with a log line).
+fn readable_records<'a>(h: &BatchHeader, batch: &'a [u8]) -> Option<(Cow<'a, [u8]>, Vec<RecordView>)> {
+    if h.is_control() {
+        return None;
+    }
+    let (data, start) = match h.compression() {
+        Compression::None => (Cow::Borrowed(batch), BATCH_HEADER_LEN),
+        codec => match decompress(codec, &batch[BATCH_HEADER_LEN..], MAX_DECOMPRESSED_BYTES) {
+            Ok(plain) => (Cow::Owned(plain), 0),
+            Err(e) => {
+                tracing::warn!(offset = h.base_offset, error = %e, "cleaner keeps a batch it cannot decompress");
+                return None;
+            }
+        },
+    };
+    match records_from(h, &data, start) {
+        Ok(recs) => Some((data, recs)),
+        Err(e) => {
+            tracing::warn!(offset = h.base_offset, error = %e, "cleaner keeps a batch with unreadable records");
+            None
+        }
+    }
+}
+
+/// Adds the keys of one segment's readable data batches to the map.
 fn map_segment(seg: &LogSegment, map: &mut OffsetMap) -> Result<(), StorageError> {
     for item in seg.batches_from(0) {
         let (pos, h) = item?;
         if h.producer_id >= 0 {
             map.producer_last_batch.insert(h.producer_id, h.base_offset);
         }
-        if h.is_control() || h.compression() != Compression::None {
+        if h.is_control() {
             continue;
         }
         let batch = seg.read(pos, h.total_len())?;
-        for r in records(&h, &batch)? {
+        let Some((data, recs)) = readable_records(&h, &batch) else { continue };
+        for r in recs {
             if let Some(key) = r.key {
-                let key = &batch[key];
+                let key = &data[key];
                 match map.newest.get_mut(key) {
                     Some(offset) => *offset = r.offset,
                     None => {
@@ -208,6 +244,8 @@ fn map_segment(seg: &LogSegment, map: &mut OffsetMap) -> Result<(), StorageError
 }
 
 /// Appends what survives of `batch` to `out`; returns the number of records removed.
+/// A rewritten batch keeps its base offset, last offset delta, producer fields and base
+/// timestamp (record deltas stay valid) and is stored uncompressed.
 fn retain(
     h: &BatchHeader,
     batch: &[u8],
@@ -216,16 +254,15 @@ fn retain(
     delete_retention_ms: i64,
     out: &mut Vec<u8>,
 ) -> Result<u64, StorageError> {
-    if h.is_control() || h.compression() != Compression::None {
+    let Some((data, all)) = readable_records(h, batch) else {
         out.extend_from_slice(batch);
         return Ok(0);
-    }
-    let all = records(h, batch)?;
+    };
     let kept: Vec<_> = all
         .iter()
         .filter(|r| {
             let Some(key) = &r.key else { return false };
-            let newest = map.newest.get(&batch[key.clone()]) == Some(&r.offset);
+            let newest = map.newest.get(&data[key.clone()]) == Some(&r.offset);
             newest && !(r.value_is_null && now_ms.saturating_sub(r.timestamp) > delete_retention_ms)
         })
         .collect();
@@ -242,11 +279,12 @@ fn retain(
     let start = out.len();
     out.extend_from_slice(&batch[..BATCH_HEADER_LEN]);
     for r in &kept {
-        out.extend_from_slice(&batch[r.bytes.clone()]);
+        out.extend_from_slice(&data[r.bytes.clone()]);
     }
     let new = &mut out[start..];
     let batch_length = (new.len() - LOG_OVERHEAD) as i32;
     new[8..12].copy_from_slice(&batch_length.to_be_bytes());
+    new[22] &= !COMPRESSION_BITS; // attributes' low byte
     if !h.uses_log_append_time() {
         let max_ts = kept.iter().map(|r| r.timestamp).max().unwrap_or(h.max_timestamp);
         new[35..43].copy_from_slice(&max_ts.to_be_bytes());

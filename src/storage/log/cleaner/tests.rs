@@ -41,9 +41,10 @@ fn contents(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
     for h in split_batches(&bytes).unwrap_or_default() {
         let batch = &bytes[pos..pos + h.total_len()];
         crate::storage::batch::check_batch(&h, batch).unwrap();
-        for r in records(&h, batch).unwrap() {
-            let key = String::from_utf8(batch[r.key.clone().unwrap()].to_vec()).unwrap();
-            let value = (!r.value_is_null).then(|| value_of(batch, &r));
+        let (data, recs) = readable_records(&h, batch).unwrap();
+        for r in recs {
+            let key = String::from_utf8(data[r.key.clone().unwrap()].to_vec()).unwrap();
+            let value = (!r.value_is_null).then(|| value_of(&data, &r));
             out.push((r.offset, key, value));
         }
         pos += h.total_len();
@@ -266,4 +267,52 @@ fn an_interrupted_swap_is_finished_on_open_and_a_partial_output_discarded() {
     let log = PartitionLog::open(&b, compacted(100), NOW).unwrap();
     assert_eq!(contents(&log), cleaned);
     assert!(!b.join(SWAP_DIR).exists() && !b.join(CLEANING_DIR).exists());
+}
+
+/// `batch` with its record section gzip-compressed (attributes, length and CRC updated).
+fn gzipped(batch: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&batch[BATCH_HEADER_LEN..]).unwrap();
+    let mut out = batch[..BATCH_HEADER_LEN].to_vec();
+    out.extend_from_slice(&gz.finish().unwrap());
+    out[22] |= 0x01;
+    let len = (out.len() - LOG_OVERHEAD) as i32;
+    out[8..12].copy_from_slice(&len.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}
+
+#[test]
+fn compressed_batches_are_compacted_and_rewritten_uncompressed() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let recs = |vals: &[(&'static str, &'static str)]| -> Vec<u8> {
+        let records: Vec<TestRecord> = vals
+            .iter()
+            .map(|(k, v)| TestRecord { key: Some(k.as_bytes()), value: Some(v.as_bytes()), timestamp: NOW })
+            .collect();
+        gzipped(&build_records_batch(0, &records, -1))
+    };
+    log.append(&mut recs(&[("a", "a0"), ("b", "b0"), ("c", "c0")]), 0, NOW).unwrap();
+    log.append(&mut recs(&[("a", "a1"), ("b", "b1")]), 0, NOW).unwrap();
+    put(&mut log, &[("z", Some("z"))], NOW, -1); // the active segment
+    let stats = log.clean(NOW).unwrap().expect("a pass ran");
+    assert_eq!(stats.records_removed, 2);
+    assert_eq!(
+        contents(&log),
+        vec![
+            (2, "c".into(), Some("c0".into())),
+            (3, "a".into(), Some("a1".into())),
+            (4, "b".into(), Some("b1".into())),
+            (5, "z".into(), Some("z".into())),
+        ]
+    );
+    // The first batch lost records: rewritten uncompressed at its base offset. The second
+    // lost none: kept compressed, byte for byte.
+    let bytes = log.read(0, usize::MAX, i64::MAX).unwrap();
+    let headers = split_batches(&bytes).unwrap();
+    assert_eq!((headers[0].base_offset, headers[0].last_offset(), headers[0].compression()), (0, 2, Compression::None));
+    assert_eq!(headers[1].compression(), Compression::Gzip);
 }

@@ -1,0 +1,134 @@
+//! Bounded decompression of a batch's record section, for the log cleaner (the produce
+//! and fetch paths never decompress).
+//!
+//! Kafka's codecs: gzip (one or more gzip members), snappy (the xerial framing Java
+//! producers write, or a raw snappy block as librdkafka writes), LZ4 frames and zstd
+//! frames. The output is capped: a batch that would inflate beyond `max_bytes` is refused
+//! rather than allocated, so a hostile producer cannot make the cleaner exhaust memory.
+
+use std::io::Read;
+
+use super::batch::Compression;
+
+/// Why a record section was not decompressed.
+#[derive(Debug, thiserror::Error)]
+pub enum DecompressError {
+    #[error("codec {0:?} is not supported")]
+    Unsupported(Compression),
+    #[error("decompressed data exceeds {0} bytes")]
+    TooLarge(usize),
+    #[error("corrupt compressed data: {0}")]
+    Corrupt(String),
+}
+
+const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
+/// Magic, version and compatible version.
+const XERIAL_HEADER_LEN: usize = 16;
+
+/// Decompresses `data` (a batch's bytes after its header) into at most `max_bytes`.
+pub fn decompress(codec: Compression, data: &[u8], max_bytes: usize) -> Result<Vec<u8>, DecompressError> {
+    match codec {
+        Compression::None => bounded(data, max_bytes),
+        Compression::Gzip => bounded(flate2::read::MultiGzDecoder::new(data), max_bytes),
+        Compression::Lz4 => bounded(lz4_flex::frame::FrameDecoder::new(data), max_bytes),
+        Compression::Zstd => {
+            let decoder = ruzstd::decoding::StreamingDecoder::new(data).map_err(corrupt)?;
+            bounded(decoder, max_bytes)
+        }
+        Compression::Snappy => snappy(data, max_bytes),
+        Compression::Unknown(_) => Err(DecompressError::Unsupported(codec)),
+    }
+}
+
+fn corrupt(e: impl std::fmt::Display) -> DecompressError {
+    DecompressError::Corrupt(e.to_string())
+}
+
+/// Reads everything from `r`, refusing more than `max_bytes`.
+fn bounded(r: impl Read, max_bytes: usize) -> Result<Vec<u8>, DecompressError> {
+    let mut out = Vec::new();
+    r.take(max_bytes as u64 + 1).read_to_end(&mut out).map_err(corrupt)?;
+    if out.len() > max_bytes {
+        return Err(DecompressError::TooLarge(max_bytes));
+    }
+    Ok(out)
+}
+
+fn snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, DecompressError> {
+    let mut out = Vec::new();
+    if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
+        let mut rest = &data[XERIAL_HEADER_LEN..];
+        while !rest.is_empty() {
+            let len_bytes: [u8; 4] =
+                rest.get(..4).and_then(|b| b.try_into().ok()).ok_or_else(|| corrupt("torn block"))?;
+            let len = u32::from_be_bytes(len_bytes) as usize;
+            let block = rest.get(4..4 + len).ok_or_else(|| corrupt("block runs past the data"))?;
+            snappy_block(block, max_bytes - out.len(), &mut out)?;
+            rest = &rest[4 + len..];
+        }
+    } else {
+        snappy_block(data, max_bytes, &mut out)?;
+    }
+    Ok(out)
+}
+
+/// Appends one raw snappy block, whose stated length is checked against the budget
+/// before anything is allocated.
+fn snappy_block(block: &[u8], budget: usize, out: &mut Vec<u8>) -> Result<(), DecompressError> {
+    let len = snap::raw::decompress_len(block).map_err(corrupt)?;
+    if len > budget {
+        return Err(DecompressError::TooLarge(out.len() + budget));
+    }
+    let start = out.len();
+    out.resize(start + len, 0);
+    let n = snap::raw::Decoder::new().decompress(block, &mut out[start..]).map_err(corrupt)?;
+    out.truncate(start + n);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn sample() -> Vec<u8> {
+        (0..10_000u32).flat_map(|i| (i % 251).to_le_bytes()).collect()
+    }
+
+    #[test]
+    fn every_codec_round_trips_and_is_capped() {
+        let plain = sample();
+        let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        gz.write_all(&plain).unwrap();
+        let gzip = gz.finish().unwrap();
+        let mut lz = lz4_flex::frame::FrameEncoder::new(Vec::new());
+        lz.write_all(&plain).unwrap();
+        let lz4 = lz.finish().unwrap();
+        let raw_snappy = snap::raw::Encoder::new().compress_vec(&plain).unwrap();
+        let mut xerial = XERIAL_MAGIC.to_vec();
+        xerial.extend_from_slice(&1i32.to_be_bytes());
+        xerial.extend_from_slice(&1i32.to_be_bytes());
+        for chunk in plain.chunks(16_000) {
+            let block = snap::raw::Encoder::new().compress_vec(chunk).unwrap();
+            xerial.extend_from_slice(&(block.len() as u32).to_be_bytes());
+            xerial.extend_from_slice(&block);
+        }
+        let zstd = ruzstd::encoding::compress_to_vec(plain.as_slice(), ruzstd::encoding::CompressionLevel::Fastest);
+        for (codec, data) in [
+            (Compression::Gzip, &gzip),
+            (Compression::Lz4, &lz4),
+            (Compression::Snappy, &raw_snappy),
+            (Compression::Snappy, &xerial),
+            (Compression::Zstd, &zstd),
+        ] {
+            assert_eq!(decompress(codec, data, plain.len()).unwrap(), plain, "{codec:?}");
+            assert!(
+                matches!(decompress(codec, data, plain.len() - 1), Err(DecompressError::TooLarge(_))),
+                "{codec:?} is capped"
+            );
+            assert!(decompress(codec, &data[..data.len() / 2], plain.len()).is_err(), "{codec:?} torn");
+        }
+        assert!(decompress(Compression::Unknown(7), &gzip, 1 << 20).is_err());
+    }
+}
