@@ -274,9 +274,12 @@ impl Partition {
         Ok(self.lock().log.enforce_retention(now_ms)?)
     }
 
-    /// One log cleaner pass (compacted topics only); see [`PartitionLog::clean`].
+    /// One log cleaner pass (compacted topics only). The partition is locked only to plan
+    /// the pass and to swap the cleaned segments in, not while they are written.
     pub fn clean(&self, now_ms: i64) -> Result<Option<CleanStats>, PartitionError> {
-        Ok(self.lock().log.clean(now_ms)?)
+        let Some(plan) = self.lock().log.plan_clean() else { return Ok(None) };
+        let prepared = plan.prepare(now_ms)?;
+        Ok(Some(self.lock().log.finish_clean(prepared)?))
     }
 
     pub fn size_bytes(&self) -> u64 {

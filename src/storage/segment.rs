@@ -53,17 +53,59 @@ pub struct LogSegment {
     created_ms: Option<i64>,
 }
 
+/// A read-only handle on a segment's `.log` with the size it had when taken. A sealed
+/// segment never changes in place, so the log cleaner reads one through this handle
+/// without holding the partition's lock.
+#[derive(Debug, Clone)]
+pub struct SegmentFile {
+    file: Arc<File>,
+    size: u64,
+}
+
+impl SegmentFile {
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// The header of the batch at `pos` if a complete, well-framed batch is there.
+    pub fn read_header(&self, pos: u64) -> io::Result<Option<BatchHeader>> {
+        if pos + BATCH_HEADER_LEN as u64 > self.size {
+            return Ok(None);
+        }
+        let mut buf = [0u8; BATCH_HEADER_LEN];
+        self.file.read_exact_at(&mut buf, pos)?;
+        let Ok(h) = BatchHeader::parse(&buf) else {
+            return Ok(None);
+        };
+        if h.batch_length < MIN_BATCH_LENGTH || pos + h.total_len() as u64 > self.size {
+            return Ok(None);
+        }
+        Ok(Some(h))
+    }
+
+    /// Reads `len` bytes at `pos`.
+    pub fn read(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
+        let mut buf = vec![0u8; len];
+        self.file.read_exact_at(&mut buf, pos)?;
+        Ok(buf)
+    }
+
+    pub fn batches_from(&self, pos: u64) -> BatchIter {
+        BatchIter { file: self.clone(), pos }
+    }
+}
+
 /// Batch headers from a position onward: `(position, header)`. Stops at the end of the
 /// segment or at the first position holding no complete, well-framed batch.
-pub struct BatchIter<'a> {
-    segment: &'a LogSegment,
+pub struct BatchIter {
+    file: SegmentFile,
     pos: u64,
 }
 
-impl Iterator for BatchIter<'_> {
+impl Iterator for BatchIter {
     type Item = io::Result<(u64, BatchHeader)>;
     fn next(&mut self) -> Option<Self::Item> {
-        match self.segment.read_header(self.pos) {
+        match self.file.read_header(self.pos) {
             Ok(Some(h)) => {
                 let at = self.pos;
                 self.pos += h.total_len() as u64;
@@ -247,18 +289,12 @@ impl LogSegment {
 
     /// The header of the batch at `pos` if a complete, well-framed batch is there.
     pub fn read_header(&self, pos: u64) -> io::Result<Option<BatchHeader>> {
-        if pos + BATCH_HEADER_LEN as u64 > self.size {
-            return Ok(None);
-        }
-        let mut buf = [0u8; BATCH_HEADER_LEN];
-        self.log.read_exact_at(&mut buf, pos)?;
-        let Ok(h) = BatchHeader::parse(&buf) else {
-            return Ok(None);
-        };
-        if h.batch_length < MIN_BATCH_LENGTH || pos + h.total_len() as u64 > self.size {
-            return Ok(None);
-        }
-        Ok(Some(h))
+        self.file().read_header(pos)
+    }
+
+    /// A handle on the `.log` as it is now.
+    pub fn file(&self) -> SegmentFile {
+        SegmentFile { file: Arc::clone(&self.log), size: self.size }
     }
 
     /// Updates indexes and running state for a batch written at `pos`.
@@ -322,20 +358,18 @@ impl LogSegment {
         Ok(())
     }
 
-    /// Reads `len` bytes at `pos`.
-    /// Fill `buf` from the log file at `pos`.
+    /// Fills `buf` from the log file at `pos`.
     pub fn read_into(&self, pos: u64, buf: &mut [u8]) -> io::Result<()> {
         self.log.read_exact_at(buf, pos)
     }
 
+    /// Reads `len` bytes at `pos`.
     pub fn read(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
-        let mut buf = vec![0u8; len];
-        self.log.read_exact_at(&mut buf, pos)?;
-        Ok(buf)
+        self.file().read(pos, len)
     }
 
-    pub fn batches_from(&self, pos: u64) -> BatchIter<'_> {
-        BatchIter { segment: self, pos }
+    pub fn batches_from(&self, pos: u64) -> BatchIter {
+        self.file().batches_from(pos)
     }
 
     /// Position and header of the first batch whose last offset is ≥ `offset`: an index

@@ -18,10 +18,17 @@
 //! rewrite is crash safe:
 //!
 //! ```text
-//! cleaner.tmp/    the new segment being written        (deleted when found on open)
-//! cleaner.swap/   the new segment, complete and synced, plus `replaces`, the base
+//! cleaner.tmp/N/  the new segments being written, one directory per group
+//!                                                      (deleted when found on open)
+//! cleaner.swap/   one new segment, complete and synced, plus `replaces`, the base
 //!                 offsets of the segments it replaces  (the swap is finished on open)
 //! ```
+//!
+//! A pass is planned under the partition's lock ([`PartitionLog::plan_clean`]: handles on
+//! the sealed segments), prepared without it ([`CleanPlan::prepare`]: the reading,
+//! filtering and writing), and finished under it again ([`PartitionLog::finish_clean`]:
+//! a swap per group whose segments are unchanged). Produce and fetch wait only for the
+//! swaps.
 //!
 //! Finishing a swap deletes the replaced segments, then moves the new segment's indexes
 //! and finally its `.log` into the partition directory; while the `.log` is still in
@@ -31,7 +38,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::recovery::delete_segment_files;
 use super::PartitionLog;
@@ -40,7 +47,7 @@ use crate::storage::checkpoint::sync_dir;
 use crate::storage::codec::decompress;
 use crate::storage::error::StorageError;
 use crate::storage::record::{records_from, RecordView};
-use crate::storage::segment::{LogSegment, LOG_SUFFIX};
+use crate::storage::segment::{LogSegment, SegmentFile, LOG_SUFFIX};
 
 const CLEANING_DIR: &str = "cleaner.tmp";
 const SWAP_DIR: &str = "cleaner.swap";
@@ -73,6 +80,44 @@ struct OffsetMap {
     producer_last_batch: HashMap<i64, i64>,
 }
 
+/// A sealed segment as the cleaner saw it when it planned a pass.
+#[derive(Debug, Clone)]
+struct Sealed {
+    base_offset: i64,
+    next_offset: i64,
+    file: SegmentFile,
+}
+
+/// A pass decided on under the partition's lock; [`CleanPlan::prepare`] does the reading
+/// and writing without it.
+#[derive(Debug)]
+pub struct CleanPlan {
+    dir: PathBuf,
+    segment_bytes: u64,
+    index_interval_bytes: u64,
+    delete_retention_ms: i64,
+    /// The sealed segments, oldest first, and the base offset of the one after them.
+    sealed: Vec<Sealed>,
+    end_offset: i64,
+}
+
+/// Cleaned segments written to `cleaner.tmp/`, waiting for [`PartitionLog::finish_clean`].
+#[derive(Debug)]
+pub struct PreparedClean {
+    groups: Vec<PreparedGroup>,
+    /// Where the cleaned range ends: the next dirty offset once every group is in.
+    end_offset: i64,
+    stats: CleanStats,
+}
+
+#[derive(Debug)]
+struct PreparedGroup {
+    /// The segments replaced: base offset and size when read.
+    replaces: Vec<(i64, u64)>,
+    dir: PathBuf,
+    records_removed: u64,
+}
+
 impl PartitionLog {
     /// Share of the sealed bytes not yet cleaned, in thousandths (0 without sealed data).
     pub fn dirty_permille(&self) -> u32 {
@@ -86,39 +131,62 @@ impl PartitionLog {
         (dirty.saturating_mul(1000) / total) as u32
     }
 
-    /// One cleaning pass when the log is compacted and its dirty ratio has reached
-    /// `min.cleanable.dirty.ratio`; `None` when there was nothing to do.
-    pub fn clean(&mut self, now_ms: i64) -> Result<Option<CleanStats>, StorageError> {
+    /// A cleaning pass is due when the log is compacted and its dirty ratio has reached
+    /// `min.cleanable.dirty.ratio`. Cheap: takes handles on the sealed segments.
+    pub fn plan_clean(&self) -> Option<CleanPlan> {
         let sealed = self.segments.len() - 1;
         if !self.config.cleanup_compact || sealed == 0 {
-            return Ok(None);
+            return None;
         }
         let has_dirty = self.segments[..sealed].iter().any(|s| s.base_offset() >= self.first_dirty_offset);
         if !has_dirty || self.dirty_permille() < self.config.min_cleanable_dirty_permille {
-            return Ok(None);
+            return None;
         }
-        let mut map = OffsetMap::default();
-        let mut mapped = 0;
-        while mapped < sealed && (mapped == 0 || map.key_bytes < MAX_MAP_BYTES) {
-            map_segment(&self.segments[mapped], &mut map)?;
-            mapped += 1;
-        }
-        let mut stats = CleanStats {
-            segments_before: mapped,
-            bytes_before: self.segments[..mapped].iter().map(LogSegment::size).sum(),
-            ..CleanStats::default()
-        };
-        let mut first = 0;
-        while first < mapped {
-            let last = self.group_end(first, mapped);
-            stats.records_removed += self.clean_group(first, last, &map, now_ms)?;
+        Some(CleanPlan {
+            dir: self.dir.clone(),
+            segment_bytes: self.config.segment_bytes,
+            index_interval_bytes: self.config.index_interval_bytes,
+            delete_retention_ms: self.config.delete_retention_ms,
+            sealed: self.segments[..sealed]
+                .iter()
+                .map(|s| Sealed { base_offset: s.base_offset(), next_offset: s.next_offset(), file: s.file() })
+                .collect(),
+            end_offset: self.segments[sealed].base_offset(),
+        })
+    }
+
+    /// Swaps prepared segments in, group by group, for as long as the segments each
+    /// replaces are still there as they were read (retention, DeleteRecords or a
+    /// truncation may have changed them meanwhile; such a group is dropped).
+    pub fn finish_clean(&mut self, prepared: PreparedClean) -> Result<CleanStats, StorageError> {
+        let mut stats = prepared.stats;
+        let mut groups = prepared.groups.into_iter();
+        let mut all_in = true;
+        for group in groups.by_ref() {
+            let Some(first) = self.unchanged(&group.replaces) else {
+                all_in = false;
+                break;
+            };
+            let base = group.replaces[0].0;
+            fs::rename(&group.dir, self.dir.join(SWAP_DIR))?;
+            sync_dir(&self.dir)?;
+            // From here a crash finishes the swap on the next open.
+            self.segments.drain(first..first + group.replaces.len());
+            finish_swap(&self.dir)?;
+            let (segment, _) = LogSegment::open(&self.dir, base, self.config.index_interval_bytes, false)?;
+            stats.bytes_after += segment.size();
             stats.segments_after += 1;
-            // The group is now one segment at index `first`.
-            mapped -= last - first - 1;
-            first += 1;
+            stats.records_removed += group.records_removed;
+            self.segments.insert(first, segment);
         }
-        stats.bytes_after = self.segments[..stats.segments_after].iter().map(LogSegment::size).sum();
-        self.first_dirty_offset = self.segments[stats.segments_after].base_offset();
+        let leftovers: Vec<_> = groups.collect();
+        if !leftovers.is_empty() {
+            tracing::info!(dir = %self.dir.display(), groups = leftovers.len(), "log changed during cleaning; retrying later");
+        }
+        remove_dir_if_present(&self.dir.join(CLEANING_DIR))?;
+        if all_in {
+            self.first_dirty_offset = self.first_dirty_offset.max(prepared.end_offset);
+        }
         tracing::info!(
             dir = %self.dir.display(),
             segments_before = stats.segments_before,
@@ -128,20 +196,70 @@ impl PartitionLog {
             records_removed = stats.records_removed,
             "cleaned log"
         );
-        Ok(Some(stats))
+        Ok(stats)
+    }
+
+    /// Index of the first of `replaces` if those segments are all still sealed, adjacent
+    /// and of the size they had when read.
+    fn unchanged(&self, replaces: &[(i64, u64)]) -> Option<usize> {
+        let first = self.segments.iter().position(|s| s.base_offset() == replaces[0].0)?;
+        let sealed = self.segments.len() - 1;
+        let matches = first + replaces.len() <= sealed
+            && replaces
+                .iter()
+                .zip(&self.segments[first..])
+                .all(|(&(base, size), s)| s.base_offset() == base && s.size() == size);
+        matches.then_some(first)
+    }
+
+    /// A whole pass under one borrow: plan, prepare and finish.
+    pub fn clean(&mut self, now_ms: i64) -> Result<Option<CleanStats>, StorageError> {
+        let Some(plan) = self.plan_clean() else { return Ok(None) };
+        let prepared = plan.prepare(now_ms)?;
+        self.finish_clean(prepared).map(Some)
+    }
+}
+
+impl CleanPlan {
+    /// Maps keys and writes the cleaned segments into `cleaner.tmp/`: the heavy part of a
+    /// pass, which reads only the sealed segments and so needs no lock.
+    pub fn prepare(self, now_ms: i64) -> Result<PreparedClean, StorageError> {
+        let mut map = OffsetMap::default();
+        let mut mapped = 0;
+        while mapped < self.sealed.len() && (mapped == 0 || map.key_bytes < MAX_MAP_BYTES) {
+            map_segment(&self.sealed[mapped].file, &mut map)?;
+            mapped += 1;
+        }
+        let end_offset = self.sealed.get(mapped).map_or(self.end_offset, |s| s.base_offset);
+        let tmp = self.dir.join(CLEANING_DIR);
+        remove_dir_if_present(&tmp)?;
+        fs::create_dir(&tmp)?;
+        let stats = CleanStats {
+            segments_before: mapped,
+            bytes_before: self.sealed[..mapped].iter().map(|s| s.file.size()).sum(),
+            ..CleanStats::default()
+        };
+        let mut groups = Vec::new();
+        let mut first = 0;
+        while first < mapped {
+            let last = self.group_end(first, mapped);
+            groups.push(self.write_group(&tmp.join(groups.len().to_string()), first, last, &map, now_ms)?);
+            first = last;
+        }
+        Ok(PreparedClean { groups, end_offset, stats })
     }
 
     /// One past the last segment of the group starting at `first`: consecutive segments
     /// whose sizes add up to at most `segment.bytes` and whose offsets fit one index
     /// (relative offsets are 32-bit).
     fn group_end(&self, first: usize, limit: usize) -> usize {
-        let base = self.segments[first].base_offset();
-        let mut size = self.segments[first].size();
+        let base = self.sealed[first].base_offset;
+        let mut size = self.sealed[first].file.size();
         let mut end = first + 1;
         while end < limit {
-            let next = &self.segments[end];
-            size += next.size();
-            if size > self.config.segment_bytes || next.next_offset() - base > i64::from(i32::MAX) {
+            let next = &self.sealed[end];
+            size += next.file.size();
+            if size > self.segment_bytes || next.next_offset - base > i64::from(i32::MAX) {
                 break;
             }
             end += 1;
@@ -149,21 +267,26 @@ impl PartitionLog {
         end
     }
 
-    /// Rewrites segments `first..last` as one segment with the base offset of the first;
-    /// returns the number of records removed.
-    fn clean_group(&mut self, first: usize, last: usize, map: &OffsetMap, now_ms: i64) -> Result<u64, StorageError> {
-        let base = self.segments[first].base_offset();
-        let tmp = self.dir.join(CLEANING_DIR);
-        remove_dir_if_present(&tmp)?;
-        fs::create_dir(&tmp)?;
-        let mut out = LogSegment::create(&tmp, base, self.config.index_interval_bytes)?;
-        let mut removed = 0;
+    /// Writes segments `first..last`, cleaned, as one segment with the base offset of the
+    /// first, plus the `replaces` manifest, into `dir`, all synced.
+    fn write_group(
+        &self,
+        dir: &Path,
+        first: usize,
+        last: usize,
+        map: &OffsetMap,
+        now_ms: i64,
+    ) -> Result<PreparedGroup, StorageError> {
+        let group = &self.sealed[first..last];
+        fs::create_dir(dir)?;
+        let mut out = LogSegment::create(dir, group[0].base_offset, self.index_interval_bytes)?;
+        let mut records_removed = 0;
         let mut buf = Vec::new();
-        for seg in &self.segments[first..last] {
-            for item in seg.batches_from(0) {
+        for seg in group {
+            for item in seg.file.batches_from(0) {
                 let (pos, h) = item?;
-                let batch = seg.read(pos, h.total_len())?;
-                removed += retain(&h, &batch, map, now_ms, self.config.delete_retention_ms, &mut buf)?;
+                let batch = seg.file.read(pos, h.total_len())?;
+                records_removed += retain(&h, &batch, map, now_ms, self.delete_retention_ms, &mut buf)?;
                 if buf.len() >= 1 << 20 {
                     append_buffer(&mut out, &mut buf, now_ms)?;
                 }
@@ -173,19 +296,16 @@ impl PartitionLog {
         out.seal()?;
         out.flush()?;
         drop(out);
-        let replaces: String = self.segments[first..last].iter().map(|s| format!("{}\n", s.base_offset())).collect();
-        let mut file = fs::File::create(tmp.join(REPLACES_FILE))?;
+        let replaces: String = group.iter().map(|s| format!("{}\n", s.base_offset)).collect();
+        let mut file = fs::File::create(dir.join(REPLACES_FILE))?;
         file.write_all(replaces.as_bytes())?;
         file.sync_all()?;
-        sync_dir(&tmp)?;
-        fs::rename(&tmp, self.dir.join(SWAP_DIR))?;
-        sync_dir(&self.dir)?;
-        // From here a crash finishes the swap on the next open.
-        self.segments.drain(first..last);
-        finish_swap(&self.dir)?;
-        let (segment, _) = LogSegment::open(&self.dir, base, self.config.index_interval_bytes, false)?;
-        self.segments.insert(first, segment);
-        Ok(removed)
+        sync_dir(dir)?;
+        Ok(PreparedGroup {
+            replaces: group.iter().map(|s| (s.base_offset, s.file.size())).collect(),
+            dir: dir.to_owned(),
+            records_removed,
+        })
     }
 }
 
@@ -216,7 +336,7 @@ fn readable_records<'a>(h: &BatchHeader, batch: &'a [u8]) -> Option<(Cow<'a, [u8
 }
 
 /// Adds the keys of one segment's readable data batches to the map.
-fn map_segment(seg: &LogSegment, map: &mut OffsetMap) -> Result<(), StorageError> {
+fn map_segment(seg: &SegmentFile, map: &mut OffsetMap) -> Result<(), StorageError> {
     for item in seg.batches_from(0) {
         let (pos, h) = item?;
         if h.producer_id >= 0 {

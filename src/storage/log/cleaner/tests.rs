@@ -316,3 +316,36 @@ fn compressed_batches_are_compacted_and_rewritten_uncompressed() {
     assert_eq!((headers[0].base_offset, headers[0].last_offset(), headers[0].compression()), (0, 2, Compression::None));
     assert_eq!(headers[1].compression(), Compression::Gzip);
 }
+
+#[test]
+fn appends_during_a_pass_are_kept_and_a_changed_log_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    rounds(&mut log, 4);
+    // Prepared without the lock while a producer appends (and rolls) meanwhile.
+    let prepared = log.plan_clean().unwrap().prepare(NOW).unwrap();
+    put(&mut log, &[("a", Some("during"))], NOW, -1);
+    put(&mut log, &[("z", Some("z"))], NOW, -1);
+    let before_finish = contents(&log);
+    let stats = log.finish_clean(prepared).unwrap();
+    assert!(stats.records_removed > 0);
+    let after = contents(&log);
+    assert!(after.iter().all(|r| before_finish.contains(r)));
+    assert!(after.contains(&(12, "a".into(), Some("during".into()))), "{after:?}");
+    assert!(!dir.path().join(CLEANING_DIR).exists());
+
+    // Here DeleteRecords removes the first segments between prepare and finish: the
+    // prepared groups no longer match and nothing is swapped in.
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    rounds(&mut log, 4);
+    let prepared = log.plan_clean().unwrap().prepare(NOW).unwrap();
+    log.delete_records_before(3).unwrap();
+    let before_finish = contents(&log);
+    let stats = log.finish_clean(prepared).unwrap();
+    assert_eq!((stats.segments_after, stats.records_removed), (0, 0));
+    assert_eq!(contents(&log), before_finish);
+    assert!(!dir.path().join(CLEANING_DIR).exists());
+    // The next pass cleans what is there now.
+    assert!(log.clean(NOW).unwrap().unwrap().records_removed > 0);
+}
