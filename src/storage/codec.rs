@@ -1,12 +1,12 @@
-//! Bounded decompression of a batch's record section, for the log cleaner (the produce
-//! and fetch paths never decompress).
+//! Bounded decompression of a batch's record section, and compression back with the same
+//! codec, for the log cleaner (the produce and fetch paths never decompress).
 //!
 //! Kafka's codecs: gzip (one or more gzip members), snappy (the xerial framing Java
 //! producers write, or a raw snappy block as librdkafka writes), LZ4 frames and zstd
 //! frames. The output is capped: a batch that would inflate beyond `max_bytes` is refused
 //! rather than allocated, so a hostile producer cannot make the cleaner exhaust memory.
 
-use std::io::Read;
+use std::io::{Read, Write};
 
 use super::batch::Compression;
 
@@ -39,6 +39,41 @@ pub fn decompress(codec: Compression, data: &[u8], max_bytes: usize) -> Result<V
         Compression::Unknown(_) => Err(DecompressError::Unsupported(codec)),
     }
 }
+
+/// Compresses a record section with `codec` as Kafka's Java producer does (snappy in
+/// the xerial framing); `None` for a codec runnel cannot write or on failure.
+pub fn compress(codec: Compression, data: &[u8]) -> Option<Vec<u8>> {
+    match codec {
+        Compression::None => Some(data.to_vec()),
+        Compression::Gzip => {
+            let mut w = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+            w.write_all(data).ok()?;
+            w.finish().ok()
+        }
+        Compression::Lz4 => {
+            let mut w = lz4_flex::frame::FrameEncoder::new(Vec::new());
+            w.write_all(data).ok()?;
+            w.finish().ok()
+        }
+        Compression::Zstd => Some(ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)),
+        Compression::Snappy => {
+            let mut out = XERIAL_MAGIC.to_vec();
+            out.extend_from_slice(&1i32.to_be_bytes()); // version
+            out.extend_from_slice(&1i32.to_be_bytes()); // compatible version
+            let mut encoder = snap::raw::Encoder::new();
+            for chunk in data.chunks(XERIAL_BLOCK) {
+                let block = encoder.compress_vec(chunk).ok()?;
+                out.extend_from_slice(&u32::try_from(block.len()).ok()?.to_be_bytes());
+                out.extend_from_slice(&block);
+            }
+            Some(out)
+        }
+        Compression::Unknown(_) => None,
+    }
+}
+
+/// Uncompressed bytes per xerial block (the Java library's default block size).
+const XERIAL_BLOCK: usize = 32 * 1024;
 
 fn corrupt(e: impl std::fmt::Display) -> DecompressError {
     DecompressError::Corrupt(e.to_string())
@@ -130,5 +165,10 @@ mod tests {
             assert!(decompress(codec, &data[..data.len() / 2], plain.len()).is_err(), "{codec:?} torn");
         }
         assert!(decompress(Compression::Unknown(7), &gzip, 1 << 20).is_err());
+        for codec in [Compression::Gzip, Compression::Lz4, Compression::Snappy, Compression::Zstd] {
+            let packed = compress(codec, &plain).unwrap();
+            assert!(packed.len() < plain.len(), "{codec:?} compresses");
+            assert_eq!(decompress(codec, &packed, plain.len()).unwrap(), plain, "{codec:?}");
+        }
     }
 }

@@ -8,8 +8,8 @@
 //! consumer reading behind the head still sees the delete.
 //!
 //! Compressed batches are decompressed (bounded, see [`crate::storage::codec`]); a
-//! compressed batch that loses records is rewritten uncompressed, which Kafka clients read
-//! like any other batch (Kafka recompresses with the original codec; runnel does not yet).
+//! compressed batch that loses records is recompressed with its codec, as Kafka does (or
+//! stored uncompressed when that is not smaller).
 //! A batch that cannot be decompressed within the bound, and every control batch, is kept
 //! whole and contributes no keys. Records without a key cannot be compacted and are
 //! dropped, as Kafka does.
@@ -44,7 +44,7 @@ use super::recovery::delete_segment_files;
 use super::PartitionLog;
 use crate::storage::batch::{split_batches, BatchHeader, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use crate::storage::checkpoint::sync_dir;
-use crate::storage::codec::decompress;
+use crate::storage::codec::{compress, decompress};
 use crate::storage::error::StorageError;
 use crate::storage::record::{records_from, RecordView};
 use crate::storage::segment::{LogSegment, SegmentFile, LOG_SUFFIX};
@@ -365,7 +365,7 @@ fn map_segment(seg: &SegmentFile, map: &mut OffsetMap) -> Result<(), StorageErro
 
 /// Appends what survives of `batch` to `out`; returns the number of records removed.
 /// A rewritten batch keeps its base offset, last offset delta, producer fields and base
-/// timestamp (record deltas stay valid) and is stored uncompressed.
+/// timestamp (record deltas stay valid).
 fn retain(
     h: &BatchHeader,
     batch: &[u8],
@@ -396,15 +396,25 @@ fn retain(
     if kept.is_empty() && !producer_state {
         return Ok(removed);
     }
+    let mut section = Vec::new();
+    for r in &kept {
+        section.extend_from_slice(&data[r.bytes.clone()]);
+    }
+    // Recompressed with the batch's codec when that helps; an emptied batch is plain.
+    let codec = h.compression();
+    let packed = (codec != Compression::None && !kept.is_empty())
+        .then(|| compress(codec, &section))
+        .flatten()
+        .filter(|p| p.len() < section.len());
     let start = out.len();
     out.extend_from_slice(&batch[..BATCH_HEADER_LEN]);
-    for r in &kept {
-        out.extend_from_slice(&data[r.bytes.clone()]);
-    }
+    out.extend_from_slice(packed.as_deref().unwrap_or(&section));
     let new = &mut out[start..];
     let batch_length = (new.len() - LOG_OVERHEAD) as i32;
     new[8..12].copy_from_slice(&batch_length.to_be_bytes());
-    new[22] &= !COMPRESSION_BITS; // attributes' low byte
+    if packed.is_none() {
+        new[22] &= !COMPRESSION_BITS; // attributes' low byte
+    }
     if !h.uses_log_append_time() {
         let max_ts = kept.iter().map(|r| r.timestamp).max().unwrap_or(h.max_timestamp);
         new[35..43].copy_from_slice(&max_ts.to_be_bytes());

@@ -52,12 +52,20 @@ fn contents(log: &PartitionLog) -> Vec<(i64, String, Option<String>)> {
     out
 }
 
-/// The value of a non-null record: the bytes after its key's length and bytes.
+/// The value of a non-null record: after the key, a zigzag varint length and the bytes.
 fn value_of(batch: &[u8], r: &crate::storage::record::RecordView) -> String {
     let key = r.key.clone().unwrap();
-    let mut pos = key.end;
-    let len = batch[pos] as usize / 2; // small test values: one-byte zigzag varint
-    pos += 1;
+    let (mut pos, mut raw, mut shift) = (key.end, 0u64, 0);
+    loop {
+        let b = batch[pos];
+        pos += 1;
+        raw |= u64::from(b & 0x7f) << shift;
+        shift += 7;
+        if b & 0x80 == 0 {
+            break;
+        }
+    }
+    let len = (raw >> 1) as usize; // zigzag, non-negative here
     String::from_utf8(batch[pos..pos + len].to_vec()).unwrap()
 }
 
@@ -348,4 +356,28 @@ fn appends_during_a_pass_are_kept_and_a_changed_log_is_left_alone() {
     assert!(!dir.path().join(CLEANING_DIR).exists());
     // The next pass cleans what is there now.
     assert!(log.clean(NOW).unwrap().unwrap().records_removed > 0);
+}
+
+#[test]
+fn a_compressed_batch_that_loses_records_is_recompressed_with_its_codec() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let value = "v".repeat(200);
+    let keys: Vec<String> = (0..20).map(|i| format!("k{i:02}")).collect();
+    let mut records: Vec<TestRecord> = keys
+        .iter()
+        .map(|k| TestRecord { key: Some(k.as_bytes()), value: Some(value.as_bytes()), timestamp: NOW })
+        .collect();
+    records.push(TestRecord { key: Some(b"old"), value: Some(b"1"), timestamp: NOW });
+    log.append(&mut gzipped(&build_records_batch(0, &records, -1)), 0, NOW).unwrap();
+    put(&mut log, &[("old", Some("2"))], NOW, -1);
+    put(&mut log, &[("z", Some("z"))], NOW, -1); // the active segment
+    assert_eq!(log.clean(NOW).unwrap().unwrap().records_removed, 1);
+    let bytes = log.read(0, usize::MAX, i64::MAX).unwrap();
+    let h = split_batches(&bytes).unwrap()[0];
+    assert_eq!((h.compression(), h.records_count, h.last_offset()), (Compression::Gzip, 20, 20));
+    let after = contents(&log);
+    assert_eq!(after.len(), 22);
+    assert_eq!(after[19], (19, "k19".into(), Some(value.clone())));
+    assert_eq!(after[20], (21, "old".into(), Some("2".into())));
 }
