@@ -277,7 +277,7 @@ impl Partition {
     /// One log cleaner pass (compacted topics only). The partition is locked only to plan
     /// the pass and to swap the cleaned segments in, not while they are written.
     pub fn clean(&self, now_ms: i64) -> Result<Option<CleanStats>, PartitionError> {
-        let Some(plan) = self.lock().log.plan_clean() else { return Ok(None) };
+        let Some(plan) = self.lock().log.plan_clean(now_ms) else { return Ok(None) };
         let prepared = plan.prepare(now_ms)?;
         Ok(Some(self.lock().log.finish_clean(prepared)?))
     }

@@ -76,6 +76,12 @@ impl ReplicaManager {
         if let Some(v) = num("delete.retention.ms") {
             c.delete_retention_ms = v;
         }
+        if let Some(v) = num("min.compaction.lag.ms") {
+            c.min_compaction_lag_ms = v;
+        }
+        if let Some(v) = num("max.compaction.lag.ms") {
+            c.max_compaction_lag_ms = v;
+        }
         if let Some(v) = get("min.cleanable.dirty.ratio").and_then(|v| v.trim().parse::<f64>().ok()) {
             c.min_cleanable_dirty_permille = (v.clamp(0.0, 1.0) * 1000.0).round() as u32;
         }

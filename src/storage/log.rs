@@ -60,6 +60,10 @@ pub struct LogConfig {
     /// `min.cleanable.dirty.ratio`, in thousandths: clean once this share of the sealed
     /// bytes has not been cleaned yet.
     pub min_cleanable_dirty_permille: u32,
+    /// `min.compaction.lag.ms`: segments with records younger than this are not cleaned.
+    pub min_compaction_lag_ms: i64,
+    /// `max.compaction.lag.ms`: dirty data older than this is cleaned whatever the ratio.
+    pub max_compaction_lag_ms: i64,
 }
 
 const WEEK_MS: i64 = 7 * 24 * 3600 * 1000;
@@ -79,6 +83,8 @@ impl Default for LogConfig {
             cleanup_compact: false,
             delete_retention_ms: 24 * 3600 * 1000,
             min_cleanable_dirty_permille: 500,
+            min_compaction_lag_ms: 0,
+            max_compaction_lag_ms: i64::MAX,
         }
     }
 }

@@ -119,27 +119,59 @@ struct PreparedGroup {
 }
 
 impl PartitionLog {
-    /// Share of the sealed bytes not yet cleaned, in thousandths (0 without sealed data).
-    pub fn dirty_permille(&self) -> u32 {
-        let sealed = &self.segments[..self.segments.len() - 1];
-        let total: u64 = sealed.iter().map(LogSegment::size).sum();
+    /// Share of the cleanable bytes not yet cleaned, in thousandths (0 without any).
+    pub fn dirty_permille(&self, now_ms: i64) -> u32 {
+        let cleanable = &self.segments[..self.cleanable_segments(now_ms)];
+        let total: u64 = cleanable.iter().map(LogSegment::size).sum();
         let dirty: u64 =
-            sealed.iter().filter(|s| s.base_offset() >= self.first_dirty_offset).map(LogSegment::size).sum();
+            cleanable.iter().filter(|s| s.base_offset() >= self.first_dirty_offset).map(LogSegment::size).sum();
         if total == 0 {
             return 0;
         }
         (dirty.saturating_mul(1000) / total) as u32
     }
 
+    /// How many segments, from the first, the cleaner may touch: sealed ones whose newest
+    /// record is at least `min.compaction.lag.ms` old.
+    fn cleanable_segments(&self, now_ms: i64) -> usize {
+        let sealed = &self.segments[..self.segments.len() - 1];
+        let lag = self.config.min_compaction_lag_ms;
+        if lag <= 0 {
+            return sealed.len();
+        }
+        sealed.iter().take_while(|s| s.largest_timestamp().is_ok_and(|ts| now_ms.saturating_sub(ts) >= lag)).count()
+    }
+
+    /// True when the oldest dirty data has waited `max.compaction.lag.ms` (judged by the
+    /// first batch of the first dirty segment, as Kafka does).
+    fn compaction_overdue(&self, cleanable: usize, now_ms: i64) -> bool {
+        let Some(first_dirty) = self.segments[..cleanable].iter().find(|s| s.base_offset() >= self.first_dirty_offset)
+        else {
+            return false;
+        };
+        match first_dirty.read_header(0) {
+            Ok(Some(h)) if h.max_timestamp >= 0 => {
+                now_ms.saturating_sub(h.max_timestamp) > self.config.max_compaction_lag_ms
+            }
+            _ => false,
+        }
+    }
+
     /// A cleaning pass is due when the log is compacted and its dirty ratio has reached
-    /// `min.cleanable.dirty.ratio`. Cheap: takes handles on the sealed segments.
-    pub fn plan_clean(&self) -> Option<CleanPlan> {
-        let sealed = self.segments.len() - 1;
-        if !self.config.cleanup_compact || sealed == 0 {
+    /// `min.cleanable.dirty.ratio` (or its dirty data is overdue). Cheap: takes handles on
+    /// the cleanable segments.
+    pub fn plan_clean(&self, now_ms: i64) -> Option<CleanPlan> {
+        if !self.config.cleanup_compact {
             return None;
         }
-        let has_dirty = self.segments[..sealed].iter().any(|s| s.base_offset() >= self.first_dirty_offset);
-        if !has_dirty || self.dirty_permille() < self.config.min_cleanable_dirty_permille {
+        let cleanable = self.cleanable_segments(now_ms);
+        let has_dirty = self.segments[..cleanable].iter().any(|s| s.base_offset() >= self.first_dirty_offset);
+        if !has_dirty {
+            return None;
+        }
+        if self.dirty_permille(now_ms) < self.config.min_cleanable_dirty_permille
+            && !self.compaction_overdue(cleanable, now_ms)
+        {
             return None;
         }
         Some(CleanPlan {
@@ -147,11 +179,11 @@ impl PartitionLog {
             segment_bytes: self.config.segment_bytes,
             index_interval_bytes: self.config.index_interval_bytes,
             delete_retention_ms: self.config.delete_retention_ms,
-            sealed: self.segments[..sealed]
+            sealed: self.segments[..cleanable]
                 .iter()
                 .map(|s| Sealed { base_offset: s.base_offset(), next_offset: s.next_offset(), file: s.file() })
                 .collect(),
-            end_offset: self.segments[sealed].base_offset(),
+            end_offset: self.segments[cleanable].base_offset(),
         })
     }
 
@@ -214,7 +246,7 @@ impl PartitionLog {
 
     /// A whole pass under one borrow: plan, prepare and finish.
     pub fn clean(&mut self, now_ms: i64) -> Result<Option<CleanStats>, StorageError> {
-        let Some(plan) = self.plan_clean() else { return Ok(None) };
+        let Some(plan) = self.plan_clean(now_ms) else { return Ok(None) };
         let prepared = plan.prepare(now_ms)?;
         self.finish_clean(prepared).map(Some)
     }

@@ -224,7 +224,7 @@ fn the_dirty_ratio_gates_a_pass() {
     // A little new data next to the cleaned part is below 90% dirty.
     put(&mut log, &[("d", Some("d"))], NOW, -1);
     put(&mut log, &[("e", Some("e"))], NOW, -1);
-    assert!(log.dirty_permille() < 900, "{}", log.dirty_permille());
+    assert!(log.dirty_permille(NOW) < 900, "{}", log.dirty_permille(NOW));
     assert_eq!(log.clean(NOW).unwrap(), None);
 }
 
@@ -331,7 +331,7 @@ fn appends_during_a_pass_are_kept_and_a_changed_log_is_left_alone() {
     let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
     rounds(&mut log, 4);
     // Prepared without the lock while a producer appends (and rolls) meanwhile.
-    let prepared = log.plan_clean().unwrap().prepare(NOW).unwrap();
+    let prepared = log.plan_clean(NOW).unwrap().prepare(NOW).unwrap();
     put(&mut log, &[("a", Some("during"))], NOW, -1);
     put(&mut log, &[("z", Some("z"))], NOW, -1);
     let before_finish = contents(&log);
@@ -347,7 +347,7 @@ fn appends_during_a_pass_are_kept_and_a_changed_log_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
     rounds(&mut log, 4);
-    let prepared = log.plan_clean().unwrap().prepare(NOW).unwrap();
+    let prepared = log.plan_clean(NOW).unwrap().prepare(NOW).unwrap();
     log.delete_records_before(3).unwrap();
     let before_finish = contents(&log);
     let stats = log.finish_clean(prepared).unwrap();
@@ -380,4 +380,27 @@ fn a_compressed_batch_that_loses_records_is_recompressed_with_its_codec() {
     assert_eq!(after.len(), 22);
     assert_eq!(after[19], (19, "k19".into(), Some(value.clone())));
     assert_eq!(after[20], (21, "old".into(), Some("2".into())));
+}
+
+#[test]
+fn compaction_lags_hold_young_data_back_and_force_old_data_through() {
+    let dir = tempfile::tempdir().unwrap();
+    let lagged = LogConfig { min_compaction_lag_ms: 1_000, ..compacted(1) };
+    let mut log = PartitionLog::open(dir.path(), lagged, NOW).unwrap();
+    rounds(&mut log, 3);
+    // Every record is younger than min.compaction.lag.ms.
+    assert_eq!(log.clean(NOW + 999).unwrap(), None);
+    assert!(log.clean(NOW + 1_000).unwrap().unwrap().records_removed > 0);
+
+    // Below min.cleanable.dirty.ratio, but older than max.compaction.lag.ms: cleaned.
+    let dir = tempfile::tempdir().unwrap();
+    let picky = LogConfig { min_cleanable_dirty_permille: 1_000, ..compacted(1) };
+    let mut log = PartitionLog::open(dir.path(), picky.clone(), NOW).unwrap();
+    rounds(&mut log, 3);
+    log.clean(NOW).unwrap().expect("all dirty at first");
+    rounds(&mut log, 1);
+    assert_eq!(log.clean(NOW).unwrap(), None, "not dirty enough");
+    log.set_config(LogConfig { max_compaction_lag_ms: 5_000, ..picky });
+    assert_eq!(log.clean(NOW + 5_000).unwrap(), None, "not overdue yet");
+    assert!(log.clean(NOW + 5_001).unwrap().is_some(), "overdue");
 }
