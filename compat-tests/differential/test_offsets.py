@@ -133,3 +133,18 @@ def test_delete_records_is_monotonic(conn, trimmed_topic):
     assert lookup(conn, trimmed_topic, EARLIEST, 9) == (10, -1)
     # The max-timestamp record is below the log start now, yet both answer it.
     assert lookup(conn, trimmed_topic, MAX_TIMESTAMP, 9) == (9, T0 + 9000)
+
+
+POLICY_VIOLATION = 44
+
+
+@pytest.mark.parametrize("policy,expected", [("compact", POLICY_VIOLATION), ("compact,delete", 0)])
+@pytest.mark.parametrize("offset", [0, 7, -1])
+def test_delete_records_needs_the_delete_policy(conn, topic, policy, expected, offset):
+    """DeleteRecords on a topic whose cleanup.policy lacks `delete` is refused before the
+    offset is even looked at (7 is beyond the empty log's high watermark)."""
+    create_topic(conn, topic, configs={"cleanup.policy": policy})
+    p = delete_records(conn, topic, offset)
+    if expected == 0 and offset == 7:
+        expected = 1  # OFFSET_OUT_OF_RANGE
+    assert p["error_code"] == expected, p

@@ -35,6 +35,7 @@ pub fn partition_error(e: &PartitionError) -> ResponseError {
         PartitionError::OutOfOrderSequence { .. } => ResponseError::OutOfOrderSequenceNumber,
         PartitionError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         PartitionError::OffsetBeyondHighWatermark { .. } => ResponseError::OffsetOutOfRange,
+        PartitionError::DeleteNotAllowed => ResponseError::PolicyViolation,
     }
 }
 

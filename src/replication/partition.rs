@@ -41,6 +41,8 @@ pub enum PartitionError {
     InvalidProducerEpoch { current: i16, got: i16 },
     #[error("offset {offset} is beyond the high watermark {high_watermark}")]
     OffsetBeyondHighWatermark { offset: i64, high_watermark: i64 },
+    #[error("records of a topic whose cleanup.policy lacks delete cannot be deleted")]
+    DeleteNotAllowed,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -251,6 +253,10 @@ impl Partition {
     /// DeleteRecords: advance the log start offset. `-1` means the high watermark.
     pub fn delete_records_before(&self, offset: i64) -> Result<i64, PartitionError> {
         let mut s = self.lock();
+        // Kafka refuses this for compacted-only topics before looking at the offset.
+        if !s.log.config().cleanup_delete {
+            return Err(PartitionError::DeleteNotAllowed);
+        }
         let hw = s.high_watermark;
         let target = if offset == -1 { hw } else { offset };
         if target < 0 || target > hw {
