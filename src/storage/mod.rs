@@ -18,6 +18,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod codec;
 pub mod error;
+mod index_file;
 pub mod leader_epoch;
 pub mod log;
 pub mod offset_index;

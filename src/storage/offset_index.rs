@@ -1,8 +1,9 @@
 //! The sparse offset index of one segment (`<base offset>.index`).
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
+
+use super::index_file::{Entry, IndexFile};
 
 /// Sparse map from offset to the file position of a batch in the segment's `.log`.
 ///
@@ -17,76 +18,29 @@ use std::path::{Path, PathBuf};
 /// to entry; every position is below the `.log` file's size. An entry is written roughly
 /// every `index.interval.bytes` of log data, so a lookup lands at most that far before the
 /// wanted batch and the reader scans forward. Position 0 (the first batch) is implicit.
-/// The entries are also kept in memory; the file is only read on open.
+/// The entries are also kept in memory and written behind ([`IndexFile`]).
 #[derive(Debug)]
 pub struct OffsetIndex {
-    path: PathBuf,
-    file: File,
     base_offset: i64,
-    entries: Vec<(u32, u32)>,
-    /// Entries below this index are in the file; the rest are written in batches (on
-    /// flush, seal, or every PENDING_WRITE entries) so an append costs no syscall. A
-    /// crash loses only unwritten entries: lookups then scan a little further.
-    persisted: usize,
+    file: IndexFile<(u32, u32)>,
 }
 
-pub const OFFSET_ENTRY_LEN: usize = 8;
-
-/// Entries buffered in memory before they are written to the file.
-const PENDING_WRITE: usize = 128;
-
-/// Append `entries`, encoded, to an index file with one write. Shared by both indexes.
-pub(super) fn write_entries<E: Copy, const N: usize>(
-    file: &mut File,
-    entries: &[E],
-    encode: fn(E) -> [u8; N],
-) -> io::Result<()> {
-    let mut buf = Vec::with_capacity(entries.len() * N);
-    for e in entries {
-        buf.extend_from_slice(&encode(*e));
-    }
-    file.write_all(&buf)
-}
-
-fn encode_entry((relative, position): (u32, u32)) -> [u8; OFFSET_ENTRY_LEN] {
-    let mut entry = [0u8; OFFSET_ENTRY_LEN];
-    entry[..4].copy_from_slice(&relative.to_be_bytes());
-    entry[4..].copy_from_slice(&position.to_be_bytes());
-    entry
-}
+pub const OFFSET_ENTRY_LEN: usize = <(u32, u32) as Entry>::LEN;
 
 impl OffsetIndex {
     /// Creates an empty index, replacing any file at `path`.
     pub fn create(path: &Path, base_offset: i64) -> io::Result<OffsetIndex> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        file.set_len(0)?;
-        Ok(OffsetIndex { path: path.to_owned(), file, base_offset, entries: Vec::new(), persisted: 0 })
+        Ok(OffsetIndex { base_offset, file: IndexFile::create(path)? })
     }
 
     /// Loads an existing index. `Ok(None)` when the file is missing or fails the sanity
     /// check (then the caller rebuilds it from the log).
     pub fn load(path: &Path, base_offset: i64, log_size: u64) -> io::Result<Option<OffsetIndex>> {
-        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        if bytes.len() % OFFSET_ENTRY_LEN != 0 {
-            return Ok(None);
-        }
-        let entries: Vec<(u32, u32)> = bytes
-            .chunks_exact(OFFSET_ENTRY_LEN)
-            .map(|e| (u32::from_be_bytes([e[0], e[1], e[2], e[3]]), u32::from_be_bytes([e[4], e[5], e[6], e[7]])))
-            .collect();
+        let Some(file) = IndexFile::<(u32, u32)>::load(path)? else { return Ok(None) };
+        let entries = file.entries();
         let monotonic = entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 < w[1].1);
         let within_log = entries.last().is_none_or(|&(_, pos)| u64::from(pos) < log_size);
-        if !monotonic || !within_log {
-            return Ok(None);
-        }
-        let persisted = entries.len();
-        Ok(Some(OffsetIndex { path: path.to_owned(), file, base_offset, entries, persisted }))
+        Ok((monotonic && within_log).then_some(OffsetIndex { base_offset, file }))
     }
 
     /// Adds an entry; `offset` and `position` must exceed the last entry's.
@@ -94,68 +48,54 @@ impl OffsetIndex {
         let relative =
             u32::try_from(offset - self.base_offset).map_err(|_| invalid("offset does not fit the segment's index"))?;
         let position = u32::try_from(position).map_err(|_| invalid("position does not fit the index"))?;
-        if let Some(&(last_rel, last_pos)) = self.entries.last() {
+        if let Some(&(last_rel, last_pos)) = self.file.entries().last() {
             if relative <= last_rel || position <= last_pos {
                 return Err(invalid("offset index entries must increase"));
             }
         }
-        self.entries.push((relative, position));
-        if self.entries.len() - self.persisted >= PENDING_WRITE {
-            self.write_pending()?;
-        }
-        Ok(())
+        self.file.push((relative, position))
     }
 
     /// The entry with the largest offset ≤ `target`, as (offset, position); the segment's
     /// start `(base_offset, 0)` when there is none.
     pub fn lookup(&self, target: i64) -> (i64, u64) {
-        let n = self.entries.partition_point(|&(rel, _)| self.base_offset + i64::from(rel) <= target);
-        match n.checked_sub(1).map(|i| self.entries[i]) {
+        let entries = self.file.entries();
+        let n = entries.partition_point(|&(rel, _)| self.base_offset + i64::from(rel) <= target);
+        match n.checked_sub(1).map(|i| entries[i]) {
             Some((rel, pos)) => (self.base_offset + i64::from(rel), u64::from(pos)),
             None => (self.base_offset, 0),
         }
     }
 
     pub fn last_entry(&self) -> Option<(i64, u64)> {
-        self.entries.last().map(|&(rel, pos)| (self.base_offset + i64::from(rel), u64::from(pos)))
+        self.file.entries().last().map(|&(rel, pos)| (self.base_offset + i64::from(rel), u64::from(pos)))
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.file.entries().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.file.entries().is_empty()
     }
 
     /// Drops every entry pointing at `position` or beyond (the log is being cut there).
     pub fn truncate_to_position(&mut self, position: u64) -> io::Result<()> {
-        let keep = self.entries.partition_point(|&(_, pos)| u64::from(pos) < position);
-        if keep < self.persisted {
-            self.file.set_len((keep * OFFSET_ENTRY_LEN) as u64)?;
-            self.persisted = keep;
-        }
-        self.entries.truncate(keep);
-        Ok(())
+        let keep = self.file.entries().partition_point(|&(_, pos)| u64::from(pos) < position);
+        self.file.truncate(keep)
     }
 
-    /// Write the entries not yet in the file.
+    /// Writes the entries not yet in the file.
     pub fn write_pending(&mut self) -> io::Result<()> {
-        if self.persisted == self.entries.len() {
-            return Ok(());
-        }
-        write_entries(&mut self.file, &self.entries[self.persisted..], encode_entry)?;
-        self.persisted = self.entries.len();
-        Ok(())
+        self.file.write_pending()
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
-        self.write_pending()?;
-        self.file.sync_data()
+        self.file.flush()
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 }
 

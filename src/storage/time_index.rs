@@ -1,10 +1,9 @@
 //! The sparse time index of one segment (`<base offset>.timeindex`).
 
-use std::fs::{File, OpenOptions};
-use std::io::{self, Read};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 
-use super::offset_index::write_entries;
+use super::index_file::{Entry, IndexFile};
 
 /// Sparse map from the segment's running max timestamp to the batch holding it.
 ///
@@ -21,62 +20,24 @@ use super::offset_index::write_entries;
 /// or after time `T` may start at the entry with the largest `t < T`.
 #[derive(Debug)]
 pub struct TimeIndex {
-    path: PathBuf,
-    file: File,
     base_offset: i64,
-    entries: Vec<(i64, u32)>,
-    /// Entries below this index are in the file; the rest are written in batches (on
-    /// flush, seal, or every PENDING_WRITE entries) so an append costs no syscall. A
-    /// crash loses only unwritten entries: lookups then scan a little further.
-    persisted: usize,
+    file: IndexFile<(i64, u32)>,
 }
 
-pub const TIME_ENTRY_LEN: usize = 12;
-
-/// Entries buffered in memory before they are written to the file.
-const PENDING_WRITE: usize = 128;
-
-fn encode_entry((timestamp, relative): (i64, u32)) -> [u8; TIME_ENTRY_LEN] {
-    let mut entry = [0u8; TIME_ENTRY_LEN];
-    entry[..8].copy_from_slice(&timestamp.to_be_bytes());
-    entry[8..].copy_from_slice(&relative.to_be_bytes());
-    entry
-}
+pub const TIME_ENTRY_LEN: usize = <(i64, u32) as Entry>::LEN;
 
 impl TimeIndex {
     /// Creates an empty index, replacing any file at `path`.
     pub fn create(path: &Path, base_offset: i64) -> io::Result<TimeIndex> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        file.set_len(0)?;
-        Ok(TimeIndex { path: path.to_owned(), file, base_offset, entries: Vec::new(), persisted: 0 })
+        Ok(TimeIndex { base_offset, file: IndexFile::create(path)? })
     }
 
     /// Loads an existing index. `Ok(None)` when the file is missing or fails the sanity
     /// check (then the caller rebuilds it from the log).
     pub fn load(path: &Path, base_offset: i64) -> io::Result<Option<TimeIndex>> {
-        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(e),
-        };
-        let mut bytes = Vec::new();
-        file.read_to_end(&mut bytes)?;
-        if bytes.len() % TIME_ENTRY_LEN != 0 {
-            return Ok(None);
-        }
-        let entries: Vec<(i64, u32)> = bytes
-            .chunks_exact(TIME_ENTRY_LEN)
-            .map(|e| {
-                let mut ts = [0u8; 8];
-                ts.copy_from_slice(&e[..8]);
-                (i64::from_be_bytes(ts), u32::from_be_bytes([e[8], e[9], e[10], e[11]]))
-            })
-            .collect();
-        if !entries.windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1) {
-            return Ok(None);
-        }
-        let persisted = entries.len();
-        Ok(Some(TimeIndex { path: path.to_owned(), file, base_offset, entries, persisted }))
+        let Some(file) = IndexFile::<(i64, u32)>::load(path)? else { return Ok(None) };
+        let ordered = file.entries().windows(2).all(|w| w[0].0 < w[1].0 && w[0].1 <= w[1].1);
+        Ok(ordered.then_some(TimeIndex { base_offset, file }))
     }
 
     /// Adds `(timestamp, offset)` if `timestamp` exceeds the last entry's; otherwise the
@@ -84,7 +45,7 @@ impl TimeIndex {
     pub fn maybe_append(&mut self, timestamp: i64, offset: i64) -> io::Result<()> {
         let relative = u32::try_from(offset - self.base_offset)
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "offset does not fit the time index"))?;
-        if let Some(&(last_ts, last_rel)) = self.entries.last() {
+        if let Some(&(last_ts, last_rel)) = self.file.entries().last() {
             if timestamp <= last_ts {
                 return Ok(());
             }
@@ -92,60 +53,46 @@ impl TimeIndex {
                 return Err(io::Error::new(io::ErrorKind::InvalidInput, "time index offsets must not decrease"));
             }
         }
-        self.entries.push((timestamp, relative));
-        if self.entries.len() - self.persisted >= PENDING_WRITE {
-            self.write_pending()?;
-        }
-        Ok(())
+        self.file.push((timestamp, relative))
     }
 
     /// The entry with the largest timestamp ≤ `target`, as (timestamp, offset); `None`
     /// when every entry is later (search from the segment's start).
     pub fn lookup(&self, target: i64) -> Option<(i64, i64)> {
-        let n = self.entries.partition_point(|&(ts, _)| ts <= target);
-        n.checked_sub(1).map(|i| self.entries[i]).map(|(ts, rel)| (ts, self.base_offset + i64::from(rel)))
+        let entries = self.file.entries();
+        let n = entries.partition_point(|&(ts, _)| ts <= target);
+        n.checked_sub(1).map(|i| entries[i]).map(|(ts, rel)| (ts, self.base_offset + i64::from(rel)))
     }
 
     pub fn last_entry(&self) -> Option<(i64, i64)> {
-        self.entries.last().map(|&(ts, rel)| (ts, self.base_offset + i64::from(rel)))
+        self.file.entries().last().map(|&(ts, rel)| (ts, self.base_offset + i64::from(rel)))
     }
 
     pub fn len(&self) -> usize {
-        self.entries.len()
+        self.file.entries().len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.entries.is_empty()
+        self.file.entries().is_empty()
     }
 
     /// Drops every entry at `offset` or beyond.
     pub fn truncate_to_offset(&mut self, offset: i64) -> io::Result<()> {
-        let keep = self.entries.partition_point(|&(_, rel)| self.base_offset + i64::from(rel) < offset);
-        if keep < self.persisted {
-            self.file.set_len((keep * TIME_ENTRY_LEN) as u64)?;
-            self.persisted = keep;
-        }
-        self.entries.truncate(keep);
-        Ok(())
+        let keep = self.file.entries().partition_point(|&(_, rel)| self.base_offset + i64::from(rel) < offset);
+        self.file.truncate(keep)
     }
 
-    /// Write the entries not yet in the file.
+    /// Writes the entries not yet in the file.
     pub fn write_pending(&mut self) -> io::Result<()> {
-        if self.persisted == self.entries.len() {
-            return Ok(());
-        }
-        write_entries(&mut self.file, &self.entries[self.persisted..], encode_entry)?;
-        self.persisted = self.entries.len();
-        Ok(())
+        self.file.write_pending()
     }
 
     pub fn flush(&mut self) -> io::Result<()> {
-        self.write_pending()?;
-        self.file.sync_data()
+        self.file.flush()
     }
 
     pub fn path(&self) -> &Path {
-        &self.path
+        self.file.path()
     }
 }
 
