@@ -1,10 +1,9 @@
 //! DeleteRecords: advance a partition's log start offset.
 
-use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::delete_records_response::{DeleteRecordsPartitionResult, DeleteRecordsTopicResult};
 use kafka_protocol::messages::{DeleteRecordsRequest, DeleteRecordsResponse};
 
-use super::local_partition;
+use super::leader_partition;
 use crate::protocol::errors::partition_error;
 use crate::protocol::Ctx;
 
@@ -22,10 +21,7 @@ pub fn handle(ctx: &Ctx, req: DeleteRecordsRequest, _version: i16) -> DeleteReco
                     let base = DeleteRecordsPartitionResult::default()
                         .with_partition_index(p.partition_index)
                         .with_low_watermark(-1);
-                    let partition = match topic
-                        .ok_or(ResponseError::UnknownTopicOrPartition)
-                        .and_then(|t| local_partition(ctx, t, p.partition_index))
-                    {
+                    let partition = match leader_partition(ctx, topic, p.partition_index, -1) {
                         Ok(part) => part,
                         Err(e) => return base.with_error_code(e.code()),
                     };

@@ -6,7 +6,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
 use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 
-use super::{local_partition, str_bytes};
+use super::{check_leader_epoch, local_partition, str_bytes};
 use crate::protocol::errors::partition_error;
 use crate::protocol::Ctx;
 
@@ -73,14 +73,8 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopic
                     continue;
                 }
             };
-            let epoch = partition.leader_epoch();
-            if fp.current_leader_epoch >= 0 && fp.current_leader_epoch != epoch {
+            if let Err(e) = check_leader_epoch(&partition, fp.current_leader_epoch) {
                 any_error = true;
-                let e = if fp.current_leader_epoch > epoch {
-                    ResponseError::UnknownLeaderEpoch
-                } else {
-                    ResponseError::FencedLeaderEpoch
-                };
                 parts.push(partition_error_data(fp.partition, e));
                 continue;
             }

@@ -4,7 +4,7 @@ use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_offsets_response::{ListOffsetsPartitionResponse, ListOffsetsTopicResponse};
 use kafka_protocol::messages::{ListOffsetsRequest, ListOffsetsResponse};
 
-use super::local_partition;
+use super::leader_partition;
 use crate::protocol::errors::partition_error;
 use crate::protocol::Ctx;
 
@@ -30,22 +30,11 @@ pub fn handle(ctx: &Ctx, req: ListOffsetsRequest, version: i16) -> ListOffsetsRe
                         .with_timestamp(-1)
                         .with_offset(-1)
                         .with_leader_epoch(-1);
-                    let partition = match topic
-                        .ok_or(ResponseError::UnknownTopicOrPartition)
-                        .and_then(|t| local_partition(ctx, t, p.partition_index))
-                    {
+                    let partition = match leader_partition(ctx, topic, p.partition_index, p.current_leader_epoch) {
                         Ok(part) => part,
                         Err(e) => return base.with_error_code(e.code()),
                     };
                     let epoch = partition.leader_epoch();
-                    if p.current_leader_epoch >= 0 && p.current_leader_epoch != epoch {
-                        let e = if p.current_leader_epoch > epoch {
-                            ResponseError::UnknownLeaderEpoch
-                        } else {
-                            ResponseError::FencedLeaderEpoch
-                        };
-                        return base.with_error_code(e.code());
-                    }
                     // The leader epoch is only in v4+ responses, and -1 when nothing is found.
                     let found =
                         |b: ListOffsetsPartitionResponse| if version >= 4 { b.with_leader_epoch(epoch) } else { b };

@@ -66,6 +66,32 @@ pub fn local_partition(ctx: &Ctx, topic: &TopicImage, index: i32) -> Result<Arc<
     ctx.replicas.partition(&topic.topic_id, index).ok_or(ResponseError::UnknownTopicOrPartition)
 }
 
+/// Kafka's check of a request's `current_leader_epoch` (-1: none given): an epoch older
+/// than the leader's gets FENCED_LEADER_EPOCH, a newer one UNKNOWN_LEADER_EPOCH.
+pub fn check_leader_epoch(partition: &Partition, current_leader_epoch: i32) -> Result<(), ResponseError> {
+    let epoch = partition.leader_epoch();
+    if current_leader_epoch < 0 || current_leader_epoch == epoch {
+        Ok(())
+    } else if current_leader_epoch > epoch {
+        Err(ResponseError::UnknownLeaderEpoch)
+    } else {
+        Err(ResponseError::FencedLeaderEpoch)
+    }
+}
+
+/// The partition a per-partition request names (`topic` is `None` when unknown), its
+/// leader epoch checked as [`check_leader_epoch`] does.
+pub fn leader_partition(
+    ctx: &Ctx,
+    topic: Option<&Arc<TopicImage>>,
+    index: i32,
+    current_leader_epoch: i32,
+) -> Result<Arc<Partition>, ResponseError> {
+    let partition = local_partition(ctx, topic.ok_or(ResponseError::UnknownTopicOrPartition)?, index)?;
+    check_leader_epoch(&partition, current_leader_epoch)?;
+    Ok(partition)
+}
+
 /// `-2147483648`: "authorized operations not requested" in Metadata/DescribeCluster.
 pub const OPS_NOT_REQUESTED: i32 = i32::MIN;
 
