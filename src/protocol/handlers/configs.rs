@@ -163,14 +163,32 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
 }
 
 /// Apply changes to one resource; `Err` carries the Kafka error code and message.
+/// Applies one resource's changes (or reports why they were refused): the error code and
+/// message its response carries. Sets `changed` when topic configs really changed.
 fn alter_resource(
     ctx: &Ctx,
     resource_type: i8,
     name: &str,
     changes: Result<Vec<ConfigChange>, (ResponseError, String)>,
     validate_only: bool,
+    changed: &mut bool,
+) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
+    match changes.and_then(|c| apply_changes(ctx, resource_type, name, c, validate_only)) {
+        Ok(c) => {
+            *changed |= c;
+            (0, None)
+        }
+        Err((code, msg)) => (code.code(), Some(str_bytes(msg))),
+    }
+}
+
+fn apply_changes(
+    ctx: &Ctx,
+    resource_type: i8,
+    name: &str,
+    changes: Vec<ConfigChange>,
+    validate_only: bool,
 ) -> Result<bool, (ResponseError, String)> {
-    let changes = changes?;
     match resource_type {
         RESOURCE_TOPIC => match ctx.controller.alter_topic_configs(name, &changes, validate_only) {
             Ok(()) => Ok(!validate_only),
@@ -212,16 +230,12 @@ pub fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigs
                     }
                     Ok(changes)
                 })();
-                let base = alter_configs_response::AlterConfigsResourceResponse::default()
+                let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only, &mut changed);
+                alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(r.resource_type)
-                    .with_resource_name(r.resource_name);
-                match alter_resource(ctx, r.resource_type, &name, changes, req.validate_only) {
-                    Ok(c) => {
-                        changed |= c;
-                        base
-                    }
-                    Err((code, msg)) => base.with_error_code(code.code()).with_error_message(Some(str_bytes(msg))),
-                }
+                    .with_resource_name(r.resource_name)
+                    .with_error_code(code)
+                    .with_error_message(msg)
             })
             .collect();
     if changed {
@@ -301,16 +315,12 @@ pub fn incremental_alter(
                 }
                 Ok(changes)
             })();
-            let base = incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+            let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only, &mut changed);
+            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name);
-            match alter_resource(ctx, r.resource_type, &name, changes, req.validate_only) {
-                Ok(c) => {
-                    changed |= c;
-                    base
-                }
-                Err((code, msg)) => base.with_error_code(code.code()).with_error_message(Some(str_bytes(msg))),
-            }
+                .with_resource_name(r.resource_name)
+                .with_error_code(code)
+                .with_error_message(msg)
         })
         .collect();
     if changed {
