@@ -5,6 +5,7 @@ Requests are built from plain dicts with kafka-python's schema-driven message cl
 version can be sent exactly; responses come back as plain dicts with every field,
 including raw error codes. One TCP connection per `Conn`; requests are sequential.
 """
+import gzip as _gzip
 import socket
 import struct
 import time
@@ -188,8 +189,9 @@ def _crc32c(data: bytes) -> int:
         return calc_crc32c(data)
 
 
-def record_batch(values, timestamps=None, base_timestamp=None, key=None):
-    """A v2 record batch (magic 2, no compression) holding `values` (bytes each)."""
+def record_batch(values, timestamps=None, base_timestamp=None, key=None, gzip=False):
+    """A v2 record batch (magic 2) holding `values` (bytes each), uncompressed or with its
+    records gzip-compressed."""
     if timestamps is None:
         now = base_timestamp if base_timestamp is not None else int(time.time() * 1000)
         timestamps = [now] * len(values)
@@ -207,8 +209,12 @@ def record_batch(values, timestamps=None, base_timestamp=None, key=None):
         body += _varint(len(v)) + v
         body += _varint(0)  # headers
         recs += _varint(len(body)) + body
+    if gzip:
+        recs = _gzip.compress(bytes(recs))
     # attributes .. end: covered by the CRC
-    after_crc = struct.pack(">hiqqqhii", 0, len(values) - 1, first_ts, max_ts, -1, -1, -1, len(values)) + bytes(recs)
+    attributes = 1 if gzip else 0
+    after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, first_ts, max_ts, -1, -1, -1,
+                            len(values)) + bytes(recs)
     crc = _crc32c(after_crc)
     # base offset, batch length, partition leader epoch, magic, crc
     batch_len = 4 + 1 + 4 + len(after_crc)

@@ -148,3 +148,12 @@ def test_delete_records_needs_the_delete_policy(conn, topic, policy, expected, o
     if expected == 0 and offset == 7:
         expected = 1  # OFFSET_OUT_OF_RANGE
     assert p["error_code"] == expected, p
+
+
+def test_list_offsets_by_timestamp_inside_a_compressed_batch(conn, topic):
+    """Both lookups are exact per record inside a gzip batch, not per batch."""
+    create_topic(conn, topic)
+    produce_ok(conn, topic, [b"a", b"b", b"c"], timestamps=[T0, T0 + 2000, T0 + 1000], gzip=True)
+    assert lookup(conn, topic, T0 + 500, 9) == (1, T0 + 2000)
+    assert lookup(conn, topic, T0 + 2000, 9) == (1, T0 + 2000)
+    assert lookup(conn, topic, MAX_TIMESTAMP, 9) == (1, T0 + 2000)

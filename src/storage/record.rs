@@ -15,9 +15,40 @@
 //!
 //! Varints are zigzag-encoded, little-endian base-128 as in protobuf.
 
+use std::borrow::Cow;
 use std::ops::Range;
 
-use super::batch::{BatchError, BatchHeader, BATCH_HEADER_LEN};
+use super::batch::{BatchError, BatchHeader, Compression, BATCH_HEADER_LEN};
+use super::codec::{decompress, DecompressError};
+
+/// Largest record section decompressed to read a compressed batch's records (the log
+/// cleaner, exact timestamp lookups); bigger batches are handled whole.
+pub const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
+
+/// Why a batch's records could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum UnreadableBatch {
+    #[error(transparent)]
+    Decompress(#[from] DecompressError),
+    #[error(transparent)]
+    Records(#[from] BatchError),
+}
+
+/// The records of any batch (the whole batch, header included) and the bytes their
+/// ranges index: the batch itself when uncompressed, else its record section
+/// decompressed, bounded by [`MAX_DECOMPRESSED_BYTES`].
+pub fn batch_records<'a>(
+    h: &BatchHeader,
+    batch: &'a [u8],
+) -> Result<(Cow<'a, [u8]>, Vec<RecordView>), UnreadableBatch> {
+    let end = h.total_len().min(batch.len());
+    let (data, start) = match h.compression() {
+        Compression::None => (Cow::Borrowed(&batch[..end]), BATCH_HEADER_LEN),
+        codec => (Cow::Owned(decompress(codec, &batch[BATCH_HEADER_LEN.min(end)..end], MAX_DECOMPRESSED_BYTES)?), 0),
+    };
+    let records = records_from(h, &data, start)?;
+    Ok((data, records))
+}
 
 /// Offset and timestamp of one record.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

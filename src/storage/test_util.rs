@@ -87,3 +87,19 @@ pub fn mark_compressed(batch: &mut [u8]) {
     let crc = crc32c::crc32c(&batch[21..]);
     batch[17..21].copy_from_slice(&crc.to_be_bytes());
 }
+
+/// `batch` with its record section really gzip-compressed (attributes, length and CRC
+/// updated).
+pub fn gzipped(batch: &[u8]) -> Vec<u8> {
+    use std::io::Write;
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+    gz.write_all(&batch[61..]).unwrap();
+    let mut out = batch[..61].to_vec();
+    out.extend_from_slice(&gz.finish().unwrap());
+    out[22] |= 0x01;
+    let len = (out.len() - 12) as i32;
+    out[8..12].copy_from_slice(&len.to_be_bytes());
+    let crc = crc32c::crc32c(&out[21..]);
+    out[17..21].copy_from_slice(&crc.to_be_bytes());
+    out
+}

@@ -44,9 +44,9 @@ use super::recovery::delete_segment_files;
 use super::PartitionLog;
 use crate::storage::batch::{split_batches, BatchHeader, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use crate::storage::checkpoint::sync_dir;
-use crate::storage::codec::{compress, decompress};
+use crate::storage::codec::compress;
 use crate::storage::error::StorageError;
-use crate::storage::record::{records_from, RecordView};
+use crate::storage::record::{batch_records, RecordView};
 use crate::storage::segment::{LogSegment, SegmentFile, LOG_SUFFIX};
 
 const CLEANING_DIR: &str = "cleaner.tmp";
@@ -56,9 +56,6 @@ const REPLACES_FILE: &str = "replaces";
 /// Key bytes mapped in one pass before the cleaner stops at a segment boundary (Kafka's
 /// `log.cleaner.dedupe.buffer.size` plays this role); the rest waits for the next pass.
 const MAX_MAP_BYTES: usize = 64 << 20;
-
-/// Largest record section the cleaner decompresses; bigger batches are kept whole.
-const MAX_DECOMPRESSED_BYTES: usize = 64 << 20;
 
 const COMPRESSION_BITS: u8 = 0x07;
 
@@ -341,30 +338,15 @@ impl CleanPlan {
     }
 }
 
-/// The records of a data batch and the bytes their ranges index: the batch itself when
-/// uncompressed, else its decompressed record section. `None` for control batches and
-/// for batches that cannot be read (kept whole, with a log line).
+/// The records of a data batch (see [`batch_records`]). `None` for control batches and
+/// for batches that cannot be read: those are kept whole, with a log line.
 fn readable_records<'a>(h: &BatchHeader, batch: &'a [u8]) -> Option<(Cow<'a, [u8]>, Vec<RecordView>)> {
     if h.is_control() {
         return None;
     }
-    let (data, start) = match h.compression() {
-        Compression::None => (Cow::Borrowed(batch), BATCH_HEADER_LEN),
-        codec => match decompress(codec, &batch[BATCH_HEADER_LEN..], MAX_DECOMPRESSED_BYTES) {
-            Ok(plain) => (Cow::Owned(plain), 0),
-            Err(e) => {
-                tracing::warn!(offset = h.base_offset, error = %e, "cleaner keeps a batch it cannot decompress");
-                return None;
-            }
-        },
-    };
-    match records_from(h, &data, start) {
-        Ok(recs) => Some((data, recs)),
-        Err(e) => {
-            tracing::warn!(offset = h.base_offset, error = %e, "cleaner keeps a batch with unreadable records");
-            None
-        }
-    }
+    batch_records(h, batch)
+        .inspect_err(|e| tracing::warn!(offset = h.base_offset, error = %e, "cleaner keeps a batch it cannot read"))
+        .ok()
 }
 
 /// Adds the keys of one segment's readable data batches to the map.

@@ -1,14 +1,15 @@
 //! Read-only lookups: ListOffsets by timestamp, max timestamp, leader epochs, headers.
 
-use super::{exact_offset_of_timestamp, PartitionLog};
-use crate::storage::batch::{BatchHeader, Compression};
+use super::PartitionLog;
+use crate::storage::batch::BatchHeader;
 use crate::storage::error::StorageError;
-use crate::storage::record::record_positions;
+use crate::storage::record::batch_records;
 
 impl PartitionLog {
     /// ListOffsets by timestamp: the earliest `(offset, timestamp)` with timestamp ≥ `ts`
-    /// at or after the log start offset. Exact per record for uncompressed batches; for
-    /// compressed batches the answer is the batch's base offset and max timestamp.
+    /// at or after the log start offset, exact per record (compressed batches are
+    /// decompressed, bounded; one that cannot be read answers with its base offset and max
+    /// timestamp).
     pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, StorageError> {
         let candidates = self
             .segments
@@ -25,12 +26,9 @@ impl PartitionLog {
                 if h.max_timestamp < ts || h.last_offset() < self.log_start_offset {
                     continue;
                 }
-                if h.compression() != Compression::None {
-                    return Ok(Some((h.base_offset.max(self.log_start_offset), h.max_timestamp)));
-                }
                 let batch = segment.read(at, h.total_len())?;
-                let found = match record_positions(&h, &batch) {
-                    Ok(records) => records
+                let found = match batch_records(&h, &batch) {
+                    Ok((_, records)) => records
                         .into_iter()
                         .find(|r| r.timestamp >= ts && r.offset >= self.log_start_offset)
                         .map(|r| (r.offset, r.timestamp)),
@@ -46,8 +44,8 @@ impl PartitionLog {
     }
 
     /// ListOffsets MAX_TIMESTAMP: `(timestamp, offset)` of the record with the largest
-    /// timestamp (the first such). Exact for uncompressed batches, else the batch's base
-    /// offset. `None` when no record carries a timestamp.
+    /// timestamp (the first such), exact as in [`Self::offset_for_timestamp`]. `None` when
+    /// no record carries a timestamp.
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let (segment, (ts, batch_offset)) = self.segments.iter().filter_map(|s| Some((s, s.max_timestamp()?))).fold(
             None,
@@ -56,12 +54,13 @@ impl PartitionLog {
                 _ => Some(cur),
             },
         )?;
-        let exact = segment
-            .find_batch(batch_offset)
-            .ok()
-            .flatten()
-            .filter(|(_, h)| h.max_timestamp == ts)
-            .and_then(|(pos, h)| Some(exact_offset_of_timestamp(&segment.read(pos, h.total_len()).ok()?, &h)));
+        let exact = segment.find_batch(batch_offset).ok().flatten().filter(|(_, h)| h.max_timestamp == ts).and_then(
+            |(pos, h)| {
+                let batch = segment.read(pos, h.total_len()).ok()?;
+                let (_, records) = batch_records(&h, &batch).ok()?;
+                records.into_iter().find(|r| r.timestamp == ts).map(|r| r.offset)
+            },
+        );
         Some((ts, exact.unwrap_or(batch_offset)))
     }
 

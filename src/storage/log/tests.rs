@@ -8,7 +8,7 @@ use std::path::Path;
 use super::*;
 use crate::storage::batch::{split_batches, validate_batches};
 use crate::storage::segment::{segment_file_name, INDEX_SUFFIX, LOG_SUFFIX};
-use crate::storage::test_util::{build_batch, mark_compressed};
+use crate::storage::test_util::{build_batch, gzipped, mark_compressed};
 
 fn config(segment_bytes: u64) -> LogConfig {
     LogConfig { segment_bytes, index_interval_bytes: 200, retention_ms: -1, ..LogConfig::default() }
@@ -294,12 +294,18 @@ fn offset_for_timestamp_and_max_timestamp() {
     assert_eq!(log.offset_for_timestamp(260).unwrap(), Some((2, 300)));
     assert_eq!(log.offset_for_timestamp(310).unwrap(), Some((4, 400)));
 
+    // Marked compressed but not really: unreadable, so answered at batch granularity.
     let mut compressed = build_batch(0, &[500, 600], 50);
     mark_compressed(&mut compressed);
     log.append(&mut compressed, 0, 0).unwrap(); // 6..=7
     assert_eq!(log.offset_for_timestamp(450).unwrap(), Some((6, 600)));
     assert_eq!(log.offset_for_timestamp(601).unwrap(), None);
     assert_eq!(log.max_timestamp(), Some((600, 6)));
+    // Really gzip-compressed: decompressed, so exact per record, as Kafka answers.
+    log.append(&mut gzipped(&build_batch(0, &[700, 900, 800], 50)), 0, 0).unwrap(); // 8..=10
+    assert_eq!(log.offset_for_timestamp(750).unwrap(), Some((9, 900)));
+    assert_eq!(log.offset_for_timestamp(650).unwrap(), Some((8, 700)));
+    assert_eq!(log.max_timestamp(), Some((900, 9)));
 
     log.delete_records_before(2).unwrap();
     assert_eq!(log.offset_for_timestamp(0).unwrap(), Some((2, 300)));

@@ -6,7 +6,7 @@ use std::path::Path;
 use super::*;
 use crate::storage::batch::split_batches;
 use crate::storage::log::LogConfig;
-use crate::storage::test_util::{build_records_batch, TestRecord};
+use crate::storage::test_util::{build_records_batch, gzipped, TestRecord};
 
 const NOW: i64 = 1_000_000;
 
@@ -275,21 +275,6 @@ fn an_interrupted_swap_is_finished_on_open_and_a_partial_output_discarded() {
     let log = PartitionLog::open(&b, compacted(100), NOW).unwrap();
     assert_eq!(contents(&log), cleaned);
     assert!(!b.join(SWAP_DIR).exists() && !b.join(CLEANING_DIR).exists());
-}
-
-/// `batch` with its record section gzip-compressed (attributes, length and CRC updated).
-fn gzipped(batch: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&batch[BATCH_HEADER_LEN..]).unwrap();
-    let mut out = batch[..BATCH_HEADER_LEN].to_vec();
-    out.extend_from_slice(&gz.finish().unwrap());
-    out[22] |= 0x01;
-    let len = (out.len() - LOG_OVERHEAD) as i32;
-    out[8..12].copy_from_slice(&len.to_be_bytes());
-    let crc = crc32c::crc32c(&out[21..]);
-    out[17..21].copy_from_slice(&crc.to_be_bytes());
-    out
 }
 
 #[test]
