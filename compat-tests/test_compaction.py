@@ -332,3 +332,20 @@ def test_compaction_of_compressed_batches(broker, topic_name, codec):
     """Last, so that `-x` runs the rest first: the cleaner must open compressed batches
     (Kafka decompresses, filters and recompresses them)."""
     check_compaction(broker, topic_name, codec)
+
+
+@pytest.mark.parametrize("codec", CODECS)
+def test_keyless_record_refused_by_compacted_topic(broker, topic_name, codec):
+    """A compacted topic refuses a batch holding a record without a key, compressed or not
+    (Kafka decompresses to check): INVALID_RECORD, and nothing of the batch is stored."""
+    compact_topic(broker.bootstrap, topic_name)
+    p = Producer({"bootstrap.servers": broker.bootstrap, "linger.ms": 50, "compression.type": codec,
+                  "enable.idempotence": False, "retries": 0, "message.timeout.ms": int(TIMEOUT * 1000)})
+    results = []
+    for key in [b"k1", None, b"k3"]:
+        p.produce(topic_name, partition=0, key=key, value=b"v" * 100,
+                  on_delivery=lambda err, msg: results.append(err))
+    assert p.flush(TIMEOUT) == 0
+    assert len(results) == 3 and all(e is not None for e in results), results
+    assert {e.code() for e in results} == {KafkaError.INVALID_RECORD}, results
+    assert watermarks(broker.bootstrap, topic_name) == (0, 0)

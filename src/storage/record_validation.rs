@@ -6,9 +6,12 @@
 //! record exactly, the record count must match the header, and the records must fill the
 //! batch exactly. Compressed batches are not decompressed (DESIGN: none on the hot path):
 //! their codec, count and offset-delta fields are checked against each other, and their
-//! timestamps through the header's base and max timestamp.
+//! timestamps through the header's base and max timestamp. The exception is a compacted
+//! topic, whose records must all have keys: there a compressed batch is decompressed
+//! (bounded) to check them, as Kafka does.
 
 use super::batch::{BatchError, BatchHeader, Compression, BATCH_HEADER_LEN};
+use super::record::batch_records;
 
 /// Bounds on record timestamps relative to the broker clock (CreateTime batches only):
 /// Kafka's message.timestamp.before.max.ms / message.timestamp.after.max.ms.
@@ -79,8 +82,7 @@ impl Cursor<'_> {
 }
 
 /// Check one batch of a Produce request. `batch` is the whole batch, header included.
-/// `require_keys` (compacted topics): every record must have a key; checked for
-/// uncompressed batches only, since compressed ones are not decompressed here.
+/// `require_keys` (compacted topics): every record must have a key.
 pub fn validate_produce_batch(
     header: &BatchHeader,
     batch: &[u8],
@@ -101,6 +103,14 @@ pub fn validate_produce_batch(
         if check_ts {
             bounds.check(header.base_timestamp)?;
             bounds.check(header.max_timestamp)?;
+        }
+        if require_keys {
+            let (_, records) = batch_records(header, batch)
+                .map_err(|_| BatchError::MalformedRecord("compressed records are unreadable"))?;
+            let keyless: Vec<i32> = (0..).zip(&records).filter(|(_, r)| r.key.is_none()).map(|(i, _)| i).collect();
+            if !keyless.is_empty() {
+                return Err(BatchError::RecordsWithoutKey(keyless));
+            }
         }
         return Ok(());
     }
@@ -153,4 +163,42 @@ pub fn validate_produce_batch(
         return Err(BatchError::RecordsWithoutKey(keyless));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::storage::test_util::{build_records_batch, gzipped, TestRecord};
+
+    const ANY_TIME: TimestampBounds = TimestampBounds { now_ms: 0, before_max_ms: i64::MAX, after_max_ms: i64::MAX };
+
+    fn batch(keys: &[Option<&'static [u8]>]) -> Vec<u8> {
+        let records: Vec<TestRecord> =
+            keys.iter().map(|&key| TestRecord { key, value: Some(b"v"), timestamp: 1 }).collect();
+        build_records_batch(0, &records, -1)
+    }
+
+    #[test]
+    fn compacted_topics_need_keys_in_compressed_batches_too() {
+        for compress in [false, true] {
+            let prepare = |b: Vec<u8>| if compress { gzipped(&b) } else { b };
+            let keyed = prepare(batch(&[Some(b"a"), Some(b"b")]));
+            let h = BatchHeader::parse(&keyed).unwrap();
+            assert_eq!(validate_produce_batch(&h, &keyed, &ANY_TIME, true), Ok(()));
+            let mixed = prepare(batch(&[Some(b"a"), None, Some(b"c"), None]));
+            let h = BatchHeader::parse(&mixed).unwrap();
+            assert_eq!(
+                validate_produce_batch(&h, &mixed, &ANY_TIME, true),
+                Err(BatchError::RecordsWithoutKey(vec![1, 3]))
+            );
+            // Only compacted topics require keys.
+            assert_eq!(validate_produce_batch(&h, &mixed, &ANY_TIME, false), Ok(()));
+        }
+        // A compressed batch whose data does not decompress cannot be checked: refused.
+        let mut bogus = batch(&[Some(b"a")]);
+        crate::storage::test_util::mark_compressed(&mut bogus);
+        let h = BatchHeader::parse(&bogus).unwrap();
+        assert!(matches!(validate_produce_batch(&h, &bogus, &ANY_TIME, true), Err(BatchError::MalformedRecord(_))));
+        assert_eq!(validate_produce_batch(&h, &bogus, &ANY_TIME, false), Ok(()));
+    }
 }
