@@ -117,7 +117,10 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
                     break;
                 }
             };
-            let mut next = offset;
+            // Advance past whole batches: the cleaner may have removed a batch's last
+            // records, so record offsets alone would fetch that batch again.
+            let mut next = crate::storage::batch::split_batches(&data.records)
+                .map_or(offset, |hs| hs.iter().map(|h| h.next_offset()).max().unwrap_or(offset));
             for set in sets {
                 for r in set.records {
                     next = next.max(r.offset + 1);

@@ -70,6 +70,9 @@ struct PartitionState {
     /// Everything below this offset is known to be on disk.
     flushed_through: i64,
     log_append_time: bool,
+    /// The topic was deleted: its directory is going or gone (a topic of the same name
+    /// may reuse the path), so no background work may write there any more.
+    deleted: bool,
 }
 
 /// Which partition: topic name, topic id, partition number.
@@ -114,6 +117,7 @@ impl Partition {
                 producers,
                 flushed_through: leo,
                 log_append_time,
+                deleted: false,
             }),
         })
     }
@@ -283,9 +287,26 @@ impl Partition {
     /// One log cleaner pass (compacted topics only). The partition is locked only to plan
     /// the pass and to swap the cleaned segments in, not while they are written.
     pub fn clean(&self, now_ms: i64) -> Result<Option<CleanStats>, PartitionError> {
-        let Some(plan) = self.lock().log.plan_clean(now_ms) else { return Ok(None) };
+        let plan = {
+            let s = self.lock();
+            if s.deleted {
+                return Ok(None);
+            }
+            s.log.plan_clean(now_ms)
+        };
+        let Some(plan) = plan else { return Ok(None) };
         let prepared = plan.prepare(now_ms)?;
-        Ok(Some(self.lock().log.finish_clean(prepared)?))
+        let mut s = self.lock();
+        if s.deleted {
+            prepared.discard();
+            return Ok(None);
+        }
+        Ok(Some(s.log.finish_clean(prepared)?))
+    }
+
+    /// Marks the partition deleted before its directory is removed (see `clean`).
+    pub fn mark_deleted(&self) {
+        self.lock().deleted = true;
     }
 
     pub fn size_bytes(&self) -> u64 {

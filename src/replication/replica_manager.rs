@@ -98,6 +98,7 @@ impl ReplicaManager {
             if let Some(parts) = map.remove(&id) {
                 for p in parts {
                     tracing::info!(topic = %p.topic, partition = p.index, "deleting partition of deleted topic");
+                    p.mark_deleted();
                     remove_partition_dir(&p.dir);
                 }
             }

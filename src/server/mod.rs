@@ -220,8 +220,13 @@ async fn cleaner_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
         let ctx = ctx.clone();
         let pass = tokio::task::spawn_blocking(move || {
             for p in ctx.replicas.all_partitions() {
-                if let Err(e) = p.clean(ctx.now_ms()) {
-                    tracing::error!(topic = %p.topic, partition = p.index, error = %e, "log cleaning failed");
+                // One partition's failure, even a panic, must not stop the others' cleaning.
+                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.clean(ctx.now_ms()))) {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => {
+                        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "log cleaning failed")
+                    }
+                    Err(_) => tracing::error!(topic = %p.topic, partition = p.index, "log cleaning panicked"),
                 }
             }
         });

@@ -21,6 +21,9 @@ pub enum DecompressError {
     Corrupt(String),
 }
 
+/// The smallest window cap for zstd frames (zstd's level 19 uses 8 MiB windows).
+const ZSTD_MIN_WINDOW_CAP: usize = 8 << 20;
+
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 /// Magic, version and compatible version.
 const XERIAL_HEADER_LEN: usize = 16;
@@ -32,7 +35,11 @@ pub fn decompress(codec: Compression, data: &[u8], max_bytes: usize) -> Result<V
         Compression::Gzip => bounded(flate2::read::MultiGzDecoder::new(data), max_bytes),
         Compression::Lz4 => bounded(lz4_flex::frame::FrameDecoder::new(data), max_bytes),
         Compression::Zstd => {
-            let decoder = ruzstd::decoding::StreamingDecoder::new(data).map_err(corrupt)?;
+            // A frame's window (what the decoder reserves) is capped like the output, but
+            // not below 8 MiB: encoders size windows by level, not by the content.
+            let mut frame = ruzstd::decoding::FrameDecoder::new();
+            frame.set_max_window_size(max_bytes.max(ZSTD_MIN_WINDOW_CAP) as u64);
+            let decoder = ruzstd::decoding::StreamingDecoder::new_with_decoder(data, frame).map_err(corrupt)?;
             bounded(decoder, max_bytes)
         }
         Compression::Snappy => snappy(data, max_bytes),

@@ -135,6 +135,10 @@ pub struct PartitionLog {
     epochs: LeaderEpochCache,
     /// Everything below this offset has been through the cleaner (compacted topics).
     first_dirty_offset: i64,
+    /// The cleaner gave up on this log (see `finish_clean`); cleared by a restart.
+    uncleanable: bool,
+    /// Memory the cleaner's key map may take (a constant; tests lower it).
+    cleaner_map_bytes: usize,
 }
 
 impl PartitionLog {

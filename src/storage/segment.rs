@@ -93,6 +93,11 @@ impl SegmentFile {
     pub fn batches_from(&self, pos: u64) -> BatchIter {
         BatchIter { file: self.clone(), pos }
     }
+
+    /// Whether `segment` still is this very file, at this size.
+    pub fn is_file_of(&self, segment: &LogSegment) -> bool {
+        Arc::ptr_eq(&self.file, &segment.log) && self.size == segment.size
+    }
 }
 
 /// Batch headers from a position onward: `(position, header)`. Stops at the end of the
@@ -482,6 +487,17 @@ impl LogSegment {
 
     pub fn created_ms(&self) -> Option<i64> {
         self.created_ms
+    }
+
+    /// The `.log`'s mtime in milliseconds.
+    pub fn modified_ms(&self) -> io::Result<i64> {
+        Ok(mtime_ms(&self.log.metadata()?))
+    }
+
+    /// Sets the `.log`'s mtime, e.g. to keep a rewritten segment's age.
+    pub fn set_modified_ms(&self, ms: i64) -> io::Result<()> {
+        let t = UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
+        self.log.set_modified(t)
     }
 
     pub fn log_file(&self) -> Arc<File> {

@@ -1,11 +1,12 @@
 //! The log cleaner: compaction of `cleanup.policy=compact` logs.
 //!
-//! A pass maps every key in the sealed segments to the offset of its newest record, then
-//! rewrites those segments keeping only newest records; the active segment is never
-//! touched. Offsets never change: a batch keeps its base offset and last offset delta
+//! A pass maps every key in the dirty (not yet cleaned) sealed segments to the offset of
+//! its newest record, then rewrites the sealed segments up to there keeping only newest
+//! records; the active segment is never touched. Offsets never change: a batch keeps its base offset and last offset delta
 //! (so an idempotent producer's last sequence survives), and only the records inside it
-//! go. Tombstones (null values) are kept while younger than `delete.retention.ms`, so a
-//! consumer reading behind the head still sees the delete.
+//! go. Tombstones (null values) are kept for `delete.retention.ms` after their segment last
+//! took data (a rewrite keeps the segment's mtime), so a consumer reading behind the head
+//! still sees the delete.
 //!
 //! Compressed batches are decompressed (bounded, see [`crate::storage::codec`]); a
 //! compressed batch that loses records is recompressed with its codec, as Kafka does (or
@@ -53,9 +54,11 @@ const CLEANING_DIR: &str = "cleaner.tmp";
 const SWAP_DIR: &str = "cleaner.swap";
 const REPLACES_FILE: &str = "replaces";
 
-/// Key bytes mapped in one pass before the cleaner stops at a segment boundary (Kafka's
-/// `log.cleaner.dedupe.buffer.size` plays this role); the rest waits for the next pass.
-const MAX_MAP_BYTES: usize = 64 << 20;
+/// Memory the key map of one pass may take (Kafka's `log.cleaner.dedupe.buffer.size`):
+/// the pass cleans up to the last dirty segment mapped whole; the rest waits for the next.
+pub(in crate::storage) const MAX_MAP_BYTES: usize = 128 << 20;
+/// What an entry of the key map costs besides its key's bytes (key vector, offset, table).
+const MAP_ENTRY_OVERHEAD: usize = 56;
 
 const COMPRESSION_BITS: u8 = 0x07;
 
@@ -69,12 +72,37 @@ pub struct CleanStats {
     pub records_removed: u64,
 }
 
-/// Per pass: each key's newest offset, and each idempotent producer's last batch.
-#[derive(Default)]
+/// Per pass: each key's newest offset in the dirty segments mapped, and each idempotent
+/// producer's last batch in the cleanable segments.
 struct OffsetMap {
     newest: HashMap<Vec<u8>, i64>,
-    key_bytes: usize,
+    bytes: usize,
+    max_bytes: usize,
     producer_last_batch: HashMap<i64, i64>,
+}
+
+impl OffsetMap {
+    /// Records `offset` as the newest for `key`; false (and nothing recorded) when a new
+    /// key would take the map past [`MAX_MAP_BYTES`].
+    fn insert(&mut self, key: &[u8], offset: i64) -> bool {
+        if let Some(newest) = self.newest.get_mut(key) {
+            *newest = offset;
+            return true;
+        }
+        let cost = key.len() + MAP_ENTRY_OVERHEAD;
+        if self.bytes + cost > self.max_bytes {
+            return false;
+        }
+        self.bytes += cost;
+        self.newest.insert(key.to_vec(), offset);
+        true
+    }
+
+    /// A record stays unless a newer record with its key was mapped. Keys not in the map
+    /// belong to already cleaned segments, where each key appears once.
+    fn is_newest(&self, key: &[u8], offset: i64) -> bool {
+        self.newest.get(key).is_none_or(|&newest| newest == offset)
+    }
 }
 
 /// A sealed segment as the cleaner saw it when it planned a pass.
@@ -83,6 +111,8 @@ struct Sealed {
     base_offset: i64,
     next_offset: i64,
     file: SegmentFile,
+    /// The `.log`'s mtime: when data was last appended (a rewrite keeps it).
+    modified_ms: i64,
 }
 
 /// A pass decided on under the partition's lock; [`CleanPlan::prepare`] does the reading
@@ -96,6 +126,8 @@ pub struct CleanPlan {
     /// The sealed segments, oldest first, and the base offset of the one after them.
     sealed: Vec<Sealed>,
     end_offset: i64,
+    first_dirty_offset: i64,
+    max_map_bytes: usize,
 }
 
 /// Cleaned segments written to `cleaner.tmp/`, waiting for [`PartitionLog::finish_clean`].
@@ -105,12 +137,15 @@ pub struct PreparedClean {
     /// Where the cleaned range ends: the next dirty offset once every group is in.
     end_offset: i64,
     stats: CleanStats,
+    /// Not even one dirty segment's keys fit the map: the log cannot be cleaned.
+    map_too_small: bool,
 }
 
 #[derive(Debug)]
 struct PreparedGroup {
-    /// The segments replaced: base offset and size when read.
-    replaces: Vec<(i64, u64)>,
+    /// The segments replaced, as read.
+    replaces: Vec<SegmentFile>,
+    base_offset: i64,
     dir: PathBuf,
     records_removed: u64,
 }
@@ -158,7 +193,7 @@ impl PartitionLog {
     /// `min.cleanable.dirty.ratio` (or its dirty data is overdue). Cheap: takes handles on
     /// the cleanable segments.
     pub fn plan_clean(&self, now_ms: i64) -> Option<CleanPlan> {
-        if !self.config.cleanup_compact {
+        if !self.config.cleanup_compact || self.uncleanable {
             return None;
         }
         let cleanable = self.cleanable_segments(now_ms);
@@ -178,9 +213,16 @@ impl PartitionLog {
             delete_retention_ms: self.config.delete_retention_ms,
             sealed: self.segments[..cleanable]
                 .iter()
-                .map(|s| Sealed { base_offset: s.base_offset(), next_offset: s.next_offset(), file: s.file() })
+                .map(|s| Sealed {
+                    base_offset: s.base_offset(),
+                    next_offset: s.next_offset(),
+                    file: s.file(),
+                    modified_ms: s.modified_ms().unwrap_or(now_ms),
+                })
                 .collect(),
             end_offset: self.segments[cleanable].base_offset(),
+            first_dirty_offset: self.first_dirty_offset,
+            max_map_bytes: self.cleaner_map_bytes,
         })
     }
 
@@ -188,6 +230,14 @@ impl PartitionLog {
     /// replaces are still there as they were read (retention, DeleteRecords or a
     /// truncation may have changed them meanwhile; such a group is dropped).
     pub fn finish_clean(&mut self, prepared: PreparedClean) -> Result<CleanStats, StorageError> {
+        if prepared.map_too_small {
+            tracing::error!(
+                dir = %self.dir.display(),
+                max_bytes = MAX_MAP_BYTES,
+                "the cleaner's key map cannot hold the keys of one dirty segment; not cleaning this log until restart"
+            );
+            self.uncleanable = true;
+        }
         let mut stats = prepared.stats;
         let mut groups = prepared.groups.into_iter();
         let mut all_in = true;
@@ -196,17 +246,16 @@ impl PartitionLog {
                 all_in = false;
                 break;
             };
-            let base = group.replaces[0].0;
             fs::rename(&group.dir, self.dir.join(SWAP_DIR))?;
             sync_dir(&self.dir)?;
-            // From here a crash finishes the swap on the next open.
-            self.segments.drain(first..first + group.replaces.len());
+            // From here a crash finishes the swap on the next open. Should this fail, the
+            // old segments stay in the list: their open files still read the old data.
             finish_swap(&self.dir)?;
-            let (segment, _) = LogSegment::open(&self.dir, base, self.config.index_interval_bytes, false)?;
+            let (segment, _) = LogSegment::open(&self.dir, group.base_offset, self.config.index_interval_bytes, false)?;
             stats.bytes_after += segment.size();
             stats.segments_after += 1;
             stats.records_removed += group.records_removed;
-            self.segments.insert(first, segment);
+            self.segments.splice(first..first + group.replaces.len(), [segment]);
         }
         let leftovers: Vec<_> = groups.collect();
         if !leftovers.is_empty() {
@@ -229,15 +278,12 @@ impl PartitionLog {
     }
 
     /// Index of the first of `replaces` if those segments are all still sealed, adjacent
-    /// and of the size they had when read.
-    fn unchanged(&self, replaces: &[(i64, u64)]) -> Option<usize> {
-        let first = self.segments.iter().position(|s| s.base_offset() == replaces[0].0)?;
+    /// and the very files, of the size, they were when read.
+    fn unchanged(&self, replaces: &[SegmentFile]) -> Option<usize> {
+        let first = self.segments.iter().position(|s| replaces[0].is_file_of(s))?;
         let sealed = self.segments.len() - 1;
         let matches = first + replaces.len() <= sealed
-            && replaces
-                .iter()
-                .zip(&self.segments[first..])
-                .all(|(&(base, size), s)| s.base_offset() == base && s.size() == size);
+            && replaces.iter().zip(&self.segments[first..]).all(|(r, s)| r.is_file_of(s));
         matches.then_some(first)
     }
 
@@ -249,15 +295,47 @@ impl PartitionLog {
     }
 }
 
+impl PreparedClean {
+    /// Drops the prepared output (the log it was for is gone).
+    pub fn discard(self) {
+        for group in self.groups {
+            if let Err(e) = remove_dir_if_present(&group.dir) {
+                tracing::warn!(dir = %group.dir.display(), error = %e, "could not remove discarded cleaner output");
+            }
+        }
+    }
+}
+
 impl CleanPlan {
     /// Maps keys and writes the cleaned segments into `cleaner.tmp/`: the heavy part of a
     /// pass, which reads only the sealed segments and so needs no lock.
     pub fn prepare(self, now_ms: i64) -> Result<PreparedClean, StorageError> {
-        let mut map = OffsetMap::default();
-        let mut mapped = 0;
-        while mapped < self.sealed.len() && (mapped == 0 || map.key_bytes < MAX_MAP_BYTES) {
-            map_segment(&self.sealed[mapped].file, &mut map)?;
+        let mut map = OffsetMap {
+            newest: HashMap::new(),
+            bytes: 0,
+            max_bytes: self.max_map_bytes,
+            producer_last_batch: HashMap::new(),
+        };
+        for seg in &self.sealed {
+            for item in seg.file.batches_from(0) {
+                let (_, h) = item?;
+                if h.producer_id >= 0 {
+                    map.producer_last_batch.insert(h.producer_id, h.base_offset);
+                }
+            }
+        }
+        // Keys come from the dirty segments only (the cleaned ones hold each key once), as
+        // many whole segments as the map holds; the pass cleans everything before the
+        // first segment not mapped whole.
+        let first_dirty =
+            self.sealed.iter().position(|s| s.base_offset >= self.first_dirty_offset).unwrap_or(self.sealed.len());
+        let mut mapped = first_dirty;
+        while mapped < self.sealed.len() && map_segment(&self.sealed[mapped].file, &mut map)? {
             mapped += 1;
+        }
+        let map_too_small = mapped == first_dirty && first_dirty < self.sealed.len();
+        if map_too_small {
+            mapped = 0;
         }
         let end_offset = self.sealed.get(mapped).map_or(self.end_offset, |s| s.base_offset);
         let tmp = self.dir.join(CLEANING_DIR);
@@ -275,12 +353,12 @@ impl CleanPlan {
             groups.push(self.write_group(&tmp.join(groups.len().to_string()), first, last, &map, now_ms)?);
             first = last;
         }
-        Ok(PreparedClean { groups, end_offset, stats })
+        Ok(PreparedClean { groups, end_offset, stats, map_too_small })
     }
 
     /// One past the last segment of the group starting at `first`: consecutive segments
-    /// whose sizes add up to at most `segment.bytes` and whose offsets fit one index
-    /// (relative offsets are 32-bit).
+    /// whose sizes add up to at most `segment.bytes` and whose offsets and positions fit
+    /// one index (both are 32-bit there).
     fn group_end(&self, first: usize, limit: usize) -> usize {
         let base = self.sealed[first].base_offset;
         let mut size = self.sealed[first].file.size();
@@ -288,7 +366,8 @@ impl CleanPlan {
         while end < limit {
             let next = &self.sealed[end];
             size += next.file.size();
-            if size > self.segment_bytes || next.next_offset - base > i64::from(i32::MAX) {
+            let too_big = size > self.segment_bytes || size > u64::from(u32::MAX);
+            if too_big || next.next_offset - base > i64::from(i32::MAX) {
                 break;
             }
             end += 1;
@@ -312,10 +391,13 @@ impl CleanPlan {
         let mut records_removed = 0;
         let mut buf = Vec::new();
         for seg in group {
+            // A tombstone is kept for delete.retention.ms after its segment last took data
+            // (or after its own timestamp, if later), not from its timestamp alone.
+            let tombstones_expire = |ts: i64| now_ms.saturating_sub(ts.max(seg.modified_ms)) > self.delete_retention_ms;
             for item in seg.file.batches_from(0) {
                 let (pos, h) = item?;
                 let batch = seg.file.read(pos, h.total_len())?;
-                records_removed += retain(&h, &batch, map, now_ms, self.delete_retention_ms, &mut buf)?;
+                records_removed += retain(&h, &batch, map, &tombstones_expire, &mut buf)?;
                 if buf.len() >= 1 << 20 {
                     append_buffer(&mut out, &mut buf, now_ms)?;
                 }
@@ -323,6 +405,8 @@ impl CleanPlan {
         }
         append_buffer(&mut out, &mut buf, now_ms)?;
         out.seal()?;
+        let modified_ms = group.iter().map(|s| s.modified_ms).max().unwrap_or(now_ms);
+        out.set_modified_ms(modified_ms)?;
         out.flush()?;
         drop(out);
         let replaces: String = group.iter().map(|s| format!("{}\n", s.base_offset)).collect();
@@ -331,7 +415,8 @@ impl CleanPlan {
         file.sync_all()?;
         sync_dir(dir)?;
         Ok(PreparedGroup {
-            replaces: group.iter().map(|s| (s.base_offset, s.file.size())).collect(),
+            replaces: group.iter().map(|s| s.file.clone()).collect(),
+            base_offset: group[0].base_offset,
             dir: dir.to_owned(),
             records_removed,
         })
@@ -349,13 +434,11 @@ fn readable_records<'a>(h: &BatchHeader, batch: &'a [u8]) -> Option<(Cow<'a, [u8
         .ok()
 }
 
-/// Adds the keys of one segment's readable data batches to the map.
-fn map_segment(seg: &SegmentFile, map: &mut OffsetMap) -> Result<(), StorageError> {
+/// Adds the keys of one segment's readable data batches to the map; false when the map
+/// filled up before the segment was mapped whole.
+fn map_segment(seg: &SegmentFile, map: &mut OffsetMap) -> Result<bool, StorageError> {
     for item in seg.batches_from(0) {
         let (pos, h) = item?;
-        if h.producer_id >= 0 {
-            map.producer_last_batch.insert(h.producer_id, h.base_offset);
-        }
         if h.is_control() {
             continue;
         }
@@ -363,18 +446,13 @@ fn map_segment(seg: &SegmentFile, map: &mut OffsetMap) -> Result<(), StorageErro
         let Some((data, recs)) = readable_records(&h, &batch) else { continue };
         for r in recs {
             if let Some(key) = r.key {
-                let key = &data[key];
-                match map.newest.get_mut(key) {
-                    Some(offset) => *offset = r.offset,
-                    None => {
-                        map.key_bytes += key.len();
-                        map.newest.insert(key.to_vec(), r.offset);
-                    }
+                if !map.insert(&data[key], r.offset) {
+                    return Ok(false);
                 }
             }
         }
     }
-    Ok(())
+    Ok(true)
 }
 
 /// Appends what survives of `batch` to `out`; returns the number of records removed.
@@ -384,8 +462,7 @@ fn retain(
     h: &BatchHeader,
     batch: &[u8],
     map: &OffsetMap,
-    now_ms: i64,
-    delete_retention_ms: i64,
+    tombstone_expired: &dyn Fn(i64) -> bool,
     out: &mut Vec<u8>,
 ) -> Result<u64, StorageError> {
     let Some((data, all)) = readable_records(h, batch) else {
@@ -396,8 +473,7 @@ fn retain(
         .iter()
         .filter(|r| {
             let Some(key) = &r.key else { return false };
-            let newest = map.newest.get(&data[key.clone()]) == Some(&r.offset);
-            newest && !(r.value_is_null && now_ms.saturating_sub(r.timestamp) > delete_retention_ms)
+            map.is_newest(&data[key.clone()], r.offset) && !(r.value_is_null && tombstone_expired(r.timestamp))
         })
         .collect();
     let removed = (all.len() - kept.len()) as u64;

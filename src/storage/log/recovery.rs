@@ -69,6 +69,8 @@ impl PartitionLog {
             last_flush_ms: now_ms,
             epochs,
             first_dirty_offset: 0,
+            uncleanable: false,
+            cleaner_map_bytes: super::cleaner::MAX_MAP_BYTES,
         };
         if log.segments.is_empty() {
             let base = checkpointed_start.unwrap_or(0).max(0);

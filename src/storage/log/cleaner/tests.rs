@@ -8,7 +8,11 @@ use crate::storage::batch::split_batches;
 use crate::storage::log::LogConfig;
 use crate::storage::test_util::{build_records_batch, gzipped, TestRecord};
 
-const NOW: i64 = 1_000_000;
+/// The tests' clock: the wall clock when first asked, since segment mtimes are real.
+fn now() -> i64 {
+    static T: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *T.get_or_init(|| std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64)
+}
 
 fn compacted(segment_bytes: u64) -> LogConfig {
     LogConfig {
@@ -73,7 +77,7 @@ fn rounds(log: &mut PartitionLog, n: usize) {
     for round in 0..n {
         for key in ["a", "b", "c"] {
             let v = format!("{key}{round}");
-            put(log, &[(key, Some(v.as_str()))], NOW, -1);
+            put(log, &[(key, Some(v.as_str()))], now(), -1);
         }
     }
 }
@@ -82,7 +86,7 @@ fn rounds(log: &mut PartitionLog, n: usize) {
 fn keeps_the_newest_record_per_key_at_its_original_offset() {
     let dir = tempfile::tempdir().unwrap();
     // Every batch in a segment of its own; the last one is the active segment.
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
     rounds(&mut log, 10);
     let before = contents(&log);
     let end = log.log_end_offset();
@@ -90,7 +94,7 @@ fn keeps_the_newest_record_per_key_at_its_original_offset() {
     let segments_before = log.segment_count();
     assert!(segments_before > 4, "{segments_before} segments");
 
-    let stats = log.clean(NOW).unwrap().expect("a pass ran");
+    let stats = log.clean(now()).unwrap().expect("a pass ran");
     assert!(stats.records_removed > 0 && stats.bytes_after < stats.bytes_before, "{stats:?}");
     let after = contents(&log);
     // Nothing renumbered, nothing invented: every survivor is the original record.
@@ -117,19 +121,19 @@ fn keeps_the_newest_record_per_key_at_its_original_offset() {
     assert!(h.last_offset() >= first_gap);
 
     // Nothing new: the next pass has nothing to do.
-    assert_eq!(log.clean(NOW).unwrap(), None);
+    assert_eq!(log.clean(now()).unwrap(), None);
     // The result survives a reopen, clean or not.
     drop(log);
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
     assert_eq!(contents(&log), after);
 
     // With room in segment.bytes, the next pass merges the small cleaned segments.
     log.set_config(compacted(1 << 20));
-    put(&mut log, &[("a", Some("new"))], NOW, -1);
+    put(&mut log, &[("a", Some("new"))], now(), -1);
     log.set_config(compacted(1));
-    put(&mut log, &[("z", Some("z"))], NOW, -1);
+    put(&mut log, &[("z", Some("z"))], now(), -1);
     log.set_config(compacted(1 << 20));
-    log.clean(NOW).unwrap().expect("a pass ran");
+    log.clean(now()).unwrap().expect("a pass ran");
     assert_eq!(log.segment_count(), 2, "one cleaned segment and the active one");
     assert!(segments_before > 2);
 }
@@ -137,11 +141,11 @@ fn keeps_the_newest_record_per_key_at_its_original_offset() {
 #[test]
 fn a_batch_loses_only_its_older_records() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
-    put(&mut log, &[("a", Some("a0")), ("b", Some("b0")), ("c", Some("c0"))], NOW, -1);
-    put(&mut log, &[("b", Some("b1"))], NOW + 5, -1);
-    put(&mut log, &[("z", Some("z"))], NOW, -1); // the active segment
-    log.clean(NOW).unwrap().expect("a pass ran");
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
+    put(&mut log, &[("a", Some("a0")), ("b", Some("b0")), ("c", Some("c0"))], now(), -1);
+    put(&mut log, &[("b", Some("b1"))], now() + 5, -1);
+    put(&mut log, &[("z", Some("z"))], now(), -1); // the active segment
+    log.clean(now()).unwrap().expect("a pass ran");
     let after = contents(&log);
     assert_eq!(
         after,
@@ -161,18 +165,19 @@ fn a_batch_loses_only_its_older_records() {
 #[test]
 fn tombstones_stay_for_delete_retention_ms_then_go() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
-    put(&mut log, &[("gone", Some("v"))], NOW, -1);
-    put(&mut log, &[("kept", Some("k"))], NOW, -1);
-    put(&mut log, &[("gone", None)], NOW, -1);
-    put(&mut log, &[("x", Some("x"))], NOW, -1);
-    log.clean(NOW).unwrap().expect("a pass ran");
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
+    put(&mut log, &[("gone", Some("v"))], now(), -1);
+    put(&mut log, &[("kept", Some("k"))], now(), -1);
+    put(&mut log, &[("gone", None)], now(), -1);
+    put(&mut log, &[("x", Some("x"))], now(), -1);
+    log.clean(now()).unwrap().expect("a pass ran");
     let keys: Vec<_> = contents(&log).into_iter().map(|r| (r.1, r.2)).collect();
     assert!(keys.contains(&("gone".into(), None)), "tombstone kept while young: {keys:?}");
     assert!(!keys.contains(&("gone".into(), Some("v".into()))));
 
-    // Later, with new dirty data, the tombstone has aged out.
-    let later = NOW + 1_001;
+    // Later, with new dirty data, the tombstone has aged out (its segment last took data
+    // about now(), so 1 s of retention has passed by then).
+    let later = now() + 5_000;
     put(&mut log, &[("y", Some("y"))], later, -1);
     put(&mut log, &[("y", Some("y2"))], later, -1);
     log.clean(later).unwrap().expect("a pass ran");
@@ -184,12 +189,12 @@ fn tombstones_stay_for_delete_retention_ms_then_go() {
 #[test]
 fn an_idempotent_producers_last_batch_stays_even_when_emptied() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
-    put(&mut log, &[("a", Some("1"))], NOW, 7);
-    put(&mut log, &[("a", Some("2"))], NOW, 7);
-    put(&mut log, &[("a", Some("3"))], NOW, -1);
-    put(&mut log, &[("b", Some("b"))], NOW, -1);
-    log.clean(NOW).unwrap().expect("a pass ran");
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
+    put(&mut log, &[("a", Some("1"))], now(), 7);
+    put(&mut log, &[("a", Some("2"))], now(), 7);
+    put(&mut log, &[("a", Some("3"))], now(), -1);
+    put(&mut log, &[("b", Some("b"))], now(), -1);
+    log.clean(now()).unwrap().expect("a pass ran");
     let bytes = log.read(0, usize::MAX, i64::MAX).unwrap();
     let headers = split_batches(&bytes).unwrap();
     let of_producer: Vec<_> = headers.iter().filter(|h| h.producer_id == 7).collect();
@@ -201,16 +206,17 @@ fn an_idempotent_producers_last_batch_stays_even_when_emptied() {
 #[test]
 fn only_compacted_logs_are_cleaned_and_compact_alone_skips_retention() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), LogConfig { cleanup_compact: false, ..compacted(200) }, NOW).unwrap();
+    let mut log =
+        PartitionLog::open(dir.path(), LogConfig { cleanup_compact: false, ..compacted(200) }, now()).unwrap();
     rounds(&mut log, 3);
-    assert_eq!(log.clean(NOW).unwrap(), None);
+    assert_eq!(log.clean(now()).unwrap(), None);
 
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(200), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(200), now()).unwrap();
     rounds(&mut log, 3);
     let segments = log.segment_count();
     // retention.ms is 1 ms, but cleanup.policy is compact only.
-    assert_eq!(log.enforce_retention(NOW + 1_000_000).unwrap(), 0);
+    assert_eq!(log.enforce_retention(now() + 1_000_000).unwrap(), 0);
     assert_eq!(log.segment_count(), segments);
 }
 
@@ -218,14 +224,15 @@ fn only_compacted_logs_are_cleaned_and_compact_alone_skips_retention() {
 fn the_dirty_ratio_gates_a_pass() {
     let dir = tempfile::tempdir().unwrap();
     let mut log =
-        PartitionLog::open(dir.path(), LogConfig { min_cleanable_dirty_permille: 900, ..compacted(200) }, NOW).unwrap();
+        PartitionLog::open(dir.path(), LogConfig { min_cleanable_dirty_permille: 900, ..compacted(200) }, now())
+            .unwrap();
     rounds(&mut log, 6);
-    log.clean(NOW).unwrap().expect("everything is dirty at first");
+    log.clean(now()).unwrap().expect("everything is dirty at first");
     // A little new data next to the cleaned part is below 90% dirty.
-    put(&mut log, &[("d", Some("d"))], NOW, -1);
-    put(&mut log, &[("e", Some("e"))], NOW, -1);
-    assert!(log.dirty_permille(NOW) < 900, "{}", log.dirty_permille(NOW));
-    assert_eq!(log.clean(NOW).unwrap(), None);
+    put(&mut log, &[("d", Some("d"))], now(), -1);
+    put(&mut log, &[("e", Some("e"))], now(), -1);
+    assert!(log.dirty_permille(now()) < 900, "{}", log.dirty_permille(now()));
+    assert_eq!(log.clean(now()).unwrap(), None);
 }
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -242,18 +249,18 @@ fn copy_dir(from: &Path, to: &Path) {
 fn an_interrupted_swap_is_finished_on_open_and_a_partial_output_discarded() {
     let root = tempfile::tempdir().unwrap();
     let (a, b) = (root.path().join("a"), root.path().join("b"));
-    let mut log = PartitionLog::open(&a, compacted(100_000), NOW).unwrap();
+    let mut log = PartitionLog::open(&a, compacted(100_000), now()).unwrap();
     // One big sealed segment (rolled by size) and the active one.
     rounds(&mut log, 5);
     log.set_config(compacted(100));
-    put(&mut log, &[("roll", Some("r"))], NOW, -1);
-    put(&mut log, &[("tail", Some("t"))], NOW, -1);
+    put(&mut log, &[("roll", Some("r"))], now(), -1);
+    put(&mut log, &[("tail", Some("t"))], now(), -1);
     log.close().unwrap();
     copy_dir(&a, &b);
 
-    let mut log = PartitionLog::open(&a, compacted(100), NOW).unwrap();
+    let mut log = PartitionLog::open(&a, compacted(100), now()).unwrap();
     let sealed_base = log.segments[0].base_offset();
-    log.clean(NOW).unwrap().expect("a pass ran");
+    log.clean(now()).unwrap().expect("a pass ran");
     let cleaned = contents(&log);
     drop(log);
 
@@ -272,7 +279,7 @@ fn an_interrupted_swap_is_finished_on_open_and_a_partial_output_discarded() {
     fs::create_dir(b.join(CLEANING_DIR)).unwrap();
     fs::write(b.join(CLEANING_DIR).join("junk.log"), b"partial").unwrap();
 
-    let log = PartitionLog::open(&b, compacted(100), NOW).unwrap();
+    let log = PartitionLog::open(&b, compacted(100), now()).unwrap();
     assert_eq!(contents(&log), cleaned);
     assert!(!b.join(SWAP_DIR).exists() && !b.join(CLEANING_DIR).exists());
 }
@@ -280,18 +287,18 @@ fn an_interrupted_swap_is_finished_on_open_and_a_partial_output_discarded() {
 #[test]
 fn compressed_batches_are_compacted_and_rewritten_uncompressed() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
     let recs = |vals: &[(&'static str, &'static str)]| -> Vec<u8> {
         let records: Vec<TestRecord> = vals
             .iter()
-            .map(|(k, v)| TestRecord { key: Some(k.as_bytes()), value: Some(v.as_bytes()), timestamp: NOW })
+            .map(|(k, v)| TestRecord { key: Some(k.as_bytes()), value: Some(v.as_bytes()), timestamp: now() })
             .collect();
         gzipped(&build_records_batch(0, &records, -1))
     };
-    log.append(&mut recs(&[("a", "a0"), ("b", "b0"), ("c", "c0")]), 0, NOW).unwrap();
-    log.append(&mut recs(&[("a", "a1"), ("b", "b1")]), 0, NOW).unwrap();
-    put(&mut log, &[("z", Some("z"))], NOW, -1); // the active segment
-    let stats = log.clean(NOW).unwrap().expect("a pass ran");
+    log.append(&mut recs(&[("a", "a0"), ("b", "b0"), ("c", "c0")]), 0, now()).unwrap();
+    log.append(&mut recs(&[("a", "a1"), ("b", "b1")]), 0, now()).unwrap();
+    put(&mut log, &[("z", Some("z"))], now(), -1); // the active segment
+    let stats = log.clean(now()).unwrap().expect("a pass ran");
     assert_eq!(stats.records_removed, 2);
     assert_eq!(
         contents(&log),
@@ -313,12 +320,12 @@ fn compressed_batches_are_compacted_and_rewritten_uncompressed() {
 #[test]
 fn appends_during_a_pass_are_kept_and_a_changed_log_is_left_alone() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
     rounds(&mut log, 4);
     // Prepared without the lock while a producer appends (and rolls) meanwhile.
-    let prepared = log.plan_clean(NOW).unwrap().prepare(NOW).unwrap();
-    put(&mut log, &[("a", Some("during"))], NOW, -1);
-    put(&mut log, &[("z", Some("z"))], NOW, -1);
+    let prepared = log.plan_clean(now()).unwrap().prepare(now()).unwrap();
+    put(&mut log, &[("a", Some("during"))], now(), -1);
+    put(&mut log, &[("z", Some("z"))], now(), -1);
     let before_finish = contents(&log);
     let stats = log.finish_clean(prepared).unwrap();
     assert!(stats.records_removed > 0);
@@ -330,9 +337,9 @@ fn appends_during_a_pass_are_kept_and_a_changed_log_is_left_alone() {
     // Here DeleteRecords removes the first segments between prepare and finish: the
     // prepared groups no longer match and nothing is swapped in.
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
     rounds(&mut log, 4);
-    let prepared = log.plan_clean(NOW).unwrap().prepare(NOW).unwrap();
+    let prepared = log.plan_clean(now()).unwrap().prepare(now()).unwrap();
     log.delete_records_before(3).unwrap();
     let before_finish = contents(&log);
     let stats = log.finish_clean(prepared).unwrap();
@@ -340,24 +347,24 @@ fn appends_during_a_pass_are_kept_and_a_changed_log_is_left_alone() {
     assert_eq!(contents(&log), before_finish);
     assert!(!dir.path().join(CLEANING_DIR).exists());
     // The next pass cleans what is there now.
-    assert!(log.clean(NOW).unwrap().unwrap().records_removed > 0);
+    assert!(log.clean(now()).unwrap().unwrap().records_removed > 0);
 }
 
 #[test]
 fn a_compressed_batch_that_loses_records_is_recompressed_with_its_codec() {
     let dir = tempfile::tempdir().unwrap();
-    let mut log = PartitionLog::open(dir.path(), compacted(1), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
     let value = "v".repeat(200);
     let keys: Vec<String> = (0..20).map(|i| format!("k{i:02}")).collect();
     let mut records: Vec<TestRecord> = keys
         .iter()
-        .map(|k| TestRecord { key: Some(k.as_bytes()), value: Some(value.as_bytes()), timestamp: NOW })
+        .map(|k| TestRecord { key: Some(k.as_bytes()), value: Some(value.as_bytes()), timestamp: now() })
         .collect();
-    records.push(TestRecord { key: Some(b"old"), value: Some(b"1"), timestamp: NOW });
-    log.append(&mut gzipped(&build_records_batch(0, &records, -1)), 0, NOW).unwrap();
-    put(&mut log, &[("old", Some("2"))], NOW, -1);
-    put(&mut log, &[("z", Some("z"))], NOW, -1); // the active segment
-    assert_eq!(log.clean(NOW).unwrap().unwrap().records_removed, 1);
+    records.push(TestRecord { key: Some(b"old"), value: Some(b"1"), timestamp: now() });
+    log.append(&mut gzipped(&build_records_batch(0, &records, -1)), 0, now()).unwrap();
+    put(&mut log, &[("old", Some("2"))], now(), -1);
+    put(&mut log, &[("z", Some("z"))], now(), -1); // the active segment
+    assert_eq!(log.clean(now()).unwrap().unwrap().records_removed, 1);
     let bytes = log.read(0, usize::MAX, i64::MAX).unwrap();
     let h = split_batches(&bytes).unwrap()[0];
     assert_eq!((h.compression(), h.records_count, h.last_offset()), (Compression::Gzip, 20, 20));
@@ -371,21 +378,80 @@ fn a_compressed_batch_that_loses_records_is_recompressed_with_its_codec() {
 fn compaction_lags_hold_young_data_back_and_force_old_data_through() {
     let dir = tempfile::tempdir().unwrap();
     let lagged = LogConfig { min_compaction_lag_ms: 1_000, ..compacted(1) };
-    let mut log = PartitionLog::open(dir.path(), lagged, NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), lagged, now()).unwrap();
     rounds(&mut log, 3);
     // Every record is younger than min.compaction.lag.ms.
-    assert_eq!(log.clean(NOW + 999).unwrap(), None);
-    assert!(log.clean(NOW + 1_000).unwrap().unwrap().records_removed > 0);
+    assert_eq!(log.clean(now() + 999).unwrap(), None);
+    assert!(log.clean(now() + 1_000).unwrap().unwrap().records_removed > 0);
 
     // Below min.cleanable.dirty.ratio, but older than max.compaction.lag.ms: cleaned.
     let dir = tempfile::tempdir().unwrap();
     let picky = LogConfig { min_cleanable_dirty_permille: 1_000, ..compacted(1) };
-    let mut log = PartitionLog::open(dir.path(), picky.clone(), NOW).unwrap();
+    let mut log = PartitionLog::open(dir.path(), picky.clone(), now()).unwrap();
     rounds(&mut log, 3);
-    log.clean(NOW).unwrap().expect("all dirty at first");
+    log.clean(now()).unwrap().expect("all dirty at first");
     rounds(&mut log, 1);
-    assert_eq!(log.clean(NOW).unwrap(), None, "not dirty enough");
+    assert_eq!(log.clean(now()).unwrap(), None, "not dirty enough");
     log.set_config(LogConfig { max_compaction_lag_ms: 5_000, ..picky });
-    assert_eq!(log.clean(NOW + 5_000).unwrap(), None, "not overdue yet");
-    assert!(log.clean(NOW + 5_001).unwrap().is_some(), "overdue");
+    assert_eq!(log.clean(now() + 5_000).unwrap(), None, "not overdue yet");
+    assert!(log.clean(now() + 5_001).unwrap().is_some(), "overdue");
+}
+
+#[test]
+fn a_small_key_map_cleans_in_steps_and_never_stalls() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
+    // Room for about three distinct keys per pass: each pass maps what fits and cleans up
+    // to there; the next pass starts where it stopped.
+    log.cleaner_map_bytes = 3 * (MAP_ENTRY_OVERHEAD + 1);
+    for round in 0..3 {
+        for key in ["a", "b", "c", "d", "e", "f"] {
+            let v = format!("{key}{round}");
+            put(&mut log, &[(key, Some(v.as_str()))], now(), -1);
+        }
+    }
+    put(&mut log, &[("z", Some("z"))], now(), -1); // the active segment
+    let before = contents(&log);
+    let mut passes = 0;
+    while log.clean(now()).unwrap().is_some() {
+        passes += 1;
+        assert!(passes < 20, "cleaning does not converge");
+    }
+    assert!(passes > 1, "{passes} passes");
+    // The same end as with a map big enough: each key once, as its newest record.
+    let after = contents(&log);
+    let mut expected: Vec<_> = ["a", "b", "c", "d", "e", "f", "z"]
+        .iter()
+        .map(|key| before.iter().rfind(|r| r.1 == *key).unwrap().clone())
+        .collect();
+    expected.sort();
+    assert_eq!(after, expected);
+}
+
+#[test]
+fn a_segment_with_more_keys_than_the_map_is_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1 << 20), now()).unwrap();
+    log.cleaner_map_bytes = 2 * (MAP_ENTRY_OVERHEAD + 1);
+    put(&mut log, &[("a", Some("1")), ("b", Some("1")), ("c", Some("1")), ("a", Some("2"))], now(), -1);
+    log.set_config(compacted(1));
+    put(&mut log, &[("z", Some("z"))], now(), -1); // rolls: the first batch is sealed
+    let before = contents(&log);
+    let stats = log.clean(now()).unwrap().expect("a pass ran");
+    assert_eq!((stats.segments_after, stats.records_removed), (0, 0));
+    assert_eq!(contents(&log), before);
+    // Given up until a restart: no more passes.
+    put(&mut log, &[("y", Some("y"))], now(), -1);
+    assert_eq!(log.clean(now()).unwrap(), None);
+}
+
+#[test]
+fn a_tombstone_with_an_old_timestamp_is_kept_for_delete_retention_ms() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), compacted(1), now()).unwrap();
+    put(&mut log, &[("gone", Some("v"))], 1_000, -1);
+    put(&mut log, &[("gone", None)], 1_000, -1); // producer timestamp from 1970
+    put(&mut log, &[("x", Some("x"))], now(), -1);
+    log.clean(now()).unwrap().expect("a pass ran");
+    assert!(contents(&log).contains(&(1, "gone".into(), None)), "kept: its segment took it just now");
 }
