@@ -14,8 +14,8 @@ use uuid::Uuid;
 
 use super::producer_state::{ProducerStateTable, SequenceCheck};
 use crate::storage::{
-    validate_batches, validate_produce_batch, BatchError, CleanStats, LogConfig, PartitionLog, StorageError,
-    TimestampBounds,
+    validate_batches, validate_produce_batch, BatchError, CleanStats, LogConfig, PartitionLog, PreparedClean,
+    StorageError, TimestampBounds,
 };
 
 /// What a Produce must satisfy beyond a well-formed batch: the topic's max.message.bytes
@@ -287,6 +287,12 @@ impl Partition {
     /// One log cleaner pass (compacted topics only). The partition is locked only to plan
     /// the pass and to swap the cleaned segments in, not while they are written.
     pub fn clean(&self, now_ms: i64) -> Result<Option<CleanStats>, PartitionError> {
+        let Some(prepared) = self.prepare_clean(now_ms)? else { return Ok(None) };
+        self.finish_clean(prepared)
+    }
+
+    /// Plans under the lock, then writes the cleaned segments without it.
+    fn prepare_clean(&self, now_ms: i64) -> Result<Option<PreparedClean>, PartitionError> {
         let plan = {
             let s = self.lock();
             if s.deleted {
@@ -295,7 +301,11 @@ impl Partition {
             s.log.plan_clean(now_ms)
         };
         let Some(plan) = plan else { return Ok(None) };
-        let prepared = plan.prepare(now_ms)?;
+        Ok(Some(plan.prepare(now_ms)?))
+    }
+
+    /// Swaps the cleaned segments in, unless the topic was deleted meanwhile.
+    fn finish_clean(&self, prepared: PreparedClean) -> Result<Option<CleanStats>, PartitionError> {
         let mut s = self.lock();
         if s.deleted {
             prepared.discard();
@@ -321,3 +331,6 @@ impl Partition {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;

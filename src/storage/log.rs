@@ -25,7 +25,7 @@ use super::record::record_positions;
 use super::segment::LogSegment;
 
 mod cleaner;
-pub use cleaner::CleanStats;
+pub use cleaner::{CleanStats, PreparedClean};
 mod lookup;
 mod recovery;
 mod retention;

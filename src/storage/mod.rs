@@ -28,12 +28,12 @@ pub mod segment;
 pub mod time_index;
 
 #[cfg(test)]
-mod test_util;
+pub(crate) mod test_util;
 
 pub use batch::{
     set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batches, BatchError, BatchHeader,
     BATCH_HEADER_LEN,
 };
 pub use error::StorageError;
-pub use log::{AppendInfo, CleanStats, LogConfig, PartitionLog};
+pub use log::{AppendInfo, CleanStats, LogConfig, PartitionLog, PreparedClean};
 pub use record_validation::{validate_produce_batch, TimestampBounds};
