@@ -104,6 +104,7 @@ pub struct AppendInfo {
 pub(crate) const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-checkpoint";
 pub(crate) const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub(crate) const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
+pub(crate) const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 
 /// A partition's log: ordered segments, only the last of which (the active segment) is
 /// appended to.
@@ -115,6 +116,8 @@ pub(crate) const CLEAN_SHUTDOWN_MARKER: &str = ".kafka_cleanshutdown";
 /// recovery-point-checkpoint     offset below which everything was fsynced
 /// log-start-offset-checkpoint   log start offset moved by DeleteRecords or retention
 /// leader-epoch-checkpoint       LeaderEpochCache
+/// cleaner-offset-checkpoint     compacted logs: where the cleaned part ends
+/// cleaner.tmp/, cleaner.swap/   the cleaner's output while it works (see `cleaner`)
 /// .kafka_cleanshutdown          present only between close() and the next open()
 /// ```
 ///

@@ -42,9 +42,9 @@ use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
 use super::recovery::delete_segment_files;
-use super::PartitionLog;
+use super::{PartitionLog, CLEANER_OFFSET_CHECKPOINT};
 use crate::storage::batch::{split_batches, BatchHeader, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
-use crate::storage::checkpoint::sync_dir;
+use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::codec::compress;
 use crate::storage::error::StorageError;
 use crate::storage::record::{batch_records, RecordView};
@@ -262,8 +262,9 @@ impl PartitionLog {
             tracing::info!(dir = %self.dir.display(), groups = leftovers.len(), "log changed during cleaning; retrying later");
         }
         remove_dir_if_present(&self.dir.join(CLEANING_DIR))?;
-        if all_in {
-            self.first_dirty_offset = self.first_dirty_offset.max(prepared.end_offset);
+        if all_in && prepared.end_offset > self.first_dirty_offset {
+            self.first_dirty_offset = prepared.end_offset;
+            CheckpointFile::write_offset(&self.dir.join(CLEANER_OFFSET_CHECKPOINT), self.first_dirty_offset)?;
         }
         tracing::info!(
             dir = %self.dir.display(),

@@ -5,7 +5,10 @@ use std::fs;
 use std::io;
 use std::path::Path;
 
-use super::{LogConfig, PartitionLog, CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT};
+use super::{
+    LogConfig, PartitionLog, CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+};
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::error::StorageError;
 use crate::storage::leader_epoch::LeaderEpochCache;
@@ -91,6 +94,9 @@ impl PartitionLog {
         }
         log.delete_segments_below_start()?;
         let log_end_offset = log.log_end_offset();
+        // Never beyond the recovered end: data written there later is dirty.
+        let cleaned_to = CheckpointFile::read_offset(&dir.join(CLEANER_OFFSET_CHECKPOINT))?.unwrap_or(0);
+        log.first_dirty_offset = cleaned_to.clamp(0, log_end_offset);
         log.epochs.truncate_from_end(log_end_offset)?;
         log.epochs.truncate_from_start(log.log_start_offset)?;
         log.recovery_point = if clean_shutdown {
