@@ -233,7 +233,7 @@ impl PartitionLog {
         if prepared.map_too_small {
             tracing::error!(
                 dir = %self.dir.display(),
-                max_bytes = MAX_MAP_BYTES,
+                max_bytes = self.cleaner_map_bytes,
                 "the cleaner's key map cannot hold the keys of one dirty segment; not cleaning this log until restart"
             );
             self.uncleanable = true;
