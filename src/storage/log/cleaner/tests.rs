@@ -177,9 +177,10 @@ fn tombstones_stay_for_delete_retention_ms_then_go() {
     assert!(keys.contains(&("gone".into(), None)), "tombstone kept while young: {keys:?}");
     assert!(!keys.contains(&("gone".into(), Some("v".into()))));
 
-    // Later, with new dirty data, the tombstone has aged out (its segment last took data
-    // about now(), so 1 s of retention has passed by then).
-    let later = now() + 5_000;
+    // Later, with new dirty data, the tombstone has aged out: 5 s after the wall clock now,
+    // so after its segment's last write, with 1 s of retention.
+    let wall = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let later = wall + 5_000;
     put(&mut log, &[("y", Some("y"))], later, -1);
     put(&mut log, &[("y", Some("y2"))], later, -1);
     log.clean(later).unwrap().expect("a pass ran");
