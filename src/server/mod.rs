@@ -20,7 +20,7 @@ use crate::protocol::context::system_clock;
 use crate::protocol::offsets_topic;
 use crate::protocol::Ctx;
 use crate::replication::replica_manager::METADATA_DIR;
-use crate::replication::{PartitionError, ReplicaManager};
+use crate::replication::{Partition, PartitionError, ReplicaManager};
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -188,30 +188,38 @@ async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::
     }
 }
 
-async fn retention_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
+/// Time and size retention, every `log.retention.check.interval.ms`.
+async fn retention_loop(ctx: Arc<Ctx>, stop: broadcast::Receiver<()>) {
     let period = Duration::from_millis(ctx.config.log_retention_check_interval_ms.max(100));
-    loop {
-        tokio::select! {
-            _ = tokio::time::sleep(period) => {}
-            _ = stop.recv() => return,
-        }
-        let now = ctx.now_ms();
-        for p in ctx.replicas.all_partitions() {
-            match p.enforce_retention(now) {
-                Ok(0) => {}
-                Ok(n) => {
-                    tracing::info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments")
-                }
-                Err(e) => tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
-            }
-        }
-    }
+    every_partition(ctx, stop, period, "retention", |ctx, p| match p.enforce_retention(ctx.now_ms()) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(topic = %p.topic, partition = p.index, segments = n, "retention deleted segments"),
+        Err(e) => tracing::error!(topic = %p.topic, partition = p.index, error = %e, "retention failed"),
+    })
+    .await
 }
 
-/// The log cleaner: compacts `cleanup.policy=compact` partitions, off the async workers
-/// (a pass reads and rewrites whole segments).
-async fn cleaner_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
+/// The log cleaner: compacts `cleanup.policy=compact` partitions.
+async fn cleaner_loop(ctx: Arc<Ctx>, stop: broadcast::Receiver<()>) {
     let period = Duration::from_millis(ctx.config.log_cleaner_backoff_ms.max(10));
+    every_partition(ctx, stop, period, "log cleaning", |ctx, p| {
+        if let Err(e) = p.clean(ctx.now_ms()) {
+            tracing::error!(topic = %p.topic, partition = p.index, error = %e, "log cleaning failed");
+        }
+    })
+    .await
+}
+
+/// Every `period` until stopped, runs `work` on each partition, off the async workers
+/// (it deletes or rewrites files). One partition's failure, even a panic, does not stop
+/// the others'.
+async fn every_partition(
+    ctx: Arc<Ctx>,
+    mut stop: broadcast::Receiver<()>,
+    period: Duration,
+    what: &'static str,
+    work: fn(&Ctx, &Partition),
+) {
     loop {
         tokio::select! {
             _ = tokio::time::sleep(period) => {}
@@ -220,18 +228,13 @@ async fn cleaner_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
         let ctx = ctx.clone();
         let pass = tokio::task::spawn_blocking(move || {
             for p in ctx.replicas.all_partitions() {
-                // One partition's failure, even a panic, must not stop the others' cleaning.
-                match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| p.clean(ctx.now_ms()))) {
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => {
-                        tracing::error!(topic = %p.topic, partition = p.index, error = %e, "log cleaning failed")
-                    }
-                    Err(_) => tracing::error!(topic = %p.topic, partition = p.index, "log cleaning panicked"),
+                if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| work(&ctx, &p))).is_err() {
+                    tracing::error!(topic = %p.topic, partition = p.index, what, "partition task panicked");
                 }
             }
         });
         if let Err(e) = pass.await {
-            tracing::error!(error = %e, "log cleaner pass panicked");
+            tracing::error!(error = %e, what, "partition pass failed");
         }
     }
 }
