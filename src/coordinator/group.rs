@@ -72,6 +72,25 @@ pub struct Member {
 }
 
 impl Member {
+    /// A member as its JoinGroup describes it, with `assignment` and, if its JoinGroup is
+    /// still to be answered, `awaiting_join`.
+    fn from_join(member_id: &str, p: JoinParams, assignment: Bytes, awaiting_join: Option<Token>, now: i64) -> Member {
+        Member {
+            member_id: member_id.to_owned(),
+            group_instance_id: p.group_instance_id,
+            client_id: p.client_id,
+            client_host: p.client_host,
+            session_timeout_ms: p.session_timeout_ms,
+            rebalance_timeout_ms: p.rebalance_timeout_ms,
+            protocol_type: p.protocol_type,
+            protocols: p.protocols,
+            assignment,
+            awaiting_join,
+            awaiting_sync: None,
+            last_heartbeat_ms: now,
+        }
+    }
+
     pub fn metadata_for(&self, protocol: &str) -> Bytes {
         self.protocols.iter().find(|(n, _)| n == protocol).map(|(_, m)| m.clone()).unwrap_or_default()
     }
@@ -396,20 +415,7 @@ impl Group {
                     // SyncGroup, and a returning leader is told to skip the assignment.
                     if self.state == GroupState::Stable && old.protocols == p.protocols {
                         self.static_members.insert(iid, member_id.clone());
-                        let member = Member {
-                            member_id: member_id.clone(),
-                            group_instance_id: p.group_instance_id,
-                            client_id: p.client_id,
-                            client_host: p.client_host,
-                            session_timeout_ms: p.session_timeout_ms,
-                            rebalance_timeout_ms: p.rebalance_timeout_ms,
-                            protocol_type: p.protocol_type,
-                            protocols: p.protocols,
-                            assignment: old.assignment,
-                            awaiting_join: None,
-                            awaiting_sync: None,
-                            last_heartbeat_ms: now,
-                        };
+                        let member = Member::from_join(&member_id, p, old.assignment, None, now);
                         self.members.insert(member_id.clone(), member);
                         fx.push(Effect::PersistGroup);
                         let mut outcome = self.join_outcome_for(&member_id);
@@ -501,23 +507,7 @@ impl Group {
         if self.members.is_empty() {
             self.protocol_type = Some(p.protocol_type.clone());
         }
-        self.members.insert(
-            member_id.clone(),
-            Member {
-                member_id: member_id.clone(),
-                group_instance_id: p.group_instance_id,
-                client_id: p.client_id,
-                client_host: p.client_host,
-                session_timeout_ms: p.session_timeout_ms,
-                rebalance_timeout_ms: p.rebalance_timeout_ms,
-                protocol_type: p.protocol_type,
-                protocols: p.protocols,
-                assignment: Bytes::new(),
-                awaiting_join: Some(token),
-                awaiting_sync: None,
-                last_heartbeat_ms: now,
-            },
-        );
+        self.members.insert(member_id.clone(), Member::from_join(&member_id, p, Bytes::new(), Some(token), now));
         if self.leader_id.is_none() {
             self.leader_id = Some(member_id);
         }
