@@ -153,7 +153,12 @@ struct PreparedGroup {
 impl PartitionLog {
     /// Share of the cleanable bytes not yet cleaned, in thousandths (0 without any).
     pub fn dirty_permille(&self, now_ms: i64) -> u32 {
-        let cleanable = &self.segments[..self.cleanable_segments(now_ms)];
+        self.dirty_permille_of(self.cleanable_segments(now_ms))
+    }
+
+    /// The same over the first `cleanable` segments.
+    fn dirty_permille_of(&self, cleanable: usize) -> u32 {
+        let cleanable = &self.segments[..cleanable];
         let total: u64 = cleanable.iter().map(LogSegment::size).sum();
         let dirty: u64 =
             cleanable.iter().filter(|s| s.base_offset() >= self.first_dirty_offset).map(LogSegment::size).sum();
@@ -201,7 +206,7 @@ impl PartitionLog {
         if !has_dirty {
             return None;
         }
-        if self.dirty_permille(now_ms) < self.config.min_cleanable_dirty_permille
+        if self.dirty_permille_of(cleanable) < self.config.min_cleanable_dirty_permille
             && !self.compaction_overdue(cleanable, now_ms)
         {
             return None;
