@@ -233,16 +233,23 @@ def test_compaction_keeps_newest_value_per_key(broker, topic_name):
     check_compaction(broker, topic_name, "none")
 
 
-def test_tombstone_removed_after_delete_retention(broker, topic_name):
-    compact_topic(broker.bootstrap, topic_name, **{"delete.retention.ms": "0"})
-    prod = KeyedProducer(broker.bootstrap, topic_name)
-    doomed = KEYS[0]
+def rounds_then_tombstone(bootstrap, topic, doomed):
+    """Three rounds of values, then a tombstone for `doomed`, sealed by a roll record.
+    Returns the producer and the tombstone as delivered."""
+    prod = KeyedProducer(bootstrap, topic)
     prod.rounds(3)
     time.sleep(ROLL_PAUSE)
     prod.send([(doomed, None)])
     prod.roll()
     tombstone = prod.newest()[doomed]
     assert tombstone.value is None
+    return prod, tombstone
+
+
+def test_tombstone_removed_after_delete_retention(broker, topic_name):
+    compact_topic(broker.bootstrap, topic_name, **{"delete.retention.ms": "0"})
+    doomed = KEYS[0]
+    prod, tombstone = rounds_then_tombstone(broker.bootstrap, topic_name, doomed)
 
     # Kafka drops a tombstone on a cleaning pass after the one that first cleaned it, so
     # keep adding dirty segments while waiting.
@@ -257,13 +264,8 @@ def test_tombstone_removed_after_delete_retention(broker, topic_name):
 
 def test_tombstone_kept_within_delete_retention(broker, topic_name):
     compact_topic(broker.bootstrap, topic_name)  # delete.retention.ms: 1 day by default
-    prod = KeyedProducer(broker.bootstrap, topic_name)
     doomed = KEYS[0]
-    prod.rounds(3)
-    time.sleep(ROLL_PAUSE)
-    prod.send([(doomed, None)])
-    prod.roll()
-    tombstone = prod.newest()[doomed]
+    prod, tombstone = rounds_then_tombstone(broker.bootstrap, topic_name, doomed)
 
     # Cleaning passes run (the extra roll records keep the log dirty) until every key,
     # the tombstoned one included, is down to its newest record.
