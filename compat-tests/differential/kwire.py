@@ -189,6 +189,56 @@ def _crc32c(data: bytes) -> int:
         return calc_crc32c(data)
 
 
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def compress(codec, data: bytes) -> bytes:
+    """A batch's record section compressed as clients write it: gzip, a raw snappy block
+    (librdkafka's framing), an LZ4 frame, a zstd frame."""
+    if codec == "none":
+        return data
+    if codec == "gzip":
+        return _gzip.compress(data)
+    if codec == "snappy":
+        import snappy  # python-snappy
+        return snappy.compress(data)
+    if codec == "lz4":
+        import lz4.frame
+        return lz4.frame.compress(data)
+    if codec == "zstd":
+        import zstandard
+        return zstandard.ZstdCompressor().compress(data)
+    raise ValueError(codec)
+
+
+def encode_record(value, offset_delta, ts_delta=0, key=None):
+    """One v2 record, its length prefix included."""
+    body = bytearray()
+    body += b"\x00"  # attributes
+    body += _varint(ts_delta)
+    body += _varint(offset_delta)
+    body += _varint(-1) if key is None else _varint(len(key)) + key
+    body += _varint(len(value)) + value
+    body += _varint(0)  # headers
+    return _varint(len(body)) + bytes(body)
+
+
+def raw_batch(section: bytes, count, last_offset_delta=None, codec="none", first_ts=None, max_ts=None):
+    """A v2 batch around an already encoded (and maybe compressed) record section, with
+    whatever header fields the caller claims; the CRC is always right."""
+    now = int(time.time() * 1000)
+    first_ts = now if first_ts is None else first_ts
+    max_ts = first_ts if max_ts is None else max_ts
+    last_offset_delta = count - 1 if last_offset_delta is None else last_offset_delta
+    # attributes .. end: covered by the CRC
+    after_crc = struct.pack(">hiqqqhii", CODECS[codec], last_offset_delta, first_ts, max_ts, -1, -1, -1,
+                            count) + section
+    crc = _crc32c(after_crc)
+    # base offset, batch length, partition leader epoch, magic, crc
+    batch_len = 4 + 1 + 4 + len(after_crc)
+    return struct.pack(">qiibI", 0, batch_len, -1, 2, crc) + after_crc
+
+
 def record_batch(values, timestamps=None, base_timestamp=None, key=None, gzip=False):
     """A v2 record batch (magic 2) holding `values` (bytes each), uncompressed or with its
     records gzip-compressed."""
@@ -196,29 +246,9 @@ def record_batch(values, timestamps=None, base_timestamp=None, key=None, gzip=Fa
         now = base_timestamp if base_timestamp is not None else int(time.time() * 1000)
         timestamps = [now] * len(values)
     first_ts, max_ts = timestamps[0], max(timestamps)
-    recs = bytearray()
-    for i, (v, ts) in enumerate(zip(values, timestamps)):
-        body = bytearray()
-        body += b"\x00"  # attributes
-        body += _varint(ts - first_ts)
-        body += _varint(i)
-        if key is None:
-            body += _varint(-1)
-        else:
-            body += _varint(len(key)) + key
-        body += _varint(len(v)) + v
-        body += _varint(0)  # headers
-        recs += _varint(len(body)) + body
-    if gzip:
-        recs = _gzip.compress(bytes(recs))
-    # attributes .. end: covered by the CRC
-    attributes = 1 if gzip else 0
-    after_crc = struct.pack(">hiqqqhii", attributes, len(values) - 1, first_ts, max_ts, -1, -1, -1,
-                            len(values)) + bytes(recs)
-    crc = _crc32c(after_crc)
-    # base offset, batch length, partition leader epoch, magic, crc
-    batch_len = 4 + 1 + 4 + len(after_crc)
-    return struct.pack(">qiibI", 0, batch_len, -1, 2, crc) + after_crc
+    recs = b"".join(encode_record(v, i, ts - first_ts, key) for i, (v, ts) in enumerate(zip(values, timestamps)))
+    codec = "gzip" if gzip else "none"
+    return raw_batch(compress(codec, recs), len(values), codec=codec, first_ts=first_ts, max_ts=max_ts)
 
 
 def parse_batches(data: bytes):

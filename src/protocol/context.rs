@@ -21,6 +21,8 @@ pub struct Ctx {
     pub replicas: ReplicaManager,
     pub groups: GroupCoordinator,
     pub clock: Clock,
+    /// Rate limits the warn lines about refused client input.
+    pub refusals: super::refusal_log::RefusalLog,
 }
 
 impl Ctx {

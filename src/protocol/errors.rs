@@ -17,12 +17,13 @@ pub fn storage_error(e: &StorageError) -> ResponseError {
 
 pub fn batch_error(e: &BatchError) -> ResponseError {
     match e {
-        BatchError::TooLarge { .. } => ResponseError::MessageTooLarge,
+        BatchError::TooLarge { .. } | BatchError::DecompressedTooLarge { .. } => ResponseError::MessageTooLarge,
         BatchError::UnsupportedMagic { .. } => ResponseError::UnsupportedForMessageFormat,
         BatchError::UnsupportedCompression(_) => ResponseError::UnsupportedCompressionType,
-        BatchError::InvalidRecord(_) | BatchError::MalformedRecord(_) | BatchError::RecordsWithoutKey(_) => {
-            ResponseError::InvalidRecord
-        }
+        BatchError::InvalidRecord(_)
+        | BatchError::MalformedRecord(_)
+        | BatchError::RecordsWithoutKey(_)
+        | BatchError::CorruptCompression(_) => ResponseError::InvalidRecord,
         BatchError::InvalidTimestamp { .. } => ResponseError::InvalidTimestamp,
         _ => ResponseError::CorruptMessage,
     }
@@ -36,6 +37,7 @@ pub fn partition_error(e: &PartitionError) -> ResponseError {
         PartitionError::InvalidProducerEpoch { .. } => ResponseError::InvalidProducerEpoch,
         PartitionError::OffsetBeyondHighWatermark { .. } => ResponseError::OffsetOutOfRange,
         PartitionError::DeleteNotAllowed => ResponseError::PolicyViolation,
+        PartitionError::Pool(_) => ResponseError::UnknownServerError,
     }
 }
 

@@ -12,6 +12,7 @@ pub mod fetch_encoding;
 pub mod guard;
 pub mod handlers;
 pub mod offsets_topic;
+pub mod refusal_log;
 pub mod versions;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -103,12 +104,12 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
     let resp = match request {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, v)),
-        RequestKind::Produce(r) => match produce::handle(ctx, r, v).await {
+        RequestKind::Produce(r) => match produce::handle(ctx, info, r, v).await {
             Some(resp) => ResponseKind::Produce(resp),
             None => return Ok(Reply::NoResponse),
         },
         RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(ctx, r, v).await),
-        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, v)),
+        RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, v).await),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(ctx, r, v)),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, v)),
         RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(create_partitions::handle(ctx, r, v)),

@@ -12,7 +12,7 @@ use crate::config::FlushMode;
 use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::offsets::OffsetsRecord;
 use crate::coordinator::OffsetsLog;
-use crate::replication::{Partition, ProduceLimits};
+use crate::replication::{Partition, ProduceLimits, ValidatedRecords};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -83,7 +83,8 @@ impl OffsetsLog for ConsumerOffsetsLog<'_> {
         )
         .map_err(|e| e.to_string())?;
         let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: false };
-        let res = partition.append(&mut buf, &limits, now).map_err(|e| e.to_string())?;
+        let mut records = ValidatedRecords::validate(buf, &limits).map_err(|e| e.to_string())?;
+        let res = partition.append(&mut records, now).map_err(|e| e.to_string())?;
         if ctx.config.flush_mode == FlushMode::Fsync {
             partition.flush_through(res.last_offset).map_err(|e| e.to_string())?;
         }

@@ -2,9 +2,13 @@
 //! partition this broker hosts, and idempotent-producer state. One node today: the ISR
 //! is this broker; followers and the fetcher come with replication.
 
+pub mod blocking_pool;
 pub mod partition;
 pub mod producer_state;
 pub mod replica_manager;
+pub mod validated;
 
-pub use partition::{AppendResult, FetchResult, Partition, PartitionError, ProduceLimits};
+pub use blocking_pool::{BlockingPool, PoolError};
+pub use partition::{AppendResult, FetchResult, Partition, PartitionError};
 pub use replica_manager::ReplicaManager;
+pub use validated::{ProduceLimits, ValidatedRecords};

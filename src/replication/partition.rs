@@ -13,27 +13,14 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use super::producer_state::{ProducerStateTable, SequenceCheck};
-use crate::storage::{
-    validate_batches, validate_produce_batch, BatchError, CleanStats, LogConfig, PartitionLog, PreparedClean,
-    StorageError, TimestampBounds,
-};
-
-/// What a Produce must satisfy beyond a well-formed batch: the topic's max.message.bytes
-/// and, for client batches, record contents and timestamp bounds.
-#[derive(Debug, Clone, Copy)]
-pub struct ProduceLimits {
-    pub max_message_bytes: usize,
-    /// `None` for the broker's own writes (`__consumer_offsets`), which are trusted.
-    pub timestamps: Option<TimestampBounds>,
-    /// Compacted topics: records without a key are refused.
-    pub require_keys: bool,
-}
+use super::validated::ValidatedRecords;
+use crate::storage::{BatchError, CleanStats, LogConfig, PartitionLog, PreparedClean, StorageError};
 
 #[derive(Debug, Error)]
 pub enum PartitionError {
     #[error(transparent)]
     Storage(#[from] StorageError),
-    #[error("invalid record batch: {0}")]
+    #[error(transparent)]
     InvalidBatch(#[from] BatchError),
     #[error("out of order sequence number: expected {expected}, got {got}")]
     OutOfOrderSequence { expected: i32, got: i32 },
@@ -43,6 +30,8 @@ pub enum PartitionError {
     OffsetBeyondHighWatermark { offset: i64, high_watermark: i64 },
     #[error("records of a topic whose cleanup.policy lacks delete cannot be deleted")]
     DeleteNotAllowed,
+    #[error(transparent)]
+    Pool(#[from] super::blocking_pool::PoolError),
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -136,27 +125,14 @@ impl Partition {
         self.lock().leader_epoch
     }
 
-    /// Validate and append a Produce request's records for this partition: all batches
-    /// or none. `records` is modified in place (offsets, leader epoch).
-    pub fn append(
-        &self,
-        records: &mut [u8],
-        limits: &ProduceLimits,
-        now_ms: i64,
-    ) -> Result<AppendResult, PartitionError> {
-        let headers = validate_batches(records, limits.max_message_bytes)?;
-        if let Some(bounds) = &limits.timestamps {
-            let mut pos = 0;
-            for h in &headers {
-                let len = h.total_len();
-                validate_produce_batch(h, &records[pos..pos + len], bounds, limits.require_keys)?;
-                pos += len;
-            }
-        }
+    /// Append a Produce request's validated records for this partition: all batches or
+    /// none. The records are stamped in place (offsets, leader epoch, append time).
+    pub fn append(&self, records: &mut ValidatedRecords, now_ms: i64) -> Result<AppendResult, PartitionError> {
+        let (headers, records) = records.parts_mut();
         let mut s = self.lock();
         // Sequence checks against a scratch copy so a rejected request changes nothing.
         let mut duplicate = None;
-        for h in &headers {
+        for h in headers {
             match s.producers.check(h) {
                 SequenceCheck::Append => {}
                 SequenceCheck::Duplicate(rec) => duplicate = Some(rec),
@@ -182,7 +158,7 @@ impl Partition {
         if s.log_append_time {
             log_append_time = now_ms;
             let mut pos = 0;
-            for h in &headers {
+            for h in headers {
                 let len = h.total_len();
                 crate::storage::set_log_append_time(&mut records[pos..pos + len], now_ms);
                 pos += len;
@@ -191,7 +167,7 @@ impl Partition {
         let epoch = s.leader_epoch;
         let info = s.log.append(records, epoch, now_ms)?;
         let mut offset = info.base_offset;
-        for h in &headers {
+        for h in headers {
             let count = i64::from(h.last_offset_delta) + 1;
             s.producers.record(h, offset, offset + count - 1);
             offset += count;

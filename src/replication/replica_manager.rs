@@ -7,6 +7,7 @@ use std::sync::{Arc, RwLock};
 use tokio::sync::watch;
 use uuid::Uuid;
 
+use super::blocking_pool::BlockingPool;
 use super::partition::{Partition, PartitionError, PartitionId};
 use crate::config::BrokerConfig;
 use crate::controller::{MetadataImage, TopicImage};
@@ -22,6 +23,8 @@ pub struct ReplicaManager {
     partitions: RwLock<HashMap<Uuid, Vec<Arc<Partition>>>>,
     /// Bumped after every append so that waiting fetches wake up.
     appended: watch::Sender<u64>,
+    /// Where decompression and other CPU-heavy per-request work runs.
+    pool: BlockingPool,
 }
 
 impl ReplicaManager {
@@ -32,7 +35,13 @@ impl ReplicaManager {
             broker: broker.clone(),
             partitions: RwLock::new(HashMap::new()),
             appended,
+            pool: BlockingPool::per_core(),
         }
+    }
+
+    /// The bounded pool for CPU-heavy work that must stay off the async workers.
+    pub fn pool(&self) -> &BlockingPool {
+        &self.pool
     }
 
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {

@@ -78,7 +78,7 @@ impl Broker {
             max_size: usize::MAX,
         };
         let groups = GroupCoordinator::new(limits, config.offsets_retention_minutes.saturating_mul(60_000));
-        let ctx = Arc::new(Ctx { config, controller, replicas, groups, clock });
+        let ctx = Arc::new(Ctx { config, controller, replicas, groups, clock, refusals: Default::default() });
         ctx.groups.load(offsets_topic::read_all(&ctx), ctx.now_ms());
         let (shutdown, _) = broadcast::channel(1);
         let tasks = vec![

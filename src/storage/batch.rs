@@ -56,6 +56,10 @@ pub enum BatchError {
     /// Compacted topics need keys; the indexes (within the batch) of the records without.
     #[error("compacted topic cannot accept records without a key (batch indexes {0:?})")]
     RecordsWithoutKey(Vec<i32>),
+    #[error("compressed records cannot be decompressed: {0}")]
+    CorruptCompression(String),
+    #[error("compressed records inflate beyond {max} bytes")]
+    DecompressedTooLarge { max: usize },
     #[error("unsupported compression codec {0}")]
     UnsupportedCompression(u8),
     #[error("record timestamp {timestamp} is out of the allowed range around the broker time {now}")]

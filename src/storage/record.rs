@@ -58,7 +58,7 @@ pub struct RecordPosition {
 }
 
 /// Decodes a zigzag varint of at most `max_bytes` bytes, advancing `pos`.
-fn read_varlong(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<i64, BatchError> {
+pub(crate) fn read_varlong(buf: &[u8], pos: &mut usize, max_bytes: usize) -> Result<i64, BatchError> {
     let mut raw: u64 = 0;
     for i in 0..max_bytes {
         let byte = *buf.get(*pos).ok_or(BatchError::MalformedRecord("varint runs past the batch"))?;

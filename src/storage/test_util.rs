@@ -42,43 +42,69 @@ fn put_bytes(out: &mut Vec<u8>, b: Option<&[u8]>) {
     }
 }
 
+/// One record, its length prefix included: `offset_delta` and `ts_delta` as given, no
+/// headers.
+pub fn encode_record(key: Option<&[u8]>, value: Option<&[u8]>, ts_delta: i64, offset_delta: i64) -> Vec<u8> {
+    let mut body = vec![0u8]; // attributes
+    put_varlong(&mut body, ts_delta);
+    put_varlong(&mut body, offset_delta);
+    put_bytes(&mut body, key);
+    put_bytes(&mut body, value);
+    put_varlong(&mut body, 0); // no headers
+    let mut out = Vec::with_capacity(body.len() + 5);
+    put_varlong(&mut out, body.len() as i64);
+    out.extend_from_slice(&body);
+    out
+}
+
+/// The fields of a batch header that tests choose.
+#[derive(Debug, Clone, Copy)]
+pub struct RawHeader {
+    pub base_offset: i64,
+    pub codec: u8,
+    pub last_offset_delta: i32,
+    pub base_ts: i64,
+    pub max_ts: i64,
+    pub producer_id: i64,
+    pub records_count: i32,
+}
+
+/// A v2 batch around `section` (records as encoded, possibly compressed) with whatever
+/// header fields `h` claims; the length and CRC are always right.
+pub fn raw_batch(h: RawHeader, section: &[u8]) -> Vec<u8> {
+    let (epoch, sequence) = if h.producer_id >= 0 { (0i16, 0i32) } else { (-1, -1) };
+    let mut b = Vec::new();
+    b.extend_from_slice(&h.base_offset.to_be_bytes());
+    b.extend_from_slice(&((49 + section.len()) as i32).to_be_bytes());
+    b.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
+    b.push(2); // magic
+    b.extend_from_slice(&[0; 4]); // crc, filled below
+    b.extend_from_slice(&i16::from(h.codec).to_be_bytes()); // attributes
+    b.extend_from_slice(&h.last_offset_delta.to_be_bytes());
+    b.extend_from_slice(&h.base_ts.to_be_bytes());
+    b.extend_from_slice(&h.max_ts.to_be_bytes());
+    b.extend_from_slice(&h.producer_id.to_be_bytes());
+    b.extend_from_slice(&epoch.to_be_bytes());
+    b.extend_from_slice(&sequence.to_be_bytes());
+    b.extend_from_slice(&h.records_count.to_be_bytes());
+    b.extend_from_slice(section);
+    let crc = crc32c::crc32c(&b[21..]);
+    b[17..21].copy_from_slice(&crc.to_be_bytes());
+    b
+}
+
 /// An uncompressed v2 batch at `base_offset` holding `records` at consecutive offsets;
 /// `producer_id` ≥ 0 makes it an idempotent producer's batch (epoch 0, base sequence 0).
 pub fn build_records_batch(base_offset: i64, records: &[TestRecord], producer_id: i64) -> Vec<u8> {
     assert!(!records.is_empty());
     let base_ts = records[0].timestamp;
     let max_ts = records.iter().map(|r| r.timestamp).max().unwrap();
-    let mut body_bytes = Vec::new();
-    for (i, r) in records.iter().enumerate() {
-        let mut body = vec![0u8]; // attributes
-        put_varlong(&mut body, r.timestamp - base_ts);
-        put_varlong(&mut body, i as i64);
-        put_bytes(&mut body, r.key);
-        put_bytes(&mut body, r.value);
-        put_varlong(&mut body, 0); // no headers
-        put_varlong(&mut body_bytes, body.len() as i64);
-        body_bytes.extend_from_slice(&body);
-    }
+    let section: Vec<u8> =
+        (0..).zip(records).flat_map(|(i, r)| encode_record(r.key, r.value, r.timestamp - base_ts, i)).collect();
     let n = records.len() as i32;
-    let (epoch, sequence) = if producer_id >= 0 { (0i16, 0i32) } else { (-1, -1) };
-    let mut b = Vec::new();
-    b.extend_from_slice(&base_offset.to_be_bytes());
-    b.extend_from_slice(&((49 + body_bytes.len()) as i32).to_be_bytes());
-    b.extend_from_slice(&(-1i32).to_be_bytes()); // partition leader epoch
-    b.push(2); // magic
-    b.extend_from_slice(&[0; 4]); // crc, filled below
-    b.extend_from_slice(&0i16.to_be_bytes()); // attributes
-    b.extend_from_slice(&(n - 1).to_be_bytes());
-    b.extend_from_slice(&base_ts.to_be_bytes());
-    b.extend_from_slice(&max_ts.to_be_bytes());
-    b.extend_from_slice(&producer_id.to_be_bytes());
-    b.extend_from_slice(&epoch.to_be_bytes());
-    b.extend_from_slice(&sequence.to_be_bytes());
-    b.extend_from_slice(&n.to_be_bytes());
-    b.extend_from_slice(&body_bytes);
-    let crc = crc32c::crc32c(&b[21..]);
-    b[17..21].copy_from_slice(&crc.to_be_bytes());
-    b
+    let header =
+        RawHeader { base_offset, codec: 0, last_offset_delta: n - 1, base_ts, max_ts, producer_id, records_count: n };
+    raw_batch(header, &section)
 }
 
 /// Sets the compression bits (pretending the records are compressed) and fixes the CRC.
@@ -91,12 +117,29 @@ pub fn mark_compressed(batch: &mut [u8]) {
 /// `batch` with its record section really gzip-compressed (attributes, length and CRC
 /// updated).
 pub fn gzipped(batch: &[u8]) -> Vec<u8> {
-    use std::io::Write;
-    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
-    gz.write_all(&batch[61..]).unwrap();
+    compressed_with(batch, crate::storage::batch::Compression::Gzip)
+}
+
+/// `batch` (uncompressed) with its record section compressed by `codec` as the Java
+/// producer writes it (snappy in the xerial framing).
+pub fn compressed_with(batch: &[u8], codec: crate::storage::batch::Compression) -> Vec<u8> {
+    recompressed_section(batch, &crate::storage::codec::compress(codec, &batch[61..]).unwrap(), codec)
+}
+
+/// `batch` with its record section replaced by `section`, flagged as `codec`.
+pub fn recompressed_section(batch: &[u8], section: &[u8], codec: crate::storage::batch::Compression) -> Vec<u8> {
+    use crate::storage::batch::Compression;
+    let id = match codec {
+        Compression::None => 0,
+        Compression::Gzip => 1,
+        Compression::Snappy => 2,
+        Compression::Lz4 => 3,
+        Compression::Zstd => 4,
+        Compression::Unknown(c) => c,
+    };
     let mut out = batch[..61].to_vec();
-    out.extend_from_slice(&gz.finish().unwrap());
-    out[22] |= 0x01;
+    out.extend_from_slice(section);
+    out[22] = (out[22] & !0x07) | id;
     let len = (out.len() - 12) as i32;
     out[8..12].copy_from_slice(&len.to_be_bytes());
     let crc = crc32c::crc32c(&out[21..]);

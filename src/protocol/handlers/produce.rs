@@ -10,8 +10,8 @@ use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 use super::{local_partition, str_bytes, topic_or_auto_create};
 use crate::config::FlushMode;
 use crate::protocol::errors::partition_error;
-use crate::protocol::Ctx;
-use crate::replication::{PartitionError, ProduceLimits};
+use crate::protocol::{Ctx, RequestInfo};
+use crate::replication::{PartitionError, ProduceLimits, ValidatedRecords};
 use crate::storage::BatchError;
 use crate::storage::TimestampBounds;
 
@@ -26,7 +26,7 @@ fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> 
 }
 
 /// `None` for acks=0: the producer expects no response.
-pub async fn handle(ctx: &Ctx, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
     let acks = req.acks;
     let mut responses = Vec::with_capacity(req.topic_data.len());
     let mut to_flush = Vec::new();
@@ -75,7 +75,7 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, version: i16) -> Option<Prod
                 parts.push(partition_response(pd.index, ResponseError::CorruptMessage, Some("empty records".into())));
                 continue;
             };
-            let mut records = into_mut(records);
+            let records = into_mut(records);
             let now = ctx.now_ms();
             let config_ms = |name: &str, default: i64| {
                 topic.configs.get(name).and_then(|v| v.parse::<i64>().ok()).unwrap_or(default)
@@ -92,7 +92,18 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, version: i16) -> Option<Prod
                     .get("cleanup.policy")
                     .is_some_and(|p| p.split(',').any(|x| x.trim() == "compact")),
             };
-            match partition.append(&mut records, &limits, now) {
+            let validated = if ValidatedRecords::needs_decompression(&records, &limits) {
+                // Decompressing to validate is CPU work sized by the client: off the workers.
+                ctx.replicas.pool().run(move || ValidatedRecords::validate(records, &limits)).await
+            } else {
+                Ok(ValidatedRecords::validate(records, &limits))
+            };
+            let appended_now = match validated {
+                Ok(Ok(mut records)) => partition.append(&mut records, now),
+                Ok(Err(e)) => Err(PartitionError::InvalidBatch(e)),
+                Err(e) => Err(PartitionError::Pool(e)),
+            };
+            match appended_now {
                 Ok(res) => {
                     appended = true;
                     if ctx.config.flush_mode == FlushMode::Fsync && acks != 0 {
@@ -108,7 +119,7 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, version: i16) -> Option<Prod
                 }
                 Err(e) => {
                     let code = partition_error(&e);
-                    tracing::debug!(topic = %name, partition = pd.index, error = %e, "produce refused");
+                    log_refused(ctx, info, &name, pd.index, &e);
                     let mut resp = partition_response(pd.index, code, Some(e.to_string()));
                     // KIP-467: name the offending records so the client fails only those.
                     if let (true, PartitionError::InvalidBatch(BatchError::RecordsWithoutKey(indexes))) =
@@ -176,6 +187,25 @@ pub async fn handle(ctx: &Ctx, req: ProduceRequest, version: i16) -> Option<Prod
         return None;
     }
     Some(ProduceResponse::default().with_responses(responses))
+}
+
+/// Refused batches are a client's fault: warn (rate limited per client), else debug.
+fn log_refused(ctx: &Ctx, info: &RequestInfo, topic: &str, partition: i32, e: &PartitionError) {
+    let warn = match e {
+        PartitionError::InvalidBatch(_) => {
+            ctx.refusals.should_warn(info.peer.map(|p| p.ip()), &info.client_id, ctx.now_ms())
+        }
+        _ => None,
+    };
+    match warn {
+        Some(suppressed) => tracing::warn!(
+            peer = ?info.peer, client_id = %info.client_id, topic, partition, error = %e,
+            refused_since_last_warning = suppressed, "produce refused: invalid record batch, nothing stored"
+        ),
+        None => {
+            tracing::debug!(peer = ?info.peer, client_id = %info.client_id, topic, partition, error = %e, "produce refused")
+        }
+    }
 }
 
 /// The request buffer is usually uniquely owned, so this is normally free.

@@ -1,6 +1,7 @@
 //! Partition-level behaviour that involves the partition's lock: cleaning versus deletion.
 
 use super::*;
+use crate::replication::{ProduceLimits, ValidatedRecords};
 use crate::storage::test_util::{build_records_batch, TestRecord};
 
 fn compacted() -> LogConfig {
@@ -20,9 +21,10 @@ fn open(dir: &std::path::Path) -> Partition {
 
 fn put(p: &Partition, key: &str, value: &str) {
     let rec = [TestRecord { key: Some(key.as_bytes()), value: Some(value.as_bytes()), timestamp: 1_000 }];
-    let mut batch = build_records_batch(0, &rec, -1);
+    let batch = bytes::BytesMut::from(&build_records_batch(0, &rec, -1)[..]);
     let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: true };
-    p.append(&mut batch, &limits, 1_000).unwrap();
+    let mut records = ValidatedRecords::validate(batch, &limits).unwrap();
+    p.append(&mut records, 1_000).unwrap();
 }
 
 #[test]
