@@ -146,3 +146,51 @@ pub fn recompressed_section(batch: &[u8], section: &[u8], codec: crate::storage:
     out[17..21].copy_from_slice(&crc.to_be_bytes());
     out
 }
+
+/// A small xorshift generator so the mutation test is reproducible on stable.
+pub struct XorShift(pub u64);
+
+impl XorShift {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+/// One to four random edits of `frame`: random, flipped and boundary bytes, huge
+/// lengths, truncation, insertion, deletion, copies.
+pub fn mutate(rng: &mut XorShift, frame: &mut Vec<u8>) {
+    for _ in 0..1 + rng.below(4) {
+        if frame.is_empty() {
+            return;
+        }
+        let at = rng.below(frame.len());
+        match rng.below(8) {
+            0 => frame[at] = rng.next() as u8,
+            1 => frame[at] ^= 1 << rng.below(8),
+            2 => frame[at] = [0x00, 0x7f, 0x80, 0xff][rng.below(4)],
+            3 => {
+                let huge: &[u8] = [&[0x7f, 0xff, 0xff, 0xff][..], &[0xff, 0xff, 0xff, 0xff, 0x0f]][rng.below(2)];
+                for (i, b) in huge.iter().enumerate() {
+                    if let Some(slot) = frame.get_mut(at + i) {
+                        *slot = *b;
+                    }
+                }
+            }
+            4 => frame.truncate(at),
+            5 => frame.insert(at, rng.next() as u8),
+            6 => {
+                frame.remove(at);
+            }
+            _ => {
+                let to = rng.below(frame.len());
+                frame[to] = frame[at];
+            }
+        }
+    }
+}

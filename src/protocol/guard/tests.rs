@@ -1,6 +1,7 @@
 //! Guard tests: exact tables (round trips), prefixes, hostile lengths, mutations.
 
 use super::*;
+use crate::storage::test_util::{mutate, XorShift};
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
@@ -378,52 +379,6 @@ fn write_fuzz_seed_corpus() {
     for (api, version) in all_api_versions() {
         let path = std::path::Path::new(&dir).join(format!("seed-{}-v{version}", api.key));
         std::fs::write(path, synth(api, version)).unwrap();
-    }
-}
-
-/// A small xorshift generator so the mutation test is reproducible on stable.
-struct XorShift(u64);
-
-impl XorShift {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
-fn mutate(rng: &mut XorShift, frame: &mut Vec<u8>) {
-    for _ in 0..1 + rng.below(4) {
-        if frame.is_empty() {
-            return;
-        }
-        let at = rng.below(frame.len());
-        match rng.below(8) {
-            0 => frame[at] = rng.next() as u8,
-            1 => frame[at] ^= 1 << rng.below(8),
-            2 => frame[at] = [0x00, 0x7f, 0x80, 0xff][rng.below(4)],
-            3 => {
-                let huge: &[u8] = [&[0x7f, 0xff, 0xff, 0xff][..], &[0xff, 0xff, 0xff, 0xff, 0x0f]][rng.below(2)];
-                for (i, b) in huge.iter().enumerate() {
-                    if let Some(slot) = frame.get_mut(at + i) {
-                        *slot = *b;
-                    }
-                }
-            }
-            4 => frame.truncate(at),
-            5 => frame.insert(at, rng.next() as u8),
-            6 => {
-                frame.remove(at);
-            }
-            _ => {
-                let to = rng.below(frame.len());
-                frame[to] = frame[at];
-            }
-        }
     }
 }
 
