@@ -75,6 +75,10 @@ pub struct BrokerConfig {
     pub message_max_bytes: usize,
     pub socket_request_max_bytes: usize,
     pub max_connections: usize,
+    pub max_connections_per_ip: usize,
+    pub connections_max_idle_ms: u64,
+    pub request_read_timeout_ms: u64,
+    pub queued_max_request_bytes: i64,
     pub min_insync_replicas: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -106,6 +110,10 @@ impl Default for BrokerConfig {
             message_max_bytes: 1_048_588,
             socket_request_max_bytes: 104_857_600,
             max_connections: 1024,
+            max_connections_per_ip: i32::MAX as usize,
+            connections_max_idle_ms: 600_000,
+            request_read_timeout_ms: 30_000,
+            queued_max_request_bytes: 512 * 1024 * 1024,
             min_insync_replicas: 1,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -141,6 +149,10 @@ pub struct ConfigOverrides {
     pub message_max_bytes: Option<usize>,
     pub socket_request_max_bytes: Option<usize>,
     pub max_connections: Option<usize>,
+    pub max_connections_per_ip: Option<usize>,
+    pub connections_max_idle_ms: Option<u64>,
+    pub request_read_timeout_ms: Option<u64>,
+    pub queued_max_request_bytes: Option<i64>,
     pub min_insync_replicas: Option<i32>,
     pub group_min_session_timeout_ms: Option<i32>,
     pub group_max_session_timeout_ms: Option<i32>,
@@ -197,6 +209,10 @@ impl BrokerConfig {
                     message_max_bytes,
                     socket_request_max_bytes,
                     max_connections,
+                    max_connections_per_ip,
+                    connections_max_idle_ms,
+                    request_read_timeout_ms,
+                    queued_max_request_bytes,
                     min_insync_replicas,
                     group_min_session_timeout_ms,
                     group_max_session_timeout_ms,
@@ -264,6 +280,21 @@ impl BrokerConfig {
         }
         if self.max_connections < 1 {
             return Err(invalid("max_connections", "must be >= 1"));
+        }
+        if self.max_connections_per_ip < 1 {
+            return Err(invalid("max_connections_per_ip", "must be >= 1"));
+        }
+        if self.connections_max_idle_ms < 1 {
+            return Err(invalid("connections_max_idle_ms", "must be >= 1"));
+        }
+        if self.request_read_timeout_ms < 1 {
+            return Err(invalid("request_read_timeout_ms", "must be >= 1"));
+        }
+        if self.queued_max_request_bytes != -1 && self.queued_max_request_bytes < self.socket_request_max_bytes as i64 {
+            return Err(invalid(
+                "queued_max_request_bytes",
+                "must be -1 (unbounded) or at least socket_request_max_bytes, so that any request fits",
+            ));
         }
         if self.min_insync_replicas < 1 {
             return Err(invalid("min_insync_replicas", "must be >= 1"));

@@ -79,8 +79,24 @@ struct ServeArgs {
     message_max_bytes: Option<usize>,
     #[arg(long, env = "RUNNEL_SOCKET_REQUEST_MAX_BYTES")]
     socket_request_max_bytes: Option<usize>,
+    /// Open client connections; at the limit the least recently active idle (or stalled)
+    /// connection is closed for a new one.
     #[arg(long, env = "RUNNEL_MAX_CONNECTIONS")]
     max_connections: Option<usize>,
+    /// Connections from one IP address (Kafka: max.connections.per.ip).
+    #[arg(long, env = "RUNNEL_MAX_CONNECTIONS_PER_IP")]
+    max_connections_per_ip: Option<usize>,
+    /// Close a connection that sent nothing for this long (Kafka: connections.max.idle.ms).
+    #[arg(long, env = "RUNNEL_CONNECTIONS_MAX_IDLE_MS")]
+    connections_max_idle_ms: Option<u64>,
+    /// Close a connection whose request has not arrived whole this long after its first
+    /// byte.
+    #[arg(long, env = "RUNNEL_REQUEST_READ_TIMEOUT_MS")]
+    request_read_timeout_ms: Option<u64>,
+    /// Bytes of partially received requests held across all connections; -1 = unbounded
+    /// (Kafka: queued.max.request.bytes).
+    #[arg(long, env = "RUNNEL_QUEUED_MAX_REQUEST_BYTES", allow_hyphen_values = true)]
+    queued_max_request_bytes: Option<i64>,
     #[arg(long, env = "RUNNEL_MIN_INSYNC_REPLICAS")]
     min_insync_replicas: Option<i32>,
     #[arg(long, env = "RUNNEL_GROUP_MIN_SESSION_TIMEOUT_MS")]
@@ -122,6 +138,10 @@ impl ServeArgs {
             message_max_bytes: self.message_max_bytes,
             socket_request_max_bytes: self.socket_request_max_bytes,
             max_connections: self.max_connections,
+            max_connections_per_ip: self.max_connections_per_ip,
+            connections_max_idle_ms: self.connections_max_idle_ms,
+            request_read_timeout_ms: self.request_read_timeout_ms,
+            queued_max_request_bytes: self.queued_max_request_bytes,
             min_insync_replicas: self.min_insync_replicas,
             group_min_session_timeout_ms: self.group_min_session_timeout_ms,
             group_max_session_timeout_ms: self.group_max_session_timeout_ms,
@@ -154,6 +174,12 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
+    // Each partition holds open files and each client a socket: use all the descriptors
+    // the hard limit allows.
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(n) => tracing::debug!(limit = n, "open file limit raised"),
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open file limit"),
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let broker = Broker::start(config).await.context("starting runnel")?;

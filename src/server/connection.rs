@@ -4,14 +4,16 @@
 //! the buffer (`Ok(None)`). The buffer grows only as bytes actually arrive, so a size
 //! prefix read from the wire never decides an allocation by itself.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::connections::{Activity, Registration};
 use crate::protocol::{handle_frame, peek_correlation_id, Ctx};
 
 /// Read at most this much per syscall; also the growth step of the buffer.
@@ -41,22 +43,49 @@ pub fn parse_frame(buf: &mut BytesMut, max: usize) -> Result<Option<Bytes>, Fram
     Ok(Some(buf.split_to(size).freeze()))
 }
 
+/// What bounds one connection: its idle and partial-request timeouts, and the budget of
+/// bytes that partially received requests may hold across all connections.
+#[derive(Clone)]
+pub struct ConnectionLimits {
+    pub idle: Duration,
+    pub read_timeout: Duration,
+    /// `None` = unbounded (queued_max_request_bytes = -1).
+    pub budget: Option<Arc<Semaphore>>,
+}
+
+/// A buffer that grew past this for a big request is replaced once empty, so the memory
+/// goes back when the request is done.
+const SHRINK_ABOVE: usize = 4 * READ_CHUNK;
+
 pub async fn serve(
     ctx: Arc<Ctx>,
     mut stream: TcpStream,
-    peer: SocketAddr,
+    reg: Registration,
+    limits: ConnectionLimits,
     mut shutdown: tokio::sync::broadcast::Receiver<()>,
 ) {
     let _ = stream.set_nodelay(true);
+    let state = &reg.state;
+    let peer = state.peer;
     let max = ctx.config.socket_request_max_bytes;
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut last_active = Instant::now();
+    // When the first byte of the frame now partly buffered arrived (or its budget was
+    // granted).
+    let mut frame_started: Option<Instant> = None;
+    // Budget held for the frame being received.
+    let mut held: Option<OwnedSemaphorePermit> = None;
     loop {
         // Drain every whole frame already buffered, answering each in order.
         loop {
             match parse_frame(&mut buf, max) {
                 Ok(Some(frame)) => {
+                    state.set(Activity::Serving, ctx.now_ms());
                     let correlation = peek_correlation_id(&frame);
-                    match handle_frame(&ctx, Some(peer), frame).await {
+                    let result = handle_frame(&ctx, Some(peer), frame).await;
+                    held = None;
+                    frame_started = None;
+                    match result {
                         Ok(Some(resp)) => {
                             if let Err(e) = write_chunks(&mut stream, resp).await {
                                 tracing::debug!(%peer, error = %e, "write failed; closing connection");
@@ -69,6 +98,7 @@ pub async fn serve(
                             return;
                         }
                     }
+                    last_active = Instant::now();
                 }
                 Ok(None) => break,
                 Err(e) => {
@@ -77,9 +107,37 @@ pub async fn serve(
                 }
             }
         }
+        if buf.is_empty() {
+            state.set(Activity::Idle, ctx.now_ms());
+            if buf.capacity() > SHRINK_ABOVE {
+                buf = BytesMut::with_capacity(READ_CHUNK);
+            }
+        } else {
+            state.set(Activity::Partial, ctx.now_ms());
+            frame_started.get_or_insert_with(Instant::now);
+            if let (Some(budget), None, Some(size)) = (&limits.budget, &held, declared_size(&buf)) {
+                // Hold the whole frame's share of the budget before reading more of it;
+                // while it is not free, this client waits (unread) and others go on.
+                let need = u32::try_from(size + 4).unwrap_or(u32::MAX);
+                tokio::select! {
+                    p = budget.clone().acquire_many_owned(need) => match p {
+                        Ok(p) => held = Some(p),
+                        Err(_) => return,
+                    },
+                    _ = state.closed() => return, // evicted; the accept loop logs it
+
+                    _ = shutdown.recv() => return,
+                }
+                frame_started = Some(Instant::now());
+            }
+        }
         if buf.capacity() - buf.len() < READ_CHUNK / 4 {
             buf.reserve(READ_CHUNK);
         }
+        let deadline = match frame_started {
+            Some(t) => t + limits.read_timeout,
+            None => last_active + limits.idle,
+        };
         tokio::select! {
             r = stream.read_buf(&mut buf) => match r {
                 Ok(0) => {
@@ -94,9 +152,25 @@ pub async fn serve(
                     return;
                 }
             },
+            _ = tokio::time::sleep_until(deadline.into()) => {
+                if frame_started.is_some() {
+                    tracing::info!(%peer, pending = buf.len(), timeout_ms = limits.read_timeout.as_millis() as u64,
+                        "closing connection: request not received whole in time (request_read_timeout_ms)");
+                } else {
+                    tracing::debug!(%peer, "closing idle connection (connections_max_idle_ms)");
+                }
+                return;
+            }
+            _ = state.closed() => return, // evicted; the accept loop logs it
             _ = shutdown.recv() => return,
         }
     }
+}
+
+/// The size prefix of the buffered frame, once its 4 bytes are in.
+fn declared_size(buf: &[u8]) -> Option<usize> {
+    let size = i32::from_be_bytes(buf.get(..4)?.try_into().ok()?);
+    usize::try_from(size).ok()
 }
 
 /// Write a response made of several chunks with vectored writes.

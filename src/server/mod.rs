@@ -2,6 +2,7 @@
 //! starts and stops a whole broker (used by `main` and embeddable in tests).
 
 pub mod connection;
+pub mod connections;
 pub mod embedded;
 
 use std::net::SocketAddr;
@@ -11,6 +12,9 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, Semaphore};
+
+use connection::ConnectionLimits;
+use connections::ConnectionTable;
 use tokio::task::JoinHandle;
 
 use crate::config::BrokerConfig;
@@ -159,26 +163,37 @@ fn advertised(config: &BrokerConfig, bound: SocketAddr) -> (String, u16) {
 }
 
 async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::Sender<()>) {
-    let limit = Arc::new(Semaphore::new(ctx.config.max_connections));
+    let c = &ctx.config;
+    let table = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
+    let limits = ConnectionLimits {
+        idle: Duration::from_millis(c.connections_max_idle_ms),
+        read_timeout: Duration::from_millis(c.request_read_timeout_ms),
+        budget: usize::try_from(c.queued_max_request_bytes)
+            .ok()
+            .map(|b| Arc::new(Semaphore::new(b.min(Semaphore::MAX_PERMITS)))),
+    };
     let mut stop = shutdown.subscribe();
     loop {
-        let permit = tokio::select! {
-            p = limit.clone().acquire_owned() => match p { Ok(p) => p, Err(_) => return },
-            _ = stop.recv() => return,
-        };
         let accepted = tokio::select! {
             a = listener.accept() => a,
             _ = stop.recv() => return,
         };
         match accepted {
-            Ok((stream, peer)) => {
-                let ctx = ctx.clone();
-                let rx = shutdown.subscribe();
-                tokio::spawn(async move {
-                    connection::serve(ctx, stream, peer, rx).await;
-                    drop(permit);
-                });
-            }
+            Ok((stream, peer)) => match table.admit(peer, ctx.now_ms()) {
+                Ok((reg, evicted)) => {
+                    if let Some(old) = evicted {
+                        tracing::info!(%peer, evicted = %old, "max_connections reached: closing the least recently active connection");
+                    }
+                    let (ctx, limits, rx) = (ctx.clone(), limits.clone(), shutdown.subscribe());
+                    tokio::spawn(connection::serve(ctx, stream, reg, limits, rx));
+                }
+                Err(refused) => {
+                    if let Some(n) = ctx.refusals.should_warn(Some(peer.ip()), "", ctx.now_ms()) {
+                        tracing::warn!(%peer, reason = %refused, refused_since_last_warning = n, "connection refused");
+                    }
+                    drop(stream);
+                }
+            },
             Err(e) => {
                 // EMFILE and friends: back off instead of spinning.
                 tracing::error!(error = %e, "accept failed");

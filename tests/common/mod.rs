@@ -115,7 +115,10 @@ pub struct Client {
 
 impl Client {
     pub async fn connect(addr: std::net::SocketAddr) -> Client {
-        let stream = TcpStream::connect(addr).await.expect("connect to broker");
+        Client::from_stream(TcpStream::connect(addr).await.expect("connect to broker"))
+    }
+
+    pub fn from_stream(stream: TcpStream) -> Client {
         stream.set_nodelay(true).unwrap();
         Client { stream, next_correlation_id: 1 }
     }
