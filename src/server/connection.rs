@@ -16,8 +16,11 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use super::connections::{Activity, Registration};
 use crate::protocol::{handle_frame, peek_correlation_id, Ctx};
 
-/// Read at most this much per syscall; also the growth step of the buffer.
+/// The smallest growth step of a buffer holding part of a request.
 const READ_CHUNK: usize = 64 * 1024;
+/// What an idle connection's buffer holds: enough for most requests, and thousands of
+/// idle connections stay cheap.
+const IDLE_BUFFER: usize = 4 * 1024;
 
 #[derive(Debug, Error)]
 pub enum FrameError {
@@ -55,7 +58,7 @@ pub struct ConnectionLimits {
 
 /// A buffer that grew past this for a big request is replaced once empty, so the memory
 /// goes back when the request is done.
-const SHRINK_ABOVE: usize = 4 * READ_CHUNK;
+const SHRINK_ABOVE: usize = READ_CHUNK;
 
 pub async fn serve(
     ctx: Arc<Ctx>,
@@ -68,7 +71,7 @@ pub async fn serve(
     let state = &reg.state;
     let peer = state.peer;
     let max = ctx.config.socket_request_max_bytes;
-    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut buf = BytesMut::with_capacity(IDLE_BUFFER);
     let mut last_active = Instant::now();
     // When the first byte of the frame now partly buffered arrived (or its budget was
     // granted).
@@ -80,7 +83,7 @@ pub async fn serve(
         loop {
             match parse_frame(&mut buf, max) {
                 Ok(Some(frame)) => {
-                    state.set(Activity::Serving, ctx.now_ms());
+                    state.set(Activity::Serving);
                     let correlation = peek_correlation_id(&frame);
                     let result = handle_frame(&ctx, Some(peer), frame).await;
                     held = None;
@@ -108,12 +111,12 @@ pub async fn serve(
             }
         }
         if buf.is_empty() {
-            state.set(Activity::Idle, ctx.now_ms());
+            state.set(Activity::Idle);
             if buf.capacity() > SHRINK_ABOVE {
-                buf = BytesMut::with_capacity(READ_CHUNK);
+                buf = BytesMut::with_capacity(IDLE_BUFFER);
             }
         } else {
-            state.set(Activity::Partial, ctx.now_ms());
+            state.set(Activity::Partial);
             frame_started.get_or_insert_with(Instant::now);
             if let (Some(budget), None, Some(size)) = (&limits.budget, &held, declared_size(&buf)) {
                 // Hold the whole frame's share of the budget before reading more of it;
@@ -131,8 +134,11 @@ pub async fn serve(
                 frame_started = Some(Instant::now());
             }
         }
-        if buf.capacity() - buf.len() < READ_CHUNK / 4 {
-            buf.reserve(READ_CHUNK);
+        if let Some(more) = growth(&buf) {
+            // Not `reserve`, which may double the capacity past the frame.
+            let mut bigger = BytesMut::with_capacity(buf.len() + more);
+            bigger.extend_from_slice(&buf);
+            buf = bigger;
         }
         let deadline = match frame_started {
             Some(t) => t + limits.read_timeout,
@@ -165,6 +171,19 @@ pub async fn serve(
             _ = shutdown.recv() => return,
         }
     }
+}
+
+/// How much room to add before the next read, if any: the buffer grows with the bytes
+/// that actually arrived (at most doubling) and never past the frame being received, so
+/// a large request ends in a buffer of its own size, not the next power of two.
+fn growth(buf: &BytesMut) -> Option<usize> {
+    let spare = buf.capacity() - buf.len();
+    if buf.is_empty() || spare >= READ_CHUNK / 4 {
+        return None;
+    }
+    let step = buf.len().max(READ_CHUNK);
+    let rest_of_frame = declared_size(buf).map_or(step, |size| (size + 4).saturating_sub(buf.len()));
+    Some(step.min(rest_of_frame)).filter(|n| *n > spare)
 }
 
 /// The size prefix of the buffered frame, once its 4 bytes are in.

@@ -12,6 +12,7 @@ use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicI64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use tokio::sync::Notify;
 
@@ -31,14 +32,22 @@ pub enum Activity {
 pub struct ConnState {
     pub peer: SocketAddr,
     activity: AtomicU8,
-    last_active_ms: AtomicI64,
+    /// Nanoseconds since `epoch` at the last change of activity (orders connections that
+    /// were active within the same millisecond).
+    last_active: AtomicI64,
+    epoch: Instant,
     close: Notify,
 }
 
 impl ConnState {
-    pub fn set(&self, activity: Activity, now_ms: i64) {
+    pub fn set(&self, activity: Activity) {
+        let stamp = i64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(i64::MAX);
+        self.set_at(activity, stamp);
+    }
+
+    fn set_at(&self, activity: Activity, stamp: i64) {
         self.activity.store(activity as u8, Ordering::Relaxed);
-        self.last_active_ms.store(now_ms, Ordering::Relaxed);
+        self.last_active.store(stamp, Ordering::Relaxed);
     }
 
     fn activity(&self) -> Activity {
@@ -72,6 +81,7 @@ struct Inner {
 }
 
 pub struct ConnectionTable {
+    epoch: Instant,
     max: usize,
     max_per_ip: usize,
     inner: Mutex<Inner>,
@@ -107,7 +117,12 @@ impl Inner {
 
 impl ConnectionTable {
     pub fn new(max: usize, max_per_ip: usize) -> Arc<ConnectionTable> {
-        Arc::new(ConnectionTable { max: max.max(1), max_per_ip: max_per_ip.max(1), inner: Mutex::default() })
+        Arc::new(ConnectionTable {
+            epoch: Instant::now(),
+            max: max.max(1),
+            max_per_ip: max_per_ip.max(1),
+            inner: Mutex::default(),
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -120,11 +135,7 @@ impl ConnectionTable {
 
     /// Registers a new connection from `peer`, closing the least recently active idle or
     /// stalled connection if the table is full. Returns the evicted peer, if any.
-    pub fn admit(
-        self: &Arc<Self>,
-        peer: SocketAddr,
-        now_ms: i64,
-    ) -> Result<(Registration, Option<SocketAddr>), Refused> {
+    pub fn admit(self: &Arc<Self>, peer: SocketAddr) -> Result<(Registration, Option<SocketAddr>), Refused> {
         let mut inner = self.lock();
         let ip = peer.ip();
         let from_ip = inner.per_ip.get(&ip).copied().unwrap_or(0);
@@ -138,7 +149,7 @@ impl ConnectionTable {
                 .conns
                 .iter()
                 .filter(|(_, c)| c.activity() != Activity::Serving)
-                .min_by_key(|(_, c)| (c.activity() as u8, c.last_active_ms.load(Ordering::Relaxed)))
+                .min_by_key(|(_, c)| (c.activity() as u8, c.last_active.load(Ordering::Relaxed)))
                 .map(|(id, _)| *id);
             let Some(victim) = victim.and_then(|id| inner.forget(id)) else {
                 return Err(Refused::Full(inner.conns.len()));
@@ -152,9 +163,11 @@ impl ConnectionTable {
         let state = Arc::new(ConnState {
             peer,
             activity: AtomicU8::new(Activity::Idle as u8),
-            last_active_ms: AtomicI64::new(now_ms),
+            last_active: AtomicI64::new(0),
+            epoch: self.epoch,
             close: Notify::new(),
         });
+        state.set(Activity::Idle);
         inner.conns.insert(id, state.clone());
         *inner.per_ip.entry(ip).or_insert(0) += 1;
         Ok((Registration { table: self.clone(), id, state }, evicted))
@@ -172,35 +185,35 @@ mod tests {
     #[test]
     fn per_ip_limit_and_release() {
         let t = ConnectionTable::new(100, 2);
-        let a = t.admit(peer(1, 1), 0).unwrap().0;
-        let _b = t.admit(peer(1, 2), 0).unwrap().0;
-        assert_eq!(t.admit(peer(1, 3), 0).err(), Some(Refused::PerIp { ip: peer(1, 0).ip(), count: 2 }));
-        assert!(t.admit(peer(2, 1), 0).is_ok(), "other addresses are not affected");
+        let a = t.admit(peer(1, 1)).unwrap().0;
+        let _b = t.admit(peer(1, 2)).unwrap().0;
+        assert_eq!(t.admit(peer(1, 3)).err(), Some(Refused::PerIp { ip: peer(1, 0).ip(), count: 2 }));
+        assert!(t.admit(peer(2, 1)).is_ok(), "other addresses are not affected");
         drop(a);
-        assert!(t.admit(peer(1, 3), 0).is_ok(), "a closed connection frees its slot");
+        assert!(t.admit(peer(1, 3)).is_ok(), "a closed connection frees its slot");
     }
 
     #[tokio::test]
     async fn a_full_table_closes_the_least_recently_active_idle_connection() {
         let t = ConnectionTable::new(3, 10);
-        let (old_idle, _) = t.admit(peer(1, 1), 0).unwrap();
-        let (stalled, _) = t.admit(peer(1, 2), 0).unwrap();
-        let (serving, _) = t.admit(peer(1, 3), 0).unwrap();
-        stalled.state.set(Activity::Partial, 1);
-        serving.state.set(Activity::Serving, 1);
-        old_idle.state.set(Activity::Idle, 5);
+        let (old_idle, _) = t.admit(peer(1, 1)).unwrap();
+        let (stalled, _) = t.admit(peer(1, 2)).unwrap();
+        let (serving, _) = t.admit(peer(1, 3)).unwrap();
+        stalled.state.set_at(Activity::Partial, 1);
+        serving.state.set_at(Activity::Serving, 1);
+        old_idle.state.set_at(Activity::Idle, 5);
         // Idle goes first, even though the stalled one is older.
-        let (new, evicted) = t.admit(peer(2, 1), 10).unwrap();
+        let (new, evicted) = t.admit(peer(2, 1)).unwrap();
         assert_eq!(evicted, Some(peer(1, 1)));
         old_idle.state.closed().await; // the notice is waiting for it
         assert_eq!(t.open_count(), 3);
         drop(old_idle); // its task ends: nothing double-counted
         assert_eq!(t.open_count(), 3);
         // With no idle one left, the stalled one; those serving a request are never taken.
-        new.state.set(Activity::Serving, 10);
-        let (newer, evicted) = t.admit(peer(2, 2), 11).unwrap();
+        new.state.set_at(Activity::Serving, 10);
+        let (newer, evicted) = t.admit(peer(2, 2)).unwrap();
         assert_eq!(evicted, Some(peer(1, 2)));
-        let (_newest, evicted) = t.admit(peer(2, 3), 12).unwrap();
+        let (_newest, evicted) = t.admit(peer(2, 3)).unwrap();
         assert_eq!(evicted, Some(newer.state.peer));
         assert_eq!(t.open_count(), 3);
     }
@@ -208,8 +221,8 @@ mod tests {
     #[test]
     fn a_table_of_busy_connections_refuses() {
         let t = ConnectionTable::new(1, 10);
-        let (busy, _) = t.admit(peer(1, 1), 0).unwrap();
-        busy.state.set(Activity::Serving, 0);
-        assert_eq!(t.admit(peer(1, 2), 0).err(), Some(Refused::Full(1)));
+        let (busy, _) = t.admit(peer(1, 1)).unwrap();
+        busy.state.set_at(Activity::Serving, 0);
+        assert_eq!(t.admit(peer(1, 2)).err(), Some(Refused::Full(1)));
     }
 }

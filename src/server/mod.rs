@@ -179,7 +179,7 @@ async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::
             _ = stop.recv() => return,
         };
         match accepted {
-            Ok((stream, peer)) => match table.admit(peer, ctx.now_ms()) {
+            Ok((stream, peer)) => match table.admit(peer) {
                 Ok((reg, evicted)) => {
                     if let Some(old) = evicted {
                         tracing::info!(%peer, evicted = %old, "max_connections reached: closing the least recently active connection");
