@@ -14,6 +14,12 @@ starts its broker on a fresh data dir and runs, with identical client settings:
   latency    ProducerPerformance at a fixed 20000 records/s, acks=all, idempotent
   rdkafka    librdkafka's rdkafka_performance: produce (acks=all, idempotent) into 1 and 8
              partitions, then consume those partitions without a group
+  codecs     ProducerPerformance, acks=1, 1 partition, throughput batching, with text-like
+             1 KiB records (a --payload-file of JSON log events, see payloads.py) sent
+             uncompressed and with compression.type gzip, snappy, lz4 and zstd
+
+`--only GROUP[,GROUP...]` runs a subset (groups: produce, consume, latency, rdkafka, codecs);
+start-up and memory are measured in every round regardless.
 
 Figures are medians over rounds with min-max; the ratio is runnel/Kafka of the medians,
 with the min-max of the per-round ratios. Results go to <out>/<stamp>-<mode>.{json,md,png}.
@@ -25,6 +31,7 @@ import datetime
 import json
 import os
 import platform
+import random
 import re
 import resource
 import shutil
@@ -45,18 +52,27 @@ sys.path.insert(0, str(HERE))
 
 import kafka_tools  # noqa: E402  (compat-tests/kafka_tools.py)
 import kwire  # noqa: E402
+import payloads  # noqa: E402
 
 CACHE = Path(os.environ.get("RUNNEL_CACHE", Path.home() / ".cache" / "runnel"))
 RECORD_SIZE = 1024
 HZ = os.sysconf("SC_CLK_TCK")
 
-# Sizes. FULL takes ~9 min on a quiet 2-core machine (3 rounds each), well under 25 loaded.
+# Sizes. FULL takes ~13 min on a quiet 2-core machine (3 rounds each; the codec figures
+# ~4 min of it, gzip's client-bound row the longest), well under 30 loaded.
 PROFILES = {
     "full": dict(rounds=3, produce_default=400_000, produce_throughput=1_000_000,
-                 latency=440_000, rdkafka=1_000_000, idle_settle=3.0, tool_timeout=300),
+                 latency=440_000, rdkafka=1_000_000, codec=500_000, payload_lines=20_000,
+                 idle_settle=3.0, tool_timeout=300),
     "smoke": dict(rounds=1, produce_default=10_000, produce_throughput=20_000,
-                  latency=30_000, rdkafka=20_000, idle_settle=1.0, tool_timeout=120),
+                  latency=30_000, rdkafka=20_000, codec=5_000, payload_lines=2_000,
+                  idle_settle=1.0, tool_timeout=120),
 }
+# Figure groups for --only (start-up and memory are measured in every round regardless).
+GROUPS = ("produce", "consume", "latency", "rdkafka", "codecs")
+# The codec figures: compression.type values, "none" being the same text payload uncompressed.
+CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
+WORK = HERE / ".work"  # generated inputs (the codec figures' payload file); git-ignored
 BATCHING = {
     "default": ["batch.size=16384", "linger.ms=5"],
     "throughput": ["batch.size=262144", "linger.ms=10"],
@@ -78,12 +94,30 @@ def log(msg: str):
     print(f"[bench {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 
 
+def ephemeral_ports() -> tuple:
+    try:
+        lo, hi = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return lo, hi
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
 def free_port_pair() -> int:
-    """A port p with p and p+1 free on 127.0.0.1 (Kafka's controller takes p+1)."""
-    for _ in range(200):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            p = s.getsockname()[1]
+    """A port p with p and p+1 free on 127.0.0.1 (Kafka's controller takes p+1).
+
+    Taken below the kernel's ephemeral range when there is room: a port from that range can
+    be free when checked and yet be taken, before the broker binds it, by some client's
+    outgoing connection or a port-0 listener (on a shared machine running connection-heavy
+    tests, Kafka's start then failed with "Address already in use")."""
+    lo, _ = ephemeral_ports()
+    below = (20000, lo - 2) if lo - 2 - 20000 >= 1000 else None
+    for attempt in range(200):
+        if below and attempt < 150:
+            p = random.randint(*below)
+        else:
+            with socket.socket() as s:
+                s.bind(("127.0.0.1", 0))
+                p = s.getsockname()[1]
         if p > 65000:
             continue
         try:
@@ -194,7 +228,10 @@ class Runnel:
             [self.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data)],
             stdout=self.logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
-        acked = kwire.first_ack("127.0.0.1", self.port, "startup-probe", t0 + deadline_s)
+        acked = kwire.first_ack(
+            "127.0.0.1", self.port, "startup-probe", t0 + deadline_s,
+            gave_up=lambda: self.proc.poll() is not None
+            and f"runnel exited with code {self.proc.returncode} (log: {self.logf.name})")
         return acked - t0
 
     @property
@@ -250,7 +287,15 @@ class Kafka:
         self.pid = int(pidfile.read_text().strip())
         t0 = proc_start_boottime(self.pid)
         self.format_seconds = round(t0 - t_script, 2)
-        acked = kwire.first_ack("127.0.0.1", self.port, "startup-probe", deadline)
+        try:
+            acked = kwire.first_ack(
+                "127.0.0.1", self.port, "startup-probe", deadline,
+                gave_up=lambda: script.poll() not in (None, 0) and "reference-kafka.sh start failed")
+        except RuntimeError as e:
+            if script.poll() not in (None, 0):
+                waiter.join()
+                raise RuntimeError(f"{e}\n{tail(result['out'][1])}") from None
+            raise
         waiter.join()
         if script.returncode != 0:
             raise RuntimeError("reference-kafka.sh start failed:\n" + tail(result["out"][1]))
@@ -292,10 +337,20 @@ PP_LINE = re.compile(
     r"(\d+) ms 99th, (\d+) ms 99.9th")
 
 
-def producer_perf(bootstrap, topic, n, warmup, props, throughput, timeout) -> dict:
+# With --print-metrics: the producer's mean compressed/uncompressed size of its batches.
+PP_COMPRESSION = re.compile(
+    r"^producer-metrics:compression-rate-avg:\{[^}]*\}\s*:\s*([\d.Ee+-]+|NaN)\s*$", re.M)
+
+
+def producer_perf(bootstrap, topic, n, warmup, props, throughput, timeout,
+                  payload_file=None) -> dict:
+    """payload_file: records are lines of that file (each RECORD_SIZE bytes), else the tool's
+    random A-Z payload of RECORD_SIZE bytes."""
+    payload = (["--payload-file", payload_file, "--print-metrics"] if payload_file
+               else ["--record-size", RECORD_SIZE])
     cmd = kafka_tools.tool_command(
         kafka_tools.PRODUCER_PERF_TEST, "--bootstrap-server", bootstrap, "--topic", topic,
-        "--num-records", n, "--warmup-records", warmup, "--record-size", RECORD_SIZE,
+        "--num-records", n, "--warmup-records", warmup, *payload,
         "--throughput", throughput, "--command-property", *props)
     p = run(cmd, timeout)
     lines = {}
@@ -305,9 +360,14 @@ def producer_perf(bootstrap, topic, n, warmup, props, throughput, timeout) -> di
     if p.returncode != 0 or m is None:
         raise RuntimeError(f"ProducerPerformance exit {p.returncode}\n{tail(p.stdout)}\n{tail(p.stderr)}")
     rps = float(m.group(3))
-    return {"records/s": rps, "MiB/s": rps * RECORD_SIZE / 2**20, "_records": n,
-            "avg ms": float(m.group(5)), "p50 ms": float(m.group(7)),
-            "p99 ms": float(m.group(9)), "p99.9 ms": float(m.group(10))}
+    res = {"records/s": rps, "MiB/s": rps * RECORD_SIZE / 2**20, "_records": n,
+           "avg ms": float(m.group(5)), "p50 ms": float(m.group(7)),
+           "p99 ms": float(m.group(9)), "p99.9 ms": float(m.group(10))}
+    if payload_file:
+        c = PP_COMPRESSION.search(p.stdout)
+        if c and c.group(1) != "NaN":
+            res[COMPRESSED_METRIC] = float(c.group(1))
+    return res
 
 
 def consumer_perf(bootstrap, topic, n, timeout) -> dict:
@@ -359,11 +419,18 @@ def rdkafka_consume(binary, bootstrap, topic, partitions, n, timeout) -> dict:
 
 # --------------------------------------------------------------------------- a round
 
-def one_round(broker, cfg, rdkafka_bin, record):
-    """Runs every figure against a started-then-stopped broker; record(figure, dict|exc)."""
+def one_round(broker, cfg, rdkafka_bin, record, groups=GROUPS, payload_file=None):
+    """Runs the figures of `groups` against a started-then-stopped broker;
+    record(figure, dict|exc)."""
     timeout = cfg["tool_timeout"]
     log(f"{broker.name}: starting")
-    startup = broker.start(deadline_s=120)
+    try:
+        startup = broker.start(deadline_s=120)
+    except Exception as e:  # noqa: BLE001  e.g. a port taken between the check and the bind
+        log(f"{broker.name}: start failed, retrying once on other ports: "
+            f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
+        broker.stop()
+        startup = broker.start(deadline_s=120)
     record("start-up", {"to first ack s": startup})
     extra = {}
     if isinstance(broker, Kafka):
@@ -393,7 +460,7 @@ def one_round(broker, cfg, rdkafka_bin, record):
         else:
             log(f"{broker.name}: {figure}: {type(res).__name__}: {str(res).splitlines()[0] if str(res) else ''}")
 
-    for acks in ("1", "all"):
+    for acks in ("1", "all") if "produce" in groups else ():
         for parts in (1, 8):
             for batching in ("default", "throughput"):
                 topic = f"pp-acks{acks}-p{parts}-{batching}"
@@ -405,7 +472,7 @@ def one_round(broker, cfg, rdkafka_bin, record):
                                          -1, timeout)
                 step(f"java produce acks={acks} p={parts} {batching}", produce)
 
-    for parts in (1, 8):
+    for parts in (1, 8) if "consume" in groups else ():
         topic = f"pp-acks1-p{parts}-throughput"
         n = cfg["produce_throughput"]
 
@@ -422,9 +489,10 @@ def one_round(broker, cfg, rdkafka_bin, record):
         n = cfg["latency"]
         return producer_perf(b, topic, n, n // 11, ACKS["all"] + BATCHING["default"],
                              FIXED_RATE, timeout)
-    step(f"java produce at {FIXED_RATE} rec/s acks=all p=1", latency)
+    if "latency" in groups:
+        step(f"java produce at {FIXED_RATE} rec/s acks=all p=1", latency)
 
-    for parts in (1, 8):
+    for parts in (1, 8) if "rdkafka" in groups else ():
         topic = f"rk-p{parts}"
         n = cfg["rdkafka"]
 
@@ -435,16 +503,39 @@ def one_round(broker, cfg, rdkafka_bin, record):
         step(f"rdkafka consume p={parts}",
              lambda topic=topic, parts=parts, n=n: rdkafka_consume(rdkafka_bin, b, topic, parts, n, timeout))
 
+    # Last, so that the figures above are measured as before these existed.
+    for codec in CODECS if "codecs" in groups else ():
+        topic = f"pp-text-{codec}"
+        n = cfg["codec"]
+
+        def produce_codec(topic=topic, n=n, codec=codec):
+            create_topic(b, topic, 1)
+            return producer_perf(b, topic, n, n // 10, ACKS["1"] + BATCHING["throughput"]
+                                 + [f"compression.type={codec}"], -1, timeout, payload_file)
+        step(codec_figure(codec), produce_codec)
+
     record("memory", {"peak RSS MiB": proc_status(broker.pid).get("VmHWM")})
+
+
+def codec_figure(codec: str) -> str:
+    return f"java produce text {codec + ' ' if codec != 'none' else ''}acks=1 p=1 throughput"
 
 
 # --------------------------------------------------------------------------- summary
 
 LOWER_IS_BETTER = ("ms", " s", "MiB")  # suffixes of metric names where less is better
+# The producer's compressed/uncompressed batch size: a property of the payload and the client
+# (the same for both brokers up to batch fill), shown for reference, neither better nor worse.
+COMPRESSED_METRIC = "compressed/raw"
+NEUTRAL = (COMPRESSED_METRIC,)
 
 
 def lower_is_better(metric: str) -> bool:
     return metric.endswith(LOWER_IS_BETTER) and not metric.endswith("MiB/s")
+
+
+def better(metric: str) -> str:
+    return "-" if metric in NEUTRAL else "lower" if lower_is_better(metric) else "higher"
 
 
 def summarise(rounds):
@@ -461,8 +552,7 @@ def summarise(rounds):
     order = [(fig, m) for fig in figures for m in metrics[fig]]
     rows = []
     for fig, metric in order:
-        row = {"figure": fig, "metric": metric,
-               "better": "lower" if lower_is_better(metric) else "higher"}
+        row = {"figure": fig, "metric": metric, "better": better(metric)}
         per_round = {}
         for side in ("runnel", "kafka"):
             vals = []
@@ -564,7 +654,8 @@ def chart(rows, missing, meta, path: Path):
     ax.set_xlabel("runnel / Kafka 4.4 (median of rounds; whiskers: min–max of per-round ratios)."
                   "  green: runnel better")
     m = meta["machine"]
-    ax.set_title(f"runnel vs Apache Kafka 4.4 — {meta['mode']} run, {meta['rounds']} rounds each, "
+    only = "" if len(meta["groups"]) == len(GROUPS) else f" (only {', '.join(meta['groups'])})"
+    ax.set_title(f"runnel vs Apache Kafka 4.4 — {meta['mode']} run{only}, {meta['rounds']} rounds each, "
                  f"{m['date']}\n{m['nproc']} cores, {m['mem_gib']} GiB, Linux {m['kernel']}; "
                  f"other load during run: {meta['load']['foreign_cores_mean']} cores mean, "
                  f"{meta['load']['foreign_cores_max']} max", fontsize=8)
@@ -604,11 +695,25 @@ def main():
     ap.add_argument("--smoke", action="store_true", help="tiny sizes, one round each")
     ap.add_argument("--rounds", type=int, help="rounds per broker (default: 3, smoke 1)")
     ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
+    ap.add_argument("--only", metavar="GROUP[,GROUP...]",
+                    help=f"run only these figure groups ({', '.join(GROUPS)}); start-up and "
+                         "memory are always measured. consume reads what produce writes, so it "
+                         "brings produce along")
     ap.add_argument("--runnel", required=True)
     ap.add_argument("--rdkafka-performance", required=True)
     args = ap.parse_args()
 
     mode = "smoke" if args.smoke else "full"
+    groups = GROUPS
+    if args.only:
+        wanted = {g.strip() for g in args.only.split(",") if g.strip()}
+        unknown = wanted - set(GROUPS)
+        if unknown or not wanted:
+            ap.error(f"--only: unknown group(s) {', '.join(sorted(unknown)) or '(none given)'}; "
+                     f"choose from {', '.join(GROUPS)}")
+        if "consume" in wanted:
+            wanted.add("produce")
+        groups = tuple(g for g in GROUPS if g in wanted)
     cfg = dict(PROFILES[mode])
     if args.rounds:
         cfg["rounds"] = args.rounds
@@ -619,9 +724,16 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
 
     started = time.monotonic()
+    payload_file = None
+    if "codecs" in groups:
+        payload_file = payloads.write_payload_file(
+            WORK / f"payload-text-{cfg['payload_lines']}x{RECORD_SIZE}.txt",
+            cfg["payload_lines"], RECORD_SIZE)
     meta = {"mode": mode, "rounds": cfg["rounds"], "sizes": cfg, "record_size": RECORD_SIZE,
+            "groups": list(groups), "payload_file": str(payload_file) if payload_file else None,
             "machine": machine_info(args.runnel), "loadavg_at_start": os.getloadavg()}
-    log(f"{mode} run, {cfg['rounds']} round(s) per broker; load average {os.getloadavg()}")
+    log(f"{mode} run, {cfg['rounds']} round(s) per broker, figures: {', '.join(groups)}; "
+        f"load average {os.getloadavg()}")
     rounds, steps_load, failures = [], [], []
     brokers = [Runnel(args.runnel, work), Kafka()]
     for rnd in range(1, cfg["rounds"] + 1):
@@ -642,7 +754,7 @@ def main():
                     entry["load"][figure] = load
                     steps_load.append(load)
             try:
-                one_round(broker, cfg, args.rdkafka_performance, record)
+                one_round(broker, cfg, args.rdkafka_performance, record, groups, payload_file)
             except Exception as e:  # noqa: BLE001
                 record("round", e)
                 log(f"{broker.name} round {rnd} aborted: {e}")
@@ -660,14 +772,16 @@ def main():
                             "the benchmark's clients, per step; loadavg1 includes both"}
     meta["duration_s"] = round(time.monotonic() - started, 1)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    base = out / f"{stamp}-{mode}"
+    subset = "" if groups == GROUPS else "-" + "+".join(groups)
+    base = out / f"{stamp}-{mode}{subset}"
     txt = table(rows, missing)
     head = (f"runnel vs Apache Kafka {meta['machine']['kafka_version']}: {mode} run, "
             f"{cfg['rounds']} rounds each, {meta['machine']['date']}\n"
             f"machine: {meta['machine']['nproc']} cores ({meta['machine']['cpu']}), "
             f"{meta['machine']['mem_gib']} GiB, Linux {meta['machine']['kernel']}, "
             f"{meta['machine']['java']}; runnel {meta['machine']['runnel_commit']}\n"
-            f"load by others during the run: {meta['load']['foreign_cores_mean']} cores mean, "
+            + (f"figures: only {', '.join(groups)} (and start-up, memory)\n" if subset else "")
+            + f"load by others during the run: {meta['load']['foreign_cores_mean']} cores mean, "
             f"{meta['load']['foreign_cores_max']} max; 1-min load average "
             f"{meta['load']['loadavg1_mean']} mean, {meta['load']['loadavg1_max']} max "
             f"(includes the benchmark); duration {meta['duration_s']} s\n"

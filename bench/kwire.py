@@ -114,8 +114,11 @@ def _produce(c: Conn, topic: bytes, batch: bytes) -> int:
     return struct.unpack(">h", resp[pos:pos + 2])[0]
 
 
-def first_ack(host: str, port: int, topic: str, deadline: float) -> float:
-    """Retries until one produce is acknowledged; returns now() at the ack."""
+def first_ack(host: str, port: int, topic: str, deadline: float, gave_up=None) -> float:
+    """Retries until one produce is acknowledged; returns now() at the ack.
+
+    gave_up: optional callable, asked between connection attempts; a non-empty string
+    from it (e.g. "the broker process exited") ends the wait with that error at once."""
     t = topic.encode()
     batch = record_batch(b"x" * 1024)
     last = "never connected"
@@ -124,6 +127,9 @@ def first_ack(host: str, port: int, topic: str, deadline: float) -> float:
             c = Conn(host, port, timeout=2.0)
         except OSError as e:
             last = f"connect: {e}"
+            why = gave_up() if gave_up else None
+            if why:
+                raise RuntimeError(f"no produce acknowledged by {host}:{port}: {why} ({last})")
             time.sleep(0.005)
             continue
         try:

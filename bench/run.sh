@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Side-by-side benchmark: runnel against Apache Kafka 4.4 on this machine.
 #
-#   bench/run.sh            full run (3 rounds per broker, ~9 min on a quiet 2-core machine)
-#   bench/run.sh --smoke    a tiny run of every figure (40-80 s after setup; CI runs this)
+#   bench/run.sh            full run (3 rounds per broker, ~13 min on a quiet 2-core machine)
+#   bench/run.sh --smoke    a tiny run of every figure (60-100 s after setup; CI runs this)
 #   bench/run.sh --rounds N / --out DIR   override the round count / results directory
+#   bench/run.sh --only codecs            only these figure groups (produce, consume, latency,
+#                                         rdkafka, codecs; comma-separated), start-up and memory
 #
 # Installs what it needs first (bench/setup.sh; cached under ${RUNNEL_CACHE:-~/.cache/runnel}).
 # Prints the table and writes <out>/<stamp>-<mode>.{json,md,png} (default out: bench/results/
