@@ -60,11 +60,16 @@ NOT_LEADER_OR_FOLLOWER = 6
 
 
 def produce(conn, name, values, partition=0, timestamps=None, version=9, acks=-1, gzip=False):
-    """Produce one batch; returns the partition response. Kafka takes leadership of a new
-    topic's partitions asynchronously, so right after CreateTopics it may answer
+    """Produce one batch of `values`; returns the partition response (see produce_batch)."""
+    batch = kwire.record_batch(values, timestamps=timestamps, gzip=gzip)
+    return produce_batch(conn, name, batch, partition=partition, version=version, acks=acks)
+
+
+def produce_batch(conn, name, batch, partition=0, version=9, acks=-1):
+    """Produce the raw `batch`; returns the partition response. Kafka takes leadership of a
+    new topic's partitions asynchronously, so right after CreateTopics it may answer
     NOT_LEADER_OR_FOLLOWER; like a real client, retry that (bounded). No scenario here
     expects that error."""
-    batch = kwire.record_batch(values, timestamps=timestamps, gzip=gzip)
     deadline = time.time() + 10
     while True:
         r = conn.call("Produce", version, acks=acks, timeout_ms=30000, topic_data=[{

@@ -8,7 +8,7 @@ import os
 import pytest
 
 from . import kwire
-from .helpers import create_topic, fetch, list_offsets, produce_ok
+from .helpers import create_topic, fetch, list_offsets, produce_batch, produce_ok
 
 INVALID_RECORD = 87
 UNKNOWN_SERVER_ERROR = -1
@@ -58,19 +58,13 @@ def kafka_answer(case, codec):
     return (INVALID_RECORD, 0)
 
 
-def produce_raw(conn, topic, batch):
-    r = conn.call("Produce", 9, acks=-1, timeout_ms=30000, topic_data=[{
-        "name": topic, "partition_data": [{"index": 0, "records": batch}]}])
-    return r["responses"][0]["partition_responses"][0]
-
-
 @pytest.mark.parametrize("codec", CODECS)
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_batch_contents_are_validated(conn, topic, broker, codec, case):
     create_topic(conn, topic)
     produce_ok(conn, topic, [b"before"])
     section, count = CASES[case]
-    p = produce_raw(conn, topic, kwire.raw_batch(kwire.compress(codec, section), count, codec=codec))
+    p = produce_batch(conn, topic, kwire.raw_batch(kwire.compress(codec, section), count, codec=codec))
     code, stored = kafka_answer(case, codec) if broker == "kafka" else (INVALID_RECORD, 0)
     assert p["error_code"] == code, p
     assert list_offsets(conn, topic, -1)["offset"] == 1 + stored
@@ -86,7 +80,7 @@ def test_batch_contents_are_validated(conn, topic, broker, codec, case):
 def test_undecodable_payload(conn, topic, broker, codec):
     create_topic(conn, topic)
     junk = bytes((i * 2654435761 >> 7) & 0xFF for i in range(64))
-    p = produce_raw(conn, topic, kwire.raw_batch(junk, 2, codec=codec))
+    p = produce_batch(conn, topic, kwire.raw_batch(junk, 2, codec=codec))
     # Kafka fails to decompress and answers UNKNOWN_SERVER_ERROR; runnel INVALID_RECORD.
     assert p["error_code"] == (UNKNOWN_SERVER_ERROR if broker == "kafka" else INVALID_RECORD), p
     assert list_offsets(conn, topic, -1)["offset"] == 0
@@ -98,6 +92,6 @@ def test_honest_batches_in_every_codec(conn, topic, codec):
     create_topic(conn, topic)
     values = [os.urandom(8).hex().encode() for _ in range(5)]
     section = b"".join(kwire.encode_record(v, i) for i, v in enumerate(values))
-    p = produce_raw(conn, topic, kwire.raw_batch(kwire.compress(codec, section), 5, codec=codec))
+    p = produce_batch(conn, topic, kwire.raw_batch(kwire.compress(codec, section), 5, codec=codec))
     assert (p["error_code"], p["base_offset"]) == (0, 0), p
     assert list_offsets(conn, topic, -1)["offset"] == 5
