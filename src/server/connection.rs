@@ -83,11 +83,15 @@ pub async fn serve(
         loop {
             match parse_frame(&mut buf, max) {
                 Ok(Some(frame)) => {
-                    state.set(Activity::Serving);
+                    state.begin(Activity::Serving);
                     let correlation = peek_correlation_id(&frame);
                     let result = handle_frame(&ctx, Some(peer), frame).await;
                     held = None;
                     frame_started = None;
+                    // Evictable again before the client can see the answer (an eviction
+                    // notice is only acted on after the response is written), so that
+                    // "least recently active" follows the order in which requests came.
+                    state.settle(Activity::Idle);
                     match result {
                         Ok(Some(resp)) => {
                             if let Err(e) = write_chunks(&mut stream, resp).await {
@@ -111,12 +115,12 @@ pub async fn serve(
             }
         }
         if buf.is_empty() {
-            state.set(Activity::Idle);
+            state.settle(Activity::Idle);
             if buf.capacity() > SHRINK_ABOVE {
                 buf = BytesMut::with_capacity(IDLE_BUFFER);
             }
         } else {
-            state.set(Activity::Partial);
+            state.settle(Activity::Partial);
             frame_started.get_or_insert_with(Instant::now);
             if let (Some(budget), None, Some(size)) = (&limits.budget, &held, declared_size(&buf)) {
                 // Hold the whole frame's share of the budget before reading more of it;

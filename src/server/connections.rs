@@ -40,9 +40,15 @@ pub struct ConnState {
 }
 
 impl ConnState {
-    pub fn set(&self, activity: Activity) {
+    /// A request starts: `activity` from now on, and this connection counts as active now.
+    pub fn begin(&self, activity: Activity) {
         let stamp = i64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(i64::MAX);
         self.set_at(activity, stamp);
+    }
+
+    /// `activity` from now on, keeping when the connection was last active.
+    pub fn settle(&self, activity: Activity) {
+        self.activity.store(activity as u8, Ordering::Relaxed);
     }
 
     fn set_at(&self, activity: Activity, stamp: i64) {
@@ -167,7 +173,7 @@ impl ConnectionTable {
             epoch: self.epoch,
             close: Notify::new(),
         });
-        state.set(Activity::Idle);
+        state.begin(Activity::Idle);
         inner.conns.insert(id, state.clone());
         *inner.per_ip.entry(ip).or_insert(0) += 1;
         Ok((Registration { table: self.clone(), id, state }, evicted))
