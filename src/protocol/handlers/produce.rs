@@ -195,6 +195,10 @@ fn log_refused(ctx: &Ctx, info: &RequestInfo, topic: &str, partition: i32, e: &P
         PartitionError::InvalidBatch(_) => {
             ctx.refusals.should_warn(info.peer.map(|p| p.ip()), &info.client_id, ctx.now_ms())
         }
+        PartitionError::Pool(_) => {
+            tracing::error!(peer = ?info.peer, topic, partition, error = %e, "produce failed in the blocking pool");
+            return;
+        }
         _ => None,
     };
     match warn {
