@@ -11,4 +11,4 @@ pub mod validated;
 pub use blocking_pool::{BlockingPool, PoolError};
 pub use partition::{AppendResult, FetchResult, Partition, PartitionError};
 pub use replica_manager::ReplicaManager;
-pub use validated::{ProduceLimits, ValidatedRecords};
+pub use validated::{FramedRecords, ProduceLimits, ValidatedRecords};

@@ -4,7 +4,7 @@
 
 use bytes::BytesMut;
 
-use crate::storage::{needs_decompression, split_batches, validate_batches, validate_produce_batch, BatchHeader};
+use crate::storage::{needs_decompression, validate_batches, validate_produce_batch, BatchHeader};
 use crate::storage::{BatchError, TimestampBounds};
 
 /// What a Produce must satisfy beyond a well-formed batch: the topic's max.message.bytes
@@ -18,6 +18,39 @@ pub struct ProduceLimits {
     pub require_keys: bool,
 }
 
+/// One partition's records from a Produce request whose batch framing, sizes and CRCs
+/// are checked; what is inside the batches is not yet.
+pub struct FramedRecords {
+    bytes: BytesMut,
+    headers: Vec<BatchHeader>,
+}
+
+impl FramedRecords {
+    pub fn check(bytes: BytesMut, limits: &ProduceLimits) -> Result<FramedRecords, BatchError> {
+        let headers = validate_batches(&bytes, limits.max_message_bytes)?;
+        Ok(FramedRecords { bytes, headers })
+    }
+
+    /// Would validating the contents under `limits` decompress anything? Such work
+    /// belongs on the blocking pool.
+    pub fn needs_decompression(&self, limits: &ProduceLimits) -> bool {
+        limits.timestamps.is_some() && self.headers.iter().any(needs_decompression)
+    }
+
+    /// Checks what is inside every batch: all pass or the records are refused whole.
+    pub fn validate(self, limits: &ProduceLimits) -> Result<ValidatedRecords, BatchError> {
+        if let Some(bounds) = &limits.timestamps {
+            let mut pos = 0;
+            for h in &self.headers {
+                let len = h.total_len();
+                validate_produce_batch(h, &self.bytes[pos..pos + len], bounds, limits.require_keys)?;
+                pos += len;
+            }
+        }
+        Ok(ValidatedRecords { bytes: self.bytes, headers: self.headers })
+    }
+}
+
 /// One partition's records from a Produce request, checked batch by batch.
 pub struct ValidatedRecords {
     bytes: BytesMut,
@@ -25,24 +58,9 @@ pub struct ValidatedRecords {
 }
 
 impl ValidatedRecords {
-    /// All batches pass or the records are refused whole.
+    /// Framing and contents in one step (see [`FramedRecords`]).
     pub fn validate(bytes: BytesMut, limits: &ProduceLimits) -> Result<ValidatedRecords, BatchError> {
-        let headers = validate_batches(&bytes, limits.max_message_bytes)?;
-        if let Some(bounds) = &limits.timestamps {
-            let mut pos = 0;
-            for h in &headers {
-                let len = h.total_len();
-                validate_produce_batch(h, &bytes[pos..pos + len], bounds, limits.require_keys)?;
-                pos += len;
-            }
-        }
-        Ok(ValidatedRecords { bytes, headers })
-    }
-
-    /// Would validating `bytes` under `limits` decompress anything? Such work belongs on
-    /// the blocking pool. Looks at batch headers only.
-    pub fn needs_decompression(bytes: &[u8], limits: &ProduceLimits) -> bool {
-        limits.timestamps.is_some() && split_batches(bytes).is_ok_and(|hs| hs.iter().any(needs_decompression))
+        FramedRecords::check(bytes, limits)?.validate(limits)
     }
 
     /// The batch headers, and the batches' bytes for stamping offsets, epochs and append

@@ -12,10 +12,10 @@ use std::time::Duration;
 use thiserror::Error;
 use tokio::net::TcpListener;
 use tokio::sync::{broadcast, Semaphore};
+use tokio::task::JoinHandle;
 
 use connection::ConnectionLimits;
 use connections::ConnectionTable;
-use tokio::task::JoinHandle;
 
 use crate::config::BrokerConfig;
 use crate::controller::{Controller, ControllerError};

@@ -31,8 +31,8 @@ pub mod time_index;
 pub(crate) mod test_util;
 
 pub use batch::{
-    set_base_offset, set_log_append_time, set_partition_leader_epoch, split_batches, validate_batches, BatchError,
-    BatchHeader, BATCH_HEADER_LEN,
+    set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batches, BatchError, BatchHeader,
+    BATCH_HEADER_LEN,
 };
 pub use error::StorageError;
 pub use log::{AppendInfo, CleanStats, LogConfig, PartitionLog, PreparedClean};

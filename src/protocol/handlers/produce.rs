@@ -11,7 +11,7 @@ use super::{local_partition, str_bytes, topic_or_auto_create};
 use crate::config::FlushMode;
 use crate::protocol::errors::partition_error;
 use crate::protocol::{Ctx, RequestInfo};
-use crate::replication::{PartitionError, ProduceLimits, ValidatedRecords};
+use crate::replication::{FramedRecords, PartitionError, ProduceLimits};
 use crate::storage::BatchError;
 use crate::storage::TimestampBounds;
 
@@ -92,11 +92,13 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
                     .get("cleanup.policy")
                     .is_some_and(|p| p.split(',').any(|x| x.trim() == "compact")),
             };
-            let validated = if ValidatedRecords::needs_decompression(&records, &limits) {
+            let validated = match FramedRecords::check(records, &limits) {
                 // Decompressing to validate is CPU work sized by the client: off the workers.
-                ctx.replicas.pool().run(move || ValidatedRecords::validate(records, &limits)).await
-            } else {
-                Ok(ValidatedRecords::validate(records, &limits))
+                Ok(framed) if framed.needs_decompression(&limits) => {
+                    ctx.replicas.pool().run(move || framed.validate(&limits)).await
+                }
+                Ok(framed) => Ok(framed.validate(&limits)),
+                Err(e) => Ok(Err(e)),
             };
             let appended_now = match validated {
                 Ok(Ok(mut records)) => partition.append(&mut records, now),
