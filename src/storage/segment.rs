@@ -20,6 +20,17 @@ pub fn segment_file_name(base_offset: i64, suffix: &str) -> String {
     format!("{base_offset:020}.{suffix}")
 }
 
+/// Removes a segment's three files; files already gone are not an error.
+pub fn delete_segment_files(dir: &Path, base_offset: i64) -> io::Result<()> {
+    for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
+        match fs::remove_file(dir.join(segment_file_name(base_offset, suffix))) {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 /// Timestamp meaning "none" in Kafka's formats.
 pub const NO_TIMESTAMP: i64 = -1;
 

@@ -41,14 +41,13 @@ use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 
-use super::recovery::delete_segment_files;
 use super::{PartitionLog, CLEANER_OFFSET_CHECKPOINT};
 use crate::storage::batch::{split_batches, BatchHeader, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::codec::compress;
 use crate::storage::error::StorageError;
 use crate::storage::record::{batch_records, RecordView};
-use crate::storage::segment::{LogSegment, SegmentFile, LOG_SUFFIX};
+use crate::storage::segment::{delete_segment_files, LogSegment, SegmentFile, LOG_SUFFIX};
 
 const CLEANING_DIR: &str = "cleaner.tmp";
 const SWAP_DIR: &str = "cleaner.swap";

@@ -12,7 +12,9 @@ use super::{
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::error::StorageError;
 use crate::storage::leader_epoch::LeaderEpochCache;
-use crate::storage::segment::{segment_file_name, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX};
+use crate::storage::segment::{
+    delete_segment_files, segment_file_name, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
+};
 
 /// Leftovers of interrupted deletes, compactions and checkpoint writes.
 const STRAY_SUFFIXES: [&str; 4] = [".deleted", ".cleaned", ".swap", ".tmp"];
@@ -159,14 +161,4 @@ fn parse_base_offset(stem: &str) -> Option<i64> {
         return None;
     }
     stem.parse().ok()
-}
-
-pub(super) fn delete_segment_files(dir: &Path, base_offset: i64) -> io::Result<()> {
-    for suffix in [INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX] {
-        match fs::remove_file(dir.join(segment_file_name(base_offset, suffix))) {
-            Err(e) if e.kind() != io::ErrorKind::NotFound => return Err(e),
-            _ => {}
-        }
-    }
-    Ok(())
 }
