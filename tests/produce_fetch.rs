@@ -135,6 +135,38 @@ async fn long_poll_fetch_returns_records_produced_while_waiting() {
     assert_eq!(data.high_watermark, 2);
 }
 
+/// Wake-ups are per partition: appends to partition 1 do not wake (let alone re-read)
+/// a fetch parked on partition 0; the append to partition 0 wakes it exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_parked_fetch_is_woken_only_by_appends_to_its_own_partitions() {
+    let broker = TestBroker::start().await;
+    let purgatory = || broker.broker().context().replicas.purgatory();
+    let mut c = broker.client().await;
+    c.create_topic_ok("wake", 2, &[]).await;
+    let req = fetch_request("wake", 0, 0, 1024 * 1024).with_max_wait_ms(30_000).with_min_bytes(1);
+    let fetch = tokio::spawn(async move { c.fetch_with(req).await });
+    for _ in 0..500 {
+        if purgatory().parked() == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(purgatory().parked(), 1, "the fetch parks on partition 0");
+
+    let mut producer = broker.client().await;
+    for i in 0..10 {
+        producer.produce_ok("wake", 1, batches::values(&format!("b{i}"), 1)).await;
+    }
+    assert_eq!(purgatory().wakeups(), 0, "appends to partition 1 woke the fetch on partition 0");
+    assert!(!fetch.is_finished());
+
+    producer.produce_ok("wake", 0, batches::values("a", 1)).await;
+    let data = fetch.await.unwrap();
+    assert_eq!(batches::decode_values(&data.records), ["a-0"]);
+    assert_eq!(purgatory().wakeups(), 1);
+    assert_eq!(purgatory().parked(), 0);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn list_offsets_earliest_latest_timestamp_and_max_timestamp() {
     let broker = TestBroker::start().await;

@@ -38,6 +38,13 @@ pub fn partition_error(e: &PartitionError) -> ResponseError {
         PartitionError::OffsetBeyondHighWatermark { .. } => ResponseError::OffsetOutOfRange,
         PartitionError::DeleteNotAllowed => ResponseError::PolicyViolation,
         PartitionError::Pool(_) => ResponseError::UnknownServerError,
+        PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        // Kafka's DelayedProduce answers REQUEST_TIMED_OUT when acks=all is not met in time.
+        PartitionError::ReplicationTimedOut(_) => ResponseError::RequestTimedOut,
+        PartitionError::FlushFailed(_) => ResponseError::KafkaStorageError,
+        // Retriable: the producer finds the (new) leader and retries; an idempotent one
+        // gets its original offsets back if the write had been kept.
+        PartitionError::ShuttingDown => ResponseError::NotLeaderOrFollower,
     }
 }
 

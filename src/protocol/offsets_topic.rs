@@ -86,9 +86,9 @@ impl OffsetsLog for ConsumerOffsetsLog<'_> {
         let mut records = ValidatedRecords::validate(buf, &limits).map_err(|e| e.to_string())?;
         let res = partition.append(&mut records, now).map_err(|e| e.to_string())?;
         if ctx.config.flush_mode == FlushMode::Fsync {
-            partition.flush_through(res.last_offset).map_err(|e| e.to_string())?;
+            partition.flush_through_blocking(res.last_offset).map_err(|e| e.to_string())?;
         }
-        ctx.replicas.notify_appended();
+        ctx.replicas.purgatory().wake(partition.key());
         Ok(())
     }
 }

@@ -1,20 +1,25 @@
-//! One partition this broker leads: its log, leader epoch, high watermark and producer
-//! state, behind one lock that this type owns.
+//! One partition this broker leads: its log, leader epoch, ISR and high watermark
+//! ([`IsrState`]) and producer state, behind one lock that this type owns.
 //!
-//! Single node: the ISR is this broker alone, so the high watermark advances to the log
-//! end offset as soon as an append is in the leader's log (and, in fsync mode, on disk
-//! before the producer is answered). Consumers never read past the high watermark.
+//! Consumers never read past the high watermark. On a single node the ISR is this
+//! broker alone, so the high watermark is the log end offset as soon as an append is in
+//! the leader's log. fsyncs run outside the partition lock ([`Partition::flush_through`]):
+//! appends and reads go on while the disk works.
 
 use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
 
 use bytes::Bytes;
 use thiserror::Error;
 use uuid::Uuid;
 
+use super::isr::IsrState;
+use super::partition_config::PartitionConfig;
 use super::producer_state::{ProducerStateTable, SequenceCheck};
+use super::purgatory::PartitionKey;
 use super::validated::ValidatedRecords;
-use crate::storage::{BatchError, CleanStats, LogConfig, PartitionLog, PreparedClean, StorageError};
+use crate::storage::{BatchError, CleanStats, PartitionLog, PreparedClean, StorageError};
 
 #[derive(Debug, Error)]
 pub enum PartitionError {
@@ -32,6 +37,14 @@ pub enum PartitionError {
     DeleteNotAllowed,
     #[error(transparent)]
     Pool(#[from] super::blocking_pool::PoolError),
+    #[error("the size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr}")]
+    NotEnoughReplicas { isr: usize, min_isr: usize },
+    #[error("the write was not replicated to the in-sync replicas within {0:?}")]
+    ReplicationTimedOut(Duration),
+    #[error("fsync failed: {0}")]
+    FlushFailed(std::io::Error),
+    #[error("the broker is shutting down")]
+    ShuttingDown,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -53,12 +66,13 @@ pub struct FetchResult {
 
 struct PartitionState {
     log: PartitionLog,
+    config: PartitionConfig,
     leader_epoch: i32,
-    high_watermark: i64,
+    /// Who is in sync, and the high watermark that follows.
+    isr: IsrState,
     producers: ProducerStateTable,
     /// Everything below this offset is known to be on disk.
     flushed_through: i64,
-    log_append_time: bool,
     /// The topic was deleted: its directory is going or gone (a topic of the same name
     /// may reuse the path), so no background work may write there any more.
     deleted: bool,
@@ -78,19 +92,21 @@ pub struct Partition {
     pub index: i32,
     pub dir: PathBuf,
     state: Mutex<PartitionState>,
+    /// One fsync at a time per partition; a caller that waited here finds its offset
+    /// already covered by the fsync it waited behind (group commit).
+    flush_lock: tokio::sync::Mutex<()>,
 }
 
 impl Partition {
     pub fn open(
         id: PartitionId<'_>,
         dir: PathBuf,
-        config: LogConfig,
-        log_append_time: bool,
+        config: PartitionConfig,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<Partition, PartitionError> {
         let PartitionId { topic, topic_id, index } = id;
-        let log = PartitionLog::open(&dir, config, now_ms)?;
+        let log = PartitionLog::open(&dir, config.log.clone(), now_ms)?;
         let headers = log.batch_headers_from(log.log_start_offset())?;
         let producers = ProducerStateTable::rebuild(headers.iter());
         let leo = log.log_end_offset();
@@ -101,13 +117,14 @@ impl Partition {
             dir,
             state: Mutex::new(PartitionState {
                 log,
+                config,
                 leader_epoch,
-                high_watermark: leo,
+                isr: IsrState::single(-1, leo),
                 producers,
                 flushed_through: leo,
-                log_append_time,
                 deleted: false,
             }),
+            flush_lock: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -115,10 +132,49 @@ impl Partition {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    pub fn set_config(&self, config: LogConfig, log_append_time: bool) {
+    pub fn key(&self) -> PartitionKey {
+        PartitionKey { topic_id: self.topic_id, index: self.index }
+    }
+
+    pub fn set_config(&self, config: PartitionConfig) {
         let mut s = self.lock();
-        s.log.set_config(config);
-        s.log_append_time = log_append_time;
+        if s.config != config {
+            s.log.set_config(config.log.clone());
+            s.config = config;
+        }
+    }
+
+    pub fn config(&self) -> PartitionConfig {
+        self.lock().config.clone()
+    }
+
+    /// Leadership as the metadata gives it: this broker leads `replicas` with `isr` in
+    /// sync. A new ISR keeps what is known of the followers; a new set of replicas starts
+    /// a new leadership (followers get a full lag window). Returns the new high
+    /// watermark if it moved.
+    pub fn set_leadership(
+        &self,
+        leader: i32,
+        replicas: &[i32],
+        isr: &[i32],
+        lag_time_max_ms: i64,
+        now_ms: i64,
+    ) -> Option<i64> {
+        let mut s = self.lock();
+        let leo = s.log.log_end_offset();
+        let hw = s.isr.high_watermark();
+        s.isr = IsrState::new(leader, replicas, isr, leo, hw, lag_time_max_ms, now_ms);
+        (s.isr.high_watermark() != hw).then(|| s.isr.high_watermark())
+    }
+
+    pub fn isr_size(&self) -> usize {
+        self.lock().isr.isr().len()
+    }
+
+    /// A follower fetched from `offset` (its log end offset). Returns the new high
+    /// watermark if it moved; the caller wakes what waits on it.
+    pub fn follower_fetched(&self, replica: i32, offset: i64, now_ms: i64) -> Option<i64> {
+        self.lock().isr.on_follower_fetch(replica, offset, now_ms).0
     }
 
     pub fn leader_epoch(&self) -> i32 {
@@ -155,7 +211,7 @@ impl Partition {
             }
         }
         let mut log_append_time = -1;
-        if s.log_append_time {
+        if s.config.log_append_time {
             log_append_time = now_ms;
             let mut pos = 0;
             for h in headers {
@@ -172,8 +228,8 @@ impl Partition {
             s.producers.record(h, offset, offset + count - 1);
             offset += count;
         }
-        // One replica: committed as soon as it is in the leader's log.
-        s.high_watermark = s.log.log_end_offset();
+        let leo = s.log.log_end_offset();
+        s.isr.on_leader_append(leo);
         Ok(AppendResult {
             base_offset: info.base_offset,
             last_offset: info.last_offset,
@@ -182,22 +238,68 @@ impl Partition {
         })
     }
 
-    /// fsync everything through `offset` (group commit: one fsync covers every append
-    /// made before it started).
-    pub fn flush_through(&self, offset: i64) -> Result<(), PartitionError> {
-        let mut s = self.lock();
-        if s.flushed_through > offset {
+    /// fsyncs everything through `offset`, on a blocking thread and without the
+    /// partition lock, so appends and reads go on meanwhile. Group commit: one fsync
+    /// covers every append made before it started, and callers queued behind it find
+    /// their offset covered and return without another.
+    pub async fn flush_through(&self, offset: i64) -> Result<(), PartitionError> {
+        let _one_at_a_time = self.flush_lock.lock().await;
+        let handle = {
+            let s = self.lock();
+            if s.flushed_through > offset {
+                return Ok(());
+            }
+            s.log.unflushed_handle()
+        };
+        let Some((file, log_end_offset)) = handle else {
+            // Everything is already below the recovery point (flushed by a roll or by
+            // the flush.messages / flush.ms policy).
+            let mut s = self.lock();
+            s.flushed_through = s.flushed_through.max(s.log.recovery_point());
             return Ok(());
-        }
-        let leo = s.log.log_end_offset();
-        s.log.flush()?;
-        s.flushed_through = s.flushed_through.max(leo);
+        };
+        tokio::task::spawn_blocking(move || file.sync_data())
+            .await
+            .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?
+            .map_err(PartitionError::FlushFailed)?;
+        let mut s = self.lock();
+        s.log.mark_flushed(log_end_offset);
+        s.flushed_through = s.flushed_through.max(log_end_offset);
         Ok(())
+    }
+
+    /// [`Partition::flush_through`] for a caller on a blocking thread (the coordinator's
+    /// writes): the fsync runs here, still without the partition lock.
+    pub fn flush_through_blocking(&self, offset: i64) -> Result<(), PartitionError> {
+        let handle = {
+            let s = self.lock();
+            if s.flushed_through > offset {
+                return Ok(());
+            }
+            s.log.unflushed_handle()
+        };
+        let mut s = match handle {
+            Some((file, log_end_offset)) => {
+                file.sync_data().map_err(PartitionError::FlushFailed)?;
+                let mut s = self.lock();
+                s.log.mark_flushed(log_end_offset);
+                s.flushed_through = s.flushed_through.max(log_end_offset);
+                s
+            }
+            None => self.lock(),
+        };
+        s.flushed_through = s.flushed_through.max(s.log.recovery_point());
+        Ok(())
+    }
+
+    /// Everything below this offset is on disk.
+    pub fn flushed_through(&self) -> i64 {
+        self.lock().flushed_through
     }
 
     pub fn fetch(&self, offset: i64, max_bytes: usize) -> Result<FetchResult, PartitionError> {
         let s = self.lock();
-        let hw = s.high_watermark;
+        let hw = s.isr.high_watermark();
         let records = s.log.read(offset, max_bytes, hw)?;
         Ok(FetchResult {
             records,
@@ -208,7 +310,7 @@ impl Partition {
     }
 
     pub fn high_watermark(&self) -> i64 {
-        self.lock().high_watermark
+        self.lock().isr.high_watermark()
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -222,12 +324,12 @@ impl Partition {
     /// (offset, timestamp) of the first record with timestamp >= `ts`, below the HW.
     pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, PartitionError> {
         let s = self.lock();
-        Ok(s.log.offset_for_timestamp(ts)?.filter(|(o, _)| *o < s.high_watermark))
+        Ok(s.log.offset_for_timestamp(ts)?.filter(|(o, _)| *o < s.isr.high_watermark()))
     }
 
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let s = self.lock();
-        s.log.max_timestamp().filter(|(_, o)| *o < s.high_watermark)
+        s.log.max_timestamp().filter(|(_, o)| *o < s.isr.high_watermark())
     }
 
     /// DeleteRecords: advance the log start offset. `-1` means the high watermark.
@@ -237,7 +339,7 @@ impl Partition {
         if !s.log.config().cleanup_delete {
             return Err(PartitionError::DeleteNotAllowed);
         }
-        let hw = s.high_watermark;
+        let hw = s.isr.high_watermark();
         let target = if offset == -1 { hw } else { offset };
         if target < 0 || target > hw {
             return Err(PartitionError::OffsetBeyondHighWatermark { offset: target, high_watermark: hw });
@@ -293,6 +395,10 @@ impl Partition {
     /// Marks the partition deleted before its directory is removed (see `clean`).
     pub fn mark_deleted(&self) {
         self.lock().deleted = true;
+    }
+
+    pub fn is_deleted(&self) -> bool {
+        self.lock().deleted
     }
 
     pub fn size_bytes(&self) -> u64 {

@@ -4,14 +4,21 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use tokio::sync::watch;
+use bytes::BytesMut;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::blocking_pool::BlockingPool;
-use super::partition::{Partition, PartitionError, PartitionId};
-use crate::config::BrokerConfig;
+use super::partition::{AppendResult, Partition, PartitionError, PartitionId};
+use super::partition_config::PartitionConfig;
+use super::purgatory::{DelayedOperations, WaitOutcome};
+use super::validated::FramedRecords;
+use crate::config::{BrokerConfig, FlushMode};
 use crate::controller::{MetadataImage, TopicImage};
-use crate::storage::LogConfig;
+
+/// Kafka's `replica.lag.time.max.ms` default: a follower not caught up for this long
+/// leaves the ISR.
+pub const REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
 
 /// Directory of the metadata log inside the data dir; never a partition of a user topic.
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
@@ -21,20 +28,19 @@ pub struct ReplicaManager {
     broker: BrokerConfig,
     /// topic id → partitions, indexed by partition number.
     partitions: RwLock<HashMap<Uuid, Vec<Arc<Partition>>>>,
-    /// Bumped after every append so that waiting fetches wake up.
-    appended: watch::Sender<u64>,
+    /// Where produce and fetch requests wait for a partition to move.
+    purgatory: DelayedOperations,
     /// Where decompression and other CPU-heavy per-request work runs.
     pool: BlockingPool,
 }
 
 impl ReplicaManager {
     pub fn new(broker: &BrokerConfig) -> ReplicaManager {
-        let (appended, _) = watch::channel(0);
         ReplicaManager {
             data_dir: broker.data_dir.clone(),
             broker: broker.clone(),
             partitions: RwLock::new(HashMap::new()),
-            appended,
+            purgatory: DelayedOperations::default(),
             pool: BlockingPool::per_core(),
         }
     }
@@ -48,54 +54,9 @@ impl ReplicaManager {
         self.data_dir.join(format!("{topic}-{partition}"))
     }
 
-    /// The log settings of a topic: its overrides over the broker defaults.
-    pub fn log_config_for(&self, topic: &TopicImage) -> (LogConfig, bool) {
-        let mut c = self.broker.default_log_config();
-        let get = |k: &str| topic.configs.get(k).map(String::as_str);
-        let num = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
-        if let Some(v) = num("segment.bytes") {
-            c.segment_bytes = v.max(14) as u64;
-        }
-        if let Some(v) = num("segment.ms") {
-            c.segment_ms = v;
-        }
-        if let Some(v) = num("retention.ms") {
-            c.retention_ms = v;
-        }
-        if let Some(v) = num("retention.bytes") {
-            c.retention_bytes = v;
-        }
-        if let Some(v) = num("flush.messages") {
-            c.flush_messages = v;
-        }
-        if let Some(v) = num("flush.ms") {
-            c.flush_ms = v;
-        }
-        if let Some(v) = num("index.interval.bytes") {
-            c.index_interval_bytes = v.max(0) as u64;
-        }
-        if let Some(v) = num("max.message.bytes") {
-            c.max_message_bytes = v.max(0) as usize;
-        }
-        if let Some(policy) = get("cleanup.policy") {
-            let has = |p: &str| policy.split(',').any(|x| x.trim() == p);
-            c.cleanup_delete = has("delete");
-            c.cleanup_compact = has("compact");
-        }
-        if let Some(v) = num("delete.retention.ms") {
-            c.delete_retention_ms = v;
-        }
-        if let Some(v) = num("min.compaction.lag.ms") {
-            c.min_compaction_lag_ms = v;
-        }
-        if let Some(v) = num("max.compaction.lag.ms") {
-            c.max_compaction_lag_ms = v;
-        }
-        if let Some(v) = get("min.cleanable.dirty.ratio").and_then(|v| v.trim().parse::<f64>().ok()) {
-            c.min_cleanable_dirty_permille = (v.clamp(0.0, 1.0) * 1000.0).round() as u32;
-        }
-        let log_append_time = get("message.timestamp.type") == Some("LogAppendTime");
-        (c, log_append_time)
+    /// A topic's settings, typed: its overrides over the broker defaults.
+    pub fn config_for(&self, topic: &TopicImage) -> PartitionConfig {
+        PartitionConfig::resolve(&self.broker, &topic.configs)
     }
 
     /// Open, reconfigure or delete local partitions so they match `image`.
@@ -108,20 +69,22 @@ impl ReplicaManager {
                 for p in parts {
                     tracing::info!(topic = %p.topic, partition = p.index, "deleting partition of deleted topic");
                     p.mark_deleted();
+                    self.purgatory.wake(p.key());
                     remove_partition_dir(&p.dir);
                 }
             }
         }
         for topic in image.topics.values() {
-            let (config, lat) = self.log_config_for(topic);
+            let config = self.config_for(topic);
             let parts = map.entry(topic.topic_id).or_default();
             for p in parts.iter() {
-                p.set_config(config.clone(), lat);
+                p.set_config(config.clone());
             }
             for pi in topic.partitions.iter().skip(parts.len()) {
                 let dir = self.partition_dir(&topic.name, pi.partition);
                 let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
-                let p = Partition::open(id, dir, config.clone(), lat, pi.leader_epoch, now_ms)?;
+                let p = Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms)?;
+                p.set_leadership(pi.leader, &pi.replicas, &pi.isr, REPLICA_LAG_TIME_MAX_MS, now_ms);
                 parts.push(Arc::new(p));
             }
         }
@@ -157,14 +120,123 @@ impl ReplicaManager {
         map.values().flatten().cloned().collect()
     }
 
-    pub fn notify_appended(&self) {
-        self.appended.send_modify(|n| *n = n.wrapping_add(1));
+    /// Where requests wait for partitions to move.
+    pub fn purgatory(&self) -> &DelayedOperations {
+        &self.purgatory
     }
 
-    pub fn subscribe_appends(&self) -> watch::Receiver<u64> {
-        self.appended.subscribe()
+    /// A follower fetched `partition` from `offset` (its log end offset): the high
+    /// watermark may move, and with it what waits on the partition (acks=all produces,
+    /// consumer fetches). The follower fetch path calls this.
+    pub fn follower_fetched(&self, partition: &Partition, replica: i32, offset: i64, now_ms: i64) {
+        if partition.follower_fetched(replica, offset, now_ms).is_some() {
+            self.purgatory.wake(partition.key());
+        }
+    }
+
+    /// Appends a client's records to a partition this broker leads and returns once the
+    /// write is as safe as `acks` asks (see [`ReplicaManager::complete`]).
+    pub async fn append(
+        &self,
+        partition: &Partition,
+        records: BytesMut,
+        acks: Acks,
+        deadline: Instant,
+        now_ms: i64,
+    ) -> Result<AppendResult, PartitionError> {
+        let local = self.append_local(partition, records, acks, now_ms).await?;
+        self.complete(partition, local, acks, deadline).await
+    }
+
+    /// The first half of [`ReplicaManager::append`]: checks the ISR against
+    /// `min.insync.replicas` (acks=all), validates the records (on the blocking pool when
+    /// a batch must be decompressed), appends them to the leader's log, and wakes what
+    /// waits on the partition. A Produce request appends to all of its partitions first
+    /// and then waits for all of them.
+    pub async fn append_local(
+        &self,
+        partition: &Partition,
+        records: BytesMut,
+        acks: Acks,
+        now_ms: i64,
+    ) -> Result<AppendResult, PartitionError> {
+        let config = partition.config();
+        if acks == Acks::All {
+            let isr = partition.isr_size();
+            if isr < config.min_insync_replicas {
+                return Err(PartitionError::NotEnoughReplicas { isr, min_isr: config.min_insync_replicas });
+            }
+        }
+        let limits = config.produce_limits(now_ms);
+        let framed = FramedRecords::check(records, &limits)?;
+        let mut validated = if framed.needs_decompression(&limits) {
+            // Decompressing to validate is CPU work sized by the client: off the workers.
+            self.pool.run(move || framed.validate(&limits)).await??
+        } else {
+            framed.validate(&limits)?
+        };
+        let result = partition.append(&mut validated, now_ms)?;
+        self.purgatory.wake(partition.key());
+        Ok(result)
+    }
+
+    /// The second half of [`ReplicaManager::append`]: waits until the appended records
+    /// meet `acks`: nothing more for acks=0 and acks=1; for acks=all the high watermark
+    /// past them (at once on a single node; followers move it otherwise), failing with
+    /// [`PartitionError::ReplicationTimedOut`] at `deadline`; and in `flush_mode: fsync`
+    /// (acks 1 and all) an fsync that covers them, shared with concurrent producers.
+    pub async fn complete(
+        &self,
+        partition: &Partition,
+        appended: AppendResult,
+        acks: Acks,
+        deadline: Instant,
+    ) -> Result<AppendResult, PartitionError> {
+        if acks == Acks::None {
+            return Ok(appended);
+        }
+        if acks == Acks::All {
+            let replicated = || partition.high_watermark() > appended.last_offset || partition.is_deleted();
+            match self.purgatory.wait_until(&[partition.key()], deadline, replicated).await {
+                WaitOutcome::Satisfied => {}
+                WaitOutcome::TimedOut => {
+                    return Err(PartitionError::ReplicationTimedOut(deadline.saturating_duration_since(Instant::now())))
+                }
+                WaitOutcome::Closed => return Err(PartitionError::ShuttingDown),
+            }
+        }
+        if self.broker.flush_mode == FlushMode::Fsync {
+            partition.flush_through(appended.last_offset).await?;
+        }
+        Ok(appended)
     }
 }
+
+/// What a producer asked for before it counts a write as done.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acks {
+    /// acks=0: no answer at all.
+    None,
+    /// acks=1: in the leader's log.
+    Leader,
+    /// acks=-1 (all): every in-sync replica has it (the high watermark passed it).
+    All,
+}
+
+impl Acks {
+    /// Kafka's wire value; anything but 0, 1 and -1 is INVALID_REQUIRED_ACKS.
+    pub fn from_wire(acks: i16) -> Option<Acks> {
+        match acks {
+            0 => Some(Acks::None),
+            1 => Some(Acks::Leader),
+            -1 => Some(Acks::All),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
 
 fn remove_partition_dir(dir: &Path) {
     if let Err(e) = std::fs::remove_dir_all(dir) {

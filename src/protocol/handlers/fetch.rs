@@ -1,5 +1,6 @@
 //! Fetch: whole batches up to the high watermark, long-polling for min_bytes.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
@@ -9,6 +10,7 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 use super::{check_leader_epoch, local_partition, str_bytes};
 use crate::protocol::errors::partition_error;
 use crate::protocol::Ctx;
+use crate::replication::{Partition, PartitionKey, WaitOutcome};
 
 /// Fetches wait at most this long, whatever the client asks.
 const MAX_WAIT_CAP_MS: i32 = 30_000;
@@ -19,23 +21,34 @@ const FETCH_MAX_BYTES: usize = 57_671_680;
 pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchResponse {
     let wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
     let deadline = tokio::time::Instant::now() + wait;
-    let mut appends = ctx.replicas.subscribe_appends();
     loop {
-        appends.borrow_and_update();
-        let (responses, bytes, errors) = read_once(ctx, &req, version);
-        let done = bytes >= req.min_bytes.max(0) as usize || errors || wait.is_zero();
+        let pass = read_once(ctx, &req, version);
+        let done = pass.bytes >= req.min_bytes.max(0) as usize || pass.any_error || wait.is_zero();
         if done || tokio::time::Instant::now() >= deadline {
-            return FetchResponse::default().with_responses(responses).with_session_id(0);
+            return FetchResponse::default().with_responses(pass.responses).with_session_id(0);
         }
-        // Wake on the next append anywhere, or give up at the deadline.
-        match tokio::time::timeout_at(deadline, appends.changed()).await {
-            Ok(Ok(())) => continue,
-            _ => {
-                let (responses, _, _) = read_once(ctx, &req, version);
-                return FetchResponse::default().with_responses(responses).with_session_id(0);
+        // Park on the partitions asked for; re-read when one of their high watermarks
+        // moved (or one went away), not on appends elsewhere.
+        let keys: Vec<PartitionKey> = pass.watched.iter().map(|(p, _)| p.key()).collect();
+        let moved = || pass.watched.iter().any(|(p, hw)| p.high_watermark() != *hw || p.is_deleted());
+        match ctx.replicas.purgatory().wait_until(&keys, deadline, moved).await {
+            WaitOutcome::Satisfied => continue,
+            WaitOutcome::TimedOut | WaitOutcome::Closed => {
+                let pass = read_once(ctx, &req, version);
+                return FetchResponse::default().with_responses(pass.responses).with_session_id(0);
             }
         }
     }
+}
+
+/// One pass over the requested partitions.
+struct Pass {
+    responses: Vec<FetchableTopicResponse>,
+    /// Record bytes in `responses`.
+    bytes: usize,
+    any_error: bool,
+    /// The partitions read, with the high watermark each had when read.
+    watched: Vec<(Arc<Partition>, i64)>,
 }
 
 fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {
@@ -48,12 +61,12 @@ fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {
         .with_records(Some(Default::default()))
 }
 
-/// One pass over the requested partitions: (responses, record bytes, any error).
-fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopicResponse>, usize, bool) {
+fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
     let image = ctx.image();
     let mut remaining = (req.max_bytes.max(0) as usize).min(FETCH_MAX_BYTES);
     let mut total = 0usize;
     let mut any_error = false;
+    let mut watched = Vec::new();
     let mut out = Vec::with_capacity(req.topics.len());
     for ft in &req.topics {
         let topic = if version >= 13 { image.topic_by_id(&ft.topic_id) } else { image.topic(ft.topic.0.as_str()) };
@@ -90,6 +103,7 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopic
             let result = result.map(|r| r.filter(|r| total == 0 || r.records.len() <= limit));
             match result {
                 Ok(Some(r)) => {
+                    watched.push((partition.clone(), r.high_watermark));
                     let n = r.records.len();
                     total += n;
                     remaining = remaining.saturating_sub(n);
@@ -103,14 +117,18 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopic
                             .with_records(Some(r.records)),
                     );
                 }
-                Ok(None) => parts.push(
-                    PartitionData::default()
-                        .with_partition_index(fp.partition)
-                        .with_high_watermark(partition.high_watermark())
-                        .with_last_stable_offset(partition.high_watermark())
-                        .with_log_start_offset(partition.log_start_offset())
-                        .with_records(Some(Default::default())),
-                ),
+                Ok(None) => {
+                    let hw = partition.high_watermark();
+                    watched.push((partition.clone(), hw));
+                    parts.push(
+                        PartitionData::default()
+                            .with_partition_index(fp.partition)
+                            .with_high_watermark(hw)
+                            .with_last_stable_offset(hw)
+                            .with_log_start_offset(partition.log_start_offset())
+                            .with_records(Some(Default::default())),
+                    )
+                }
                 Err(e) => {
                     any_error = true;
                     let mut d = partition_error_data(fp.partition, partition_error(&e));
@@ -128,5 +146,5 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> (Vec<FetchableTopic
         };
         out.push(FetchableTopicResponse::default().with_topic(name).with_topic_id(ft.topic_id).with_partitions(parts));
     }
-    (out, total, any_error)
+    Pass { responses: out, bytes: total, any_error, watched }
 }

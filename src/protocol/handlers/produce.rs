@@ -1,4 +1,6 @@
-//! Produce: validate, append, and (in fsync mode) wait for the disk before answering.
+//! Produce: translate the request for the replica manager, and its outcome back.
+
+use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
@@ -7,13 +9,13 @@ use kafka_protocol::messages::produce_response::{
 };
 use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
 
+use tokio::time::Instant;
+
 use super::{local_partition, str_bytes, topic_or_auto_create};
-use crate::config::FlushMode;
 use crate::protocol::errors::partition_error;
 use crate::protocol::{Ctx, RequestInfo};
-use crate::replication::{FramedRecords, PartitionError, ProduceLimits};
+use crate::replication::{Acks, AppendResult, PartitionError};
 use crate::storage::BatchError;
-use crate::storage::TimestampBounds;
 
 fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> PartitionProduceResponse {
     PartitionProduceResponse::default()
@@ -26,22 +28,26 @@ fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> 
 }
 
 /// `None` for acks=0: the producer expects no response.
+///
+/// The handler translates; the replica manager decides when a write is safe. Every
+/// partition's records are appended first (`append_local`), then the handler waits for
+/// each to meet the request's acks (`complete`), so the waits overlap.
 pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
-    let acks = req.acks;
+    let acks = Acks::from_wire(req.acks);
+    let deadline = Instant::now() + Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
     let mut responses = Vec::with_capacity(req.topic_data.len());
-    let mut to_flush = Vec::new();
-    let mut appended = false;
+    // (topic slot, partition slot, partition, what was appended)
+    let mut pending = Vec::new();
     for td in req.topic_data {
         let name = td.name.0.as_str().to_owned();
         let mut parts = Vec::with_capacity(td.partition_data.len());
-        let topic = if acks != 0 && acks != 1 && acks != -1 {
-            Err(ResponseError::InvalidRequiredAcks)
-        } else {
-            topic_or_auto_create(ctx, &name, true)
+        let topic = match acks {
+            None => Err(ResponseError::InvalidRequiredAcks),
+            Some(acks) => topic_or_auto_create(ctx, &name, true).map(|t| (t, acks)),
         };
         for pd in td.partition_data {
-            let topic = match &topic {
-                Ok(t) => t,
+            let (topic, acks) = match &topic {
+                Ok((t, acks)) => (t, *acks),
                 Err(e) => {
                     parts.push(partition_response(pd.index, *e, None));
                     continue;
@@ -54,94 +60,18 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
                     continue;
                 }
             };
-            let (log_config, _) = ctx.replicas.log_config_for(topic);
-            if acks == -1 {
-                let min_isr = topic
-                    .configs
-                    .get("min.insync.replicas")
-                    .and_then(|v| v.parse::<i32>().ok())
-                    .unwrap_or(ctx.config.min_insync_replicas);
-                let isr = topic.partitions.get(pd.index as usize).map_or(0, |p| p.isr.len() as i32);
-                if isr < min_isr {
-                    parts.push(partition_response(
-                        pd.index,
-                        ResponseError::NotEnoughReplicas,
-                        Some(format!("The size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr}")),
-                    ));
-                    continue;
-                }
-            }
             let Some(records) = pd.records.filter(|r| !r.is_empty()) else {
                 parts.push(partition_response(pd.index, ResponseError::CorruptMessage, Some("empty records".into())));
                 continue;
             };
-            let records = into_mut(records);
-            let now = ctx.now_ms();
-            let config_ms = |name: &str, default: i64| {
-                topic.configs.get(name).and_then(|v| v.parse::<i64>().ok()).unwrap_or(default)
-            };
-            let limits = ProduceLimits {
-                max_message_bytes: log_config.max_message_bytes,
-                timestamps: Some(TimestampBounds {
-                    now_ms: now,
-                    before_max_ms: config_ms("message.timestamp.before.max.ms", i64::MAX),
-                    after_max_ms: config_ms("message.timestamp.after.max.ms", 3_600_000),
-                }),
-                require_keys: topic
-                    .configs
-                    .get("cleanup.policy")
-                    .is_some_and(|p| p.split(',').any(|x| x.trim() == "compact")),
-            };
-            let validated = match FramedRecords::check(records, &limits) {
-                // Decompressing to validate is CPU work sized by the client: off the workers.
-                Ok(framed) if framed.needs_decompression(&limits) => {
-                    ctx.replicas.pool().run(move || framed.validate(&limits)).await
-                }
-                Ok(framed) => Ok(framed.validate(&limits)),
-                Err(e) => Ok(Err(e)),
-            };
-            let appended_now = match validated {
-                Ok(Ok(mut records)) => partition.append(&mut records, now),
-                Ok(Err(e)) => Err(PartitionError::InvalidBatch(e)),
-                Err(e) => Err(PartitionError::Pool(e)),
-            };
-            match appended_now {
+            match ctx.replicas.append_local(&partition, into_mut(records), acks, ctx.now_ms()).await {
                 Ok(res) => {
-                    appended = true;
-                    if ctx.config.flush_mode == FlushMode::Fsync && acks != 0 {
-                        to_flush.push((partition.clone(), res.last_offset));
-                    }
-                    parts.push(
-                        PartitionProduceResponse::default()
-                            .with_index(pd.index)
-                            .with_base_offset(res.base_offset)
-                            .with_log_append_time_ms(res.log_append_time)
-                            .with_log_start_offset(res.log_start_offset),
-                    );
+                    pending.push((responses.len(), parts.len(), partition, res));
+                    parts.push(success(pd.index, &res));
                 }
                 Err(e) => {
-                    let code = partition_error(&e);
                     log_refused(ctx, info, &name, pd.index, &e);
-                    let mut resp = partition_response(pd.index, code, Some(e.to_string()));
-                    // KIP-467: name the offending records so the client fails only those.
-                    if let (true, PartitionError::InvalidBatch(BatchError::RecordsWithoutKey(indexes))) =
-                        (version >= 8, &e)
-                    {
-                        let msg = format!(
-                            "Compacted topic cannot accept message without key in topic partition {name}-{}.",
-                            pd.index
-                        );
-                        resp.error_message = Some(str_bytes("One or more records have been rejected"));
-                        resp.record_errors = indexes
-                            .iter()
-                            .map(|i| {
-                                BatchIndexAndErrorMessage::default()
-                                    .with_batch_index(*i)
-                                    .with_batch_index_error_message(Some(str_bytes(msg.clone())))
-                            })
-                            .collect();
-                    }
-                    parts.push(resp);
+                    parts.push(error_response(&name, pd.index, &e, version));
                 }
             }
         }
@@ -152,43 +82,48 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
                 .with_partition_responses(parts),
         );
     }
-    if !to_flush.is_empty() {
-        let results = tokio::task::spawn_blocking(move || {
-            to_flush
-                .iter()
-                .map(|(p, offset)| p.flush_through(*offset).map_err(|e| (p.topic.clone(), p.index, e)))
-                .collect::<Vec<_>>()
-        })
-        .await;
-        let failed: Vec<(String, i32)> = match results {
-            Ok(rs) => rs
-                .into_iter()
-                .filter_map(|r| r.err())
-                .map(|(t, i, e)| {
-                    tracing::error!(topic = %t, partition = i, error = %e, "fsync failed; answering KAFKA_STORAGE_ERROR");
-                    (t, i)
-                })
-                .collect(),
+    // Invalid acks: every partition already says INVALID_REQUIRED_ACKS; nothing pending.
+    let Some(acks) = acks else { return Some(ProduceResponse::default().with_responses(responses)) };
+    for (t, i, partition, appended) in pending {
+        let slot = &mut responses[t].partition_responses[i];
+        match ctx.replicas.complete(&partition, appended, acks, deadline).await {
+            Ok(res) => *slot = success(slot.index, &res),
             Err(e) => {
-                tracing::error!(error = %e, "flush task failed");
-                responses.iter().flat_map(|t| t.partition_responses.iter().map(move |p| (t.name.0.to_string(), p.index))).collect()
-            }
-        };
-        for (t, i) in failed {
-            for tr in responses.iter_mut().filter(|r| r.name.0.as_str() == t) {
-                for pr in tr.partition_responses.iter_mut().filter(|p| p.index == i && p.error_code == 0) {
-                    *pr = partition_response(i, ResponseError::KafkaStorageError, Some("fsync failed".into()));
-                }
+                log_refused(ctx, info, &partition.topic, partition.index, &e);
+                *slot = error_response(&partition.topic, partition.index, &e, version);
             }
         }
     }
-    if appended {
-        ctx.replicas.notify_appended();
-    }
-    if acks == 0 {
+    if acks == Acks::None {
         return None;
     }
     Some(ProduceResponse::default().with_responses(responses))
+}
+
+fn success(index: i32, res: &AppendResult) -> PartitionProduceResponse {
+    PartitionProduceResponse::default()
+        .with_index(index)
+        .with_base_offset(res.base_offset)
+        .with_log_append_time_ms(res.log_append_time)
+        .with_log_start_offset(res.log_start_offset)
+}
+
+fn error_response(topic: &str, index: i32, e: &PartitionError, version: i16) -> PartitionProduceResponse {
+    let mut resp = partition_response(index, partition_error(e), Some(e.to_string()));
+    // KIP-467: name the offending records so the client fails only those.
+    if let (true, PartitionError::InvalidBatch(BatchError::RecordsWithoutKey(indexes))) = (version >= 8, e) {
+        let msg = format!("Compacted topic cannot accept message without key in topic partition {topic}-{index}.");
+        resp.error_message = Some(str_bytes("One or more records have been rejected"));
+        resp.record_errors = indexes
+            .iter()
+            .map(|i| {
+                BatchIndexAndErrorMessage::default()
+                    .with_batch_index(*i)
+                    .with_batch_index_error_message(Some(str_bytes(msg.clone())))
+            })
+            .collect();
+    }
+    resp
 }
 
 /// Refused batches are a client's fault: warn (rate limited per client), else debug.
@@ -197,8 +132,8 @@ fn log_refused(ctx: &Ctx, info: &RequestInfo, topic: &str, partition: i32, e: &P
         PartitionError::InvalidBatch(_) => {
             ctx.refusals.should_warn(info.peer.map(|p| p.ip()), &info.client_id, ctx.now_ms())
         }
-        PartitionError::Pool(_) => {
-            tracing::error!(peer = ?info.peer, topic, partition, error = %e, "produce failed in the blocking pool");
+        PartitionError::Pool(_) | PartitionError::FlushFailed(_) => {
+            tracing::error!(peer = ?info.peer, topic, partition, error = %e, "produce failed");
             return;
         }
         _ => None,

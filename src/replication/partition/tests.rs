@@ -3,20 +3,24 @@
 use super::*;
 use crate::replication::{ProduceLimits, ValidatedRecords};
 use crate::storage::test_util::{build_records_batch, TestRecord};
+use crate::storage::LogConfig;
 
-fn compacted() -> LogConfig {
-    LogConfig {
+fn compacted() -> PartitionConfig {
+    let broker = crate::config::BrokerConfig::build(&[]).unwrap();
+    let mut config = PartitionConfig::resolve(&broker, &Default::default());
+    config.log = LogConfig {
         segment_bytes: 1,
         cleanup_delete: false,
         cleanup_compact: true,
         min_cleanable_dirty_permille: 0,
         ..LogConfig::default()
-    }
+    };
+    config
 }
 
 fn open(dir: &std::path::Path) -> Partition {
     let id = PartitionId { topic: "t", topic_id: Uuid::new_v4(), index: 0 };
-    Partition::open(id, dir.to_owned(), compacted(), false, 0, 1_000).unwrap()
+    Partition::open(id, dir.to_owned(), compacted(), 0, 1_000).unwrap()
 }
 
 fn put(p: &Partition, key: &str, value: &str) {

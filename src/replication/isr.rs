@@ -1,0 +1,234 @@
+//! The leader's view of its replicas: who is in sync, and the high watermark that
+//! follows from it. A pure state machine (positions and `now` in; a new high watermark
+//! and ISR-change proposals out) with no I/O and no clock of its own, so the rules are
+//! tested by moving time by hand.
+//!
+//! Kafka's rules (`Partition.scala`, `maybeIncrementLeaderHW`, `maybeShrinkIsr`):
+//! * the high watermark is the smallest log end offset among the ISR (the leader
+//!   included), and it never moves back while this broker stays leader;
+//! * a follower is *caught up* at a fetch whose offset reaches the leader's log end
+//!   offset; one that has not been caught up for `replica.lag.time.max.ms` is proposed
+//!   for removal from the ISR;
+//! * a follower outside the ISR whose log end offset reaches the high watermark is
+//!   proposed for addition.
+//!
+//! Proposals go to the controller (AlterPartition); the ISR here changes only when the
+//! committed metadata says so ([`IsrState::set_isr`]). On a single node the ISR is the
+//! leader alone and the high watermark is the log end offset.
+
+use std::collections::BTreeMap;
+
+/// What the leader knows of one follower.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Follower {
+    log_end_offset: i64,
+    last_caught_up_ms: i64,
+}
+
+/// An ISR change this leader asks the controller for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IsrProposal {
+    Shrink { remove: Vec<i32> },
+    Expand { add: i32 },
+}
+
+#[derive(Debug, Clone)]
+pub struct IsrState {
+    leader: i32,
+    leader_log_end_offset: i64,
+    followers: BTreeMap<i32, Follower>,
+    /// In-sync replicas, the leader included.
+    isr: Vec<i32>,
+    high_watermark: i64,
+    lag_time_max_ms: i64,
+}
+
+impl IsrState {
+    /// A new leadership: `replicas` and `isr` as the metadata gives them. Followers count
+    /// as caught up at `now` (Kafka gives them a full lag window after an election).
+    pub fn new(
+        leader: i32,
+        replicas: &[i32],
+        isr: &[i32],
+        log_end_offset: i64,
+        high_watermark: i64,
+        lag_time_max_ms: i64,
+        now_ms: i64,
+    ) -> IsrState {
+        let followers = replicas
+            .iter()
+            .filter(|r| **r != leader)
+            .map(|r| (*r, Follower { log_end_offset: -1, last_caught_up_ms: now_ms }))
+            .collect();
+        let mut isr = isr.to_vec();
+        if !isr.contains(&leader) {
+            isr.push(leader);
+        }
+        let mut s = IsrState {
+            leader,
+            leader_log_end_offset: log_end_offset,
+            followers,
+            isr,
+            high_watermark: high_watermark.min(log_end_offset),
+            lag_time_max_ms,
+        };
+        s.advance_high_watermark();
+        s
+    }
+
+    /// The leader alone: the single-node case.
+    pub fn single(leader: i32, log_end_offset: i64) -> IsrState {
+        IsrState::new(leader, &[leader], &[leader], log_end_offset, log_end_offset, i64::MAX, 0)
+    }
+
+    pub fn high_watermark(&self) -> i64 {
+        self.high_watermark
+    }
+
+    pub fn isr(&self) -> &[i32] {
+        &self.isr
+    }
+
+    /// The leader appended: its log end offset is now `log_end_offset`. Returns the new
+    /// high watermark if it moved.
+    pub fn on_leader_append(&mut self, log_end_offset: i64) -> Option<i64> {
+        self.leader_log_end_offset = log_end_offset;
+        self.advance_high_watermark()
+    }
+
+    /// A follower fetched from `fetch_offset` (its log end offset) at `now`. Returns the
+    /// new high watermark if it moved, and an expansion proposal if the follower is back.
+    pub fn on_follower_fetch(
+        &mut self,
+        replica: i32,
+        fetch_offset: i64,
+        now_ms: i64,
+    ) -> (Option<i64>, Option<IsrProposal>) {
+        let leader_leo = self.leader_log_end_offset;
+        let Some(f) = self.followers.get_mut(&replica) else { return (None, None) };
+        f.log_end_offset = fetch_offset.min(leader_leo);
+        if fetch_offset >= leader_leo {
+            f.last_caught_up_ms = now_ms;
+        }
+        let rejoin = (!self.isr.contains(&replica) && f.log_end_offset >= self.high_watermark)
+            .then_some(IsrProposal::Expand { add: replica });
+        (self.advance_high_watermark(), rejoin)
+    }
+
+    /// Followers in the ISR that have not caught up for longer than the lag limit.
+    pub fn lagging(&self, now_ms: i64) -> Option<IsrProposal> {
+        let remove: Vec<i32> = self
+            .isr
+            .iter()
+            .filter_map(|r| self.followers.get(r).map(|f| (*r, f)))
+            .filter(|(_, f)| now_ms.saturating_sub(f.last_caught_up_ms) > self.lag_time_max_ms)
+            .map(|(r, _)| r)
+            .collect();
+        (!remove.is_empty()).then_some(IsrProposal::Shrink { remove })
+    }
+
+    /// The committed ISR (from the metadata). Returns the new high watermark if it moved.
+    pub fn set_isr(&mut self, isr: &[i32]) -> Option<i64> {
+        self.isr = isr.to_vec();
+        if !self.isr.contains(&self.leader) {
+            self.isr.push(self.leader);
+        }
+        self.advance_high_watermark()
+    }
+
+    fn advance_high_watermark(&mut self) -> Option<i64> {
+        let min = self
+            .isr
+            .iter()
+            .map(|r| match self.followers.get(r) {
+                Some(f) => f.log_end_offset,
+                None => self.leader_log_end_offset,
+            })
+            .min()
+            .unwrap_or(self.leader_log_end_offset);
+        (min > self.high_watermark).then(|| {
+            self.high_watermark = min;
+            min
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LAG: i64 = 30_000;
+
+    fn three(now: i64) -> IsrState {
+        IsrState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0, LAG, now)
+    }
+
+    #[test]
+    fn single_node_high_watermark_is_the_log_end_offset() {
+        let mut s = IsrState::single(1, 7);
+        assert_eq!(s.high_watermark(), 7);
+        assert_eq!(s.on_leader_append(10), Some(10));
+        assert_eq!(s.lagging(i64::MAX), None);
+    }
+
+    #[test]
+    fn high_watermark_waits_for_the_slowest_in_sync_follower() {
+        let mut s = three(0);
+        assert_eq!(s.on_leader_append(10), None);
+        assert_eq!(s.on_follower_fetch(2, 10, 5), (None, None));
+        assert_eq!(s.on_follower_fetch(3, 4, 5), (Some(4), None));
+        assert_eq!(s.on_follower_fetch(3, 10, 6), (Some(10), None));
+        assert_eq!(s.high_watermark(), 10);
+    }
+
+    #[test]
+    fn a_follower_stuck_past_the_lag_limit_is_proposed_for_removal_and_then_holds_nothing_back() {
+        let mut s = three(0);
+        s.on_leader_append(10);
+        s.on_follower_fetch(2, 10, 1_000);
+        s.on_follower_fetch(3, 2, 1_000);
+        assert_eq!(s.high_watermark(), 2);
+        assert_eq!(s.lagging(LAG), None, "within the window");
+        assert_eq!(s.lagging(LAG + 1), Some(IsrProposal::Shrink { remove: vec![3] }));
+        // Nothing changes until the controller commits the shrink.
+        assert_eq!(s.high_watermark(), 2);
+        assert_eq!(s.set_isr(&[1, 2]), Some(10));
+    }
+
+    #[test]
+    fn a_follower_that_reaches_the_high_watermark_is_proposed_back() {
+        let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 0);
+        assert_eq!(s.on_follower_fetch(2, 5, 100), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 10, 200), (None, Some(IsrProposal::Expand { add: 2 })));
+    }
+
+    #[test]
+    fn the_high_watermark_never_moves_back() {
+        let mut s = three(0);
+        s.on_leader_append(10);
+        s.on_follower_fetch(2, 10, 1);
+        s.on_follower_fetch(3, 10, 1);
+        assert_eq!(s.high_watermark(), 10);
+        // A follower re-fetching from lower (after its own truncation) does not pull it back.
+        assert_eq!(s.on_follower_fetch(3, 3, 2), (None, None));
+        assert_eq!(s.high_watermark(), 10);
+    }
+
+    #[test]
+    fn caught_up_means_reaching_the_leader_log_end_offset_at_the_time_of_the_fetch() {
+        let mut s = three(0);
+        s.on_leader_append(10);
+        s.on_follower_fetch(2, 9, 20_000);
+        s.on_follower_fetch(3, 10, 20_000);
+        // Follower 2 keeps fetching but never reaches the end: the clock of its lag
+        // keeps running from the election (0).
+        s.on_follower_fetch(2, 9, LAG + 1);
+        assert_eq!(s.lagging(LAG + 1), Some(IsrProposal::Shrink { remove: vec![2] }));
+    }
+
+    #[test]
+    fn unknown_replicas_are_ignored() {
+        let mut s = three(0);
+        assert_eq!(s.on_follower_fetch(9, 100, 1), (None, None));
+    }
+}

@@ -1,0 +1,131 @@
+//! The replica manager owns a write until it is safe: acks decide what "safe" waits for.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::*;
+use crate::storage::test_util::{build_records_batch, TestRecord};
+
+fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManager>, Arc<Partition>) {
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.to_owned();
+    tweak(&mut broker);
+    let manager = Arc::new(ReplicaManager::new(&broker));
+    let config = PartitionConfig::resolve(&broker, &Default::default());
+    let id = PartitionId { topic: "t", topic_id: Uuid::new_v4(), index: 0 };
+    let partition = Arc::new(Partition::open(id, dir.join("t-0"), config, 0, NOW).unwrap());
+    (manager, partition)
+}
+
+fn records(n: usize) -> BytesMut {
+    let recs: Vec<TestRecord> = (0..n).map(|_| TestRecord { key: None, value: Some(b"v"), timestamp: NOW }).collect();
+    BytesMut::from(&build_records_batch(0, &recs, -1)[..])
+}
+
+/// The producer's clock and the broker's agree (timestamps are checked on append).
+const NOW: i64 = 1_000;
+
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(60)
+}
+
+/// Until `write` waits in the purgatory; a write that ended instead fails the test.
+async fn parked<T>(manager: &ReplicaManager, write: &tokio::task::JoinHandle<T>) {
+    while manager.purgatory().parked() == 0 {
+        assert!(!write.is_finished(), "the write ended instead of waiting");
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Leader 1 with follower 2 in the ISR: acks=all waits for the follower.
+fn two_replicas(p: &Partition) {
+    p.set_leadership(1, &[1, 2], &[1, 2], REPLICA_LAG_TIME_MAX_MS, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_all_answers_only_once_the_high_watermark_passes_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |_| {});
+    two_replicas(&p);
+    let write = {
+        let (manager, p) = (manager.clone(), p.clone());
+        tokio::spawn(async move { manager.append(&p, records(3), Acks::All, far(), NOW).await })
+    };
+    // The records are in the leader's log, but not yet safe.
+    parked(&manager, &write).await;
+    assert_eq!(p.log_end_offset(), 3);
+    assert_eq!(p.high_watermark(), 0);
+
+    // The follower fetches part of the way: still not safe.
+    manager.follower_fetched(&p, 2, 2, 10);
+    tokio::task::yield_now().await;
+    assert!(!write.is_finished());
+    assert_eq!(p.high_watermark(), 2);
+
+    manager.follower_fetched(&p, 2, 3, 20);
+    let result = write.await.unwrap().unwrap();
+    assert_eq!((result.base_offset, result.last_offset), (0, 2));
+    assert_eq!(p.high_watermark(), 3);
+    assert_eq!(manager.purgatory().parked(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_1_answers_once_the_leader_has_the_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |_| {});
+    two_replicas(&p);
+    let result = manager.append(&p, records(2), Acks::Leader, far(), NOW).await.unwrap();
+    assert_eq!(result.last_offset, 1);
+    assert_eq!(p.high_watermark(), 0, "the follower has nothing yet");
+}
+
+#[tokio::test(start_paused = true)]
+async fn acks_all_times_out_with_the_write_kept_in_the_leader_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |_| {});
+    two_replicas(&p);
+    let deadline = Instant::now() + Duration::from_millis(1_500);
+    let err = manager.append(&p, records(1), Acks::All, deadline, NOW).await.unwrap_err();
+    assert!(matches!(err, PartitionError::ReplicationTimedOut(_)), "{err:?}");
+    assert_eq!(p.log_end_offset(), 1, "Kafka keeps it too: the producer's retry is deduplicated");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_all_below_min_insync_replicas_is_refused_before_the_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
+    p.set_leadership(1, &[1, 2], &[1], REPLICA_LAG_TIME_MAX_MS, 0);
+    let err = manager.append(&p, records(1), Acks::All, far(), NOW).await.unwrap_err();
+    assert!(matches!(err, PartitionError::NotEnoughReplicas { isr: 1, min_isr: 2 }), "{err:?}");
+    assert_eq!(p.log_end_offset(), 0);
+    // acks=1 does not ask for replicas.
+    manager.append(&p, records(1), Acks::Leader, far(), NOW).await.unwrap();
+    assert_eq!(p.log_end_offset(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fsync_mode_answers_after_the_fsync_and_moves_what_is_flushed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |c| c.flush_mode = FlushMode::Fsync);
+    p.set_leadership(1, &[1], &[1], REPLICA_LAG_TIME_MAX_MS, 0);
+    assert_eq!(p.flushed_through(), 0);
+    manager.append(&p, records(4), Acks::Leader, far(), NOW).await.unwrap();
+    assert_eq!(p.flushed_through(), 4);
+    // acks=0 never waits for the disk.
+    manager.append(&p, records(1), Acks::None, far(), NOW).await.unwrap();
+    assert_eq!(p.flushed_through(), 4);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_releases_a_waiting_acks_all_write_with_a_retriable_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |_| {});
+    two_replicas(&p);
+    let write = {
+        let (manager, p) = (manager.clone(), p.clone());
+        tokio::spawn(async move { manager.append(&p, records(1), Acks::All, far(), NOW).await })
+    };
+    parked(&manager, &write).await;
+    manager.purgatory().close();
+    assert!(matches!(write.await.unwrap(), Err(PartitionError::ShuttingDown)));
+}
