@@ -14,8 +14,11 @@
 //!   offsets in `__consumer_offsets` (transactions later).
 //! * [`controller`]: cluster metadata as an event-sourced log of records applied to an
 //!   immutable [`controller::MetadataImage`].
-//! * [`replication`]: per-partition leader state: log end offset, high watermark, leader
-//!   epoch. One node today; followers later.
+//! * [`replication`]: the replica manager, which owns a write from validation until it is
+//!   as safe as its acks ask; the purgatory where produce and fetch requests wait, keyed
+//!   by partition; per-partition leader state (log, leader epoch, producer state) and the
+//!   pure ISR/high-watermark state machine (`isr.rs`). One node today; the follower
+//!   fetcher will live here too.
 //! * [`storage`]: Kafka's on-disk layout: segments of v2 record batches, sparse offset and
 //!   time indexes, recovery, retention.
 //!

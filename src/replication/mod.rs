@@ -1,6 +1,20 @@
-//! Partition leadership: the log end offset, high watermark and leader epoch of each
-//! partition this broker hosts, and idempotent-producer state. One node today: the ISR
-//! is this broker; followers and the fetcher come with replication.
+//! Partition leadership, and the one place that owns a write until it is safe.
+//!
+//! * `replica_manager.rs`: opens and closes local partitions as the metadata image says;
+//!   `append_local` + `complete` take a Produce's records from validation to the moment
+//!   they meet the request's acks.
+//! * `purgatory.rs`: delayed operations keyed by partition (produce waiting for the high
+//!   watermark, fetch waiting for bytes), woken per partition, with deadlines.
+//! * `partition.rs`: one partition's log, leader epoch and producer state behind one lock;
+//!   fsyncs outside it.
+//! * `isr.rs`: the pure ISR/high-watermark rule (positions and a clock in; high watermark
+//!   and ISR-change proposals out). On one node the ISR is this broker.
+//! * `partition_config.rs`: a topic's configs, typed once per image.
+//! * `validated.rs`, `blocking_pool.rs`, `producer_state.rs`: batch contents checks, the
+//!   pool for CPU-heavy work, idempotent-producer sequences.
+//!
+//! Where the follower fetcher will live: beside `replica_manager.rs`, calling
+//! `ReplicaManager::follower_fetched` on the leader side's Fetch path.
 
 pub mod blocking_pool;
 pub mod isr;
