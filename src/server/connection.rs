@@ -149,6 +149,10 @@ pub async fn serve(
             None => last_active + limits.idle,
         };
         tokio::select! {
+            // Shutdown first: a busy client must not keep its connection open by always
+            // having more bytes ready.
+            biased;
+            _ = shutdown.recv() => return,
             r = stream.read_buf(&mut buf) => match r {
                 Ok(0) => {
                     if !buf.is_empty() {
@@ -172,7 +176,6 @@ pub async fn serve(
                 return;
             }
             _ = state.closed() => return, // evicted; the accept loop logs it
-            _ = shutdown.recv() => return,
         }
     }
 }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use thiserror::Error;
 use tokio::net::TcpListener;
-use tokio::sync::{broadcast, Semaphore};
+use tokio::sync::{broadcast, mpsc, Semaphore};
 use tokio::task::JoinHandle;
 
 use connection::ConnectionLimits;
@@ -46,6 +46,10 @@ pub struct Broker {
     local_addr: SocketAddr,
     ctx: Arc<Ctx>,
     shutdown: broadcast::Sender<()>,
+    /// Every connection task holds a sender; `recv` returns `None` once the last one
+    /// has finished (mini-redis's `shutdown_complete`).
+    connections_done: mpsc::Receiver<()>,
+    accept: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     /// Held for the broker's lifetime: one process per data dir.
     _lock: std::fs::File,
@@ -85,14 +89,15 @@ impl Broker {
         let ctx = Arc::new(Ctx { config, controller, replicas, groups, clock, refusals: Default::default() });
         ctx.groups.load(offsets_topic::read_all(&ctx), ctx.now_ms());
         let (shutdown, _) = broadcast::channel(1);
+        let (done, connections_done) = mpsc::channel(1);
+        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone(), done)));
         let tasks = vec![
-            tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone())),
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
         ];
         tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
-        Ok(Broker { local_addr, ctx, shutdown, tasks, _lock: lock })
+        Ok(Broker { local_addr, ctx, shutdown, connections_done, accept, tasks, _lock: lock })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -108,9 +113,23 @@ impl Broker {
         &self.ctx
     }
 
-    /// Stop serving, wait for the tasks, flush every partition.
+    /// Stop accepting, let in-flight requests finish and be answered (at most
+    /// [`DRAIN_TIMEOUT`]), then flush every partition. Connections close after the
+    /// request they are serving; requests parked in the purgatory (long-poll fetches)
+    /// are answered at once with what they have. So nothing is appended after the final
+    /// flush, and every acknowledged record is in it.
     pub async fn shutdown(mut self) {
         let _ = self.shutdown.send(());
+        self.ctx.replicas.purgatory().close();
+        if let Some(accept) = self.accept.take() {
+            let _ = accept.await;
+        }
+        if tokio::time::timeout(DRAIN_TIMEOUT, self.connections_done.recv()).await.is_err() {
+            tracing::warn!(
+                timeout_ms = DRAIN_TIMEOUT.as_millis() as u64,
+                "connections still busy at shutdown; flushing without them"
+            );
+        }
         for t in self.tasks.drain(..) {
             let _ = t.await;
         }
@@ -126,7 +145,7 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         let _ = self.shutdown.send(());
-        for t in &self.tasks {
+        for t in self.tasks.iter().chain(&self.accept) {
             t.abort();
         }
     }
@@ -162,7 +181,10 @@ fn advertised(config: &BrokerConfig, bound: SocketAddr) -> (String, u16) {
     (host, bound.port())
 }
 
-async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::Sender<()>) {
+/// How long [`Broker::shutdown`] waits for in-flight requests.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::Sender<()>, done: mpsc::Sender<()>) {
     let c = &ctx.config;
     let table = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
     let limits = ConnectionLimits {
@@ -184,8 +206,11 @@ async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::
                     if let Some(old) = evicted {
                         tracing::info!(%peer, evicted = %old, "max_connections reached: closing the least recently active connection");
                     }
-                    let (ctx, limits, rx) = (ctx.clone(), limits.clone(), shutdown.subscribe());
-                    tokio::spawn(connection::serve(ctx, stream, reg, limits, rx));
+                    let (ctx, limits, rx, done) = (ctx.clone(), limits.clone(), shutdown.subscribe(), done.clone());
+                    tokio::spawn(async move {
+                        connection::serve(ctx, stream, reg, limits, rx).await;
+                        drop(done);
+                    });
                 }
                 Err(refused) => {
                     if let Some(n) = ctx.refusals.should_warn(Some(peer.ip()), "", ctx.now_ms()) {
