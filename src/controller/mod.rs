@@ -4,12 +4,14 @@
 //! Single-node runnel runs this with one voter: the controller's decisions are appended to
 //! a local, fsynced metadata log. The Raft quorum (later) replicates that same log.
 
+pub mod delta;
 pub mod image;
 pub mod metadata_log;
 mod quorum;
 pub mod records;
 pub mod topic_config;
 
+pub use delta::{MetadataDelta, MetadataListener};
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use quorum::{ConfigChange, Controller, NewTopic};
 pub use records::MetadataRecord;

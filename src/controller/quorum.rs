@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use uuid::Uuid;
 
+use super::delta::{MetadataDelta, MetadataListener};
 use super::image::{MetadataImage, TopicImage};
 use super::metadata_log::MetadataLog;
 use super::records::MetadataRecord;
@@ -48,6 +49,8 @@ pub struct Controller {
     default_partitions: i32,
     inner: Mutex<Inner>,
     image: RwLock<Arc<MetadataImage>>,
+    /// Told of every commit, in order (under `inner`'s lock).
+    listeners: RwLock<Vec<Arc<dyn MetadataListener>>>,
 }
 
 impl Controller {
@@ -70,6 +73,7 @@ impl Controller {
             default_partitions,
             inner: Mutex::new(Inner { log, next_producer_id }),
             image: RwLock::new(Arc::new(image)),
+            listeners: RwLock::new(Vec::new()),
         };
         let current = controller.image();
         let mut boot = Vec::new();
@@ -105,7 +109,16 @@ impl Controller {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Append records to the metadata log (durably) and publish the new image.
+    /// From now on `listener` hears of every commit. It is not told of the current image:
+    /// the subscriber reads [`Controller::image`] itself (at start, before serving).
+    pub fn subscribe(&self, listener: Arc<dyn MetadataListener>) {
+        self.listeners.write().unwrap_or_else(|e| e.into_inner()).push(listener);
+    }
+
+    /// Append records to the metadata log (durably) and publish the new image with its
+    /// delta to every listener before returning, so a request that changed metadata is
+    /// answered only once the broker acts on the change (a created topic's partitions
+    /// are open when CreateTopics returns).
     fn commit_locked(
         &self,
         inner: &mut Inner,
@@ -118,6 +131,10 @@ impl Controller {
         }
         let image = Arc::new(image);
         *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
+        let delta = MetadataDelta::of(&records);
+        for l in self.listeners.read().unwrap_or_else(|e| e.into_inner()).iter() {
+            l.on_commit(&image, &delta);
+        }
         Ok(image)
     }
 

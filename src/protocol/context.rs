@@ -9,7 +9,7 @@ use crate::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
 
 /// Wall-clock milliseconds; injectable so tests can move time.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+pub use crate::replication::replica_manager::Clock;
 
 pub fn system_clock() -> Clock {
     Arc::new(|| SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0))
@@ -18,7 +18,8 @@ pub fn system_clock() -> Clock {
 pub struct Ctx {
     pub config: BrokerConfig,
     pub controller: Controller,
-    pub replicas: ReplicaManager,
+    /// Shared with the controller, which pushes every metadata commit to it.
+    pub replicas: Arc<ReplicaManager>,
     pub groups: GroupCoordinator,
     pub clock: Clock,
     /// Rate limits the warn lines about refused client input.
@@ -37,13 +38,5 @@ impl Ctx {
     /// The coordinator's log (`__consumer_offsets`) as seen from this context.
     pub fn offsets_log(&self) -> super::offsets_topic::ConsumerOffsetsLog<'_> {
         super::offsets_topic::ConsumerOffsetsLog(self)
-    }
-
-    /// Bring local partitions in line with the latest metadata (after a controller write).
-    pub fn sync_partitions(&self) {
-        let image = self.controller.image();
-        if let Err(e) = self.replicas.apply_image(&image, self.now_ms()) {
-            tracing::error!(error = %e, "failed to apply metadata to local partitions");
-        }
     }
 }

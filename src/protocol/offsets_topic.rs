@@ -39,7 +39,7 @@ impl ConsumerOffsetsLog<'_> {
                 ],
             };
             match ctx.controller.create_topic(&req, false) {
-                Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => ctx.sync_partitions(),
+                Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {}
                 Err(e) => return Err(e.to_string()),
             }
         }

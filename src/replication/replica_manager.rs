@@ -14,7 +14,7 @@ use super::partition_config::PartitionConfig;
 use super::purgatory::{DelayedOperations, WaitOutcome};
 use super::validated::FramedRecords;
 use crate::config::{BrokerConfig, FlushMode};
-use crate::controller::{MetadataImage, TopicImage};
+use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, TopicImage};
 
 /// Kafka's `replica.lag.time.max.ms` default: a follower not caught up for this long
 /// leaves the ISR.
@@ -32,16 +32,32 @@ pub struct ReplicaManager {
     purgatory: DelayedOperations,
     /// Where decompression and other CPU-heavy per-request work runs.
     pool: BlockingPool,
+    /// Wall-clock milliseconds (injected, so tests can move time).
+    clock: Clock,
+}
+
+/// Wall-clock milliseconds.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// Metadata is pushed: every commit reaches the local partitions before the request
+/// that made it is answered.
+impl MetadataListener for ReplicaManager {
+    fn on_commit(&self, image: &Arc<MetadataImage>, delta: &MetadataDelta) {
+        if let Err(e) = self.apply_delta(image, delta, (self.clock)()) {
+            tracing::error!(error = %e, "failed to apply metadata to local partitions");
+        }
+    }
 }
 
 impl ReplicaManager {
-    pub fn new(broker: &BrokerConfig) -> ReplicaManager {
+    pub fn new(broker: &BrokerConfig, clock: Clock) -> ReplicaManager {
         ReplicaManager {
             data_dir: broker.data_dir.clone(),
             broker: broker.clone(),
             partitions: RwLock::new(HashMap::new()),
             purgatory: DelayedOperations::default(),
             pool: BlockingPool::per_core(),
+            clock,
         }
     }
 
@@ -59,13 +75,21 @@ impl ReplicaManager {
         PartitionConfig::resolve(&self.broker, &topic.configs)
     }
 
-    /// Open, reconfigure or delete local partitions so they match `image`.
+    /// At start: open every partition `image` has (and drop any it no longer has).
     pub fn apply_image(&self, image: &MetadataImage, now_ms: i64) -> Result<(), PartitionError> {
+        let mut delta = MetadataDelta::everything(image);
+        let map = self.partitions.read().unwrap_or_else(|e| e.into_inner());
+        delta.removed_topics.extend(map.keys().filter(|id| image.topic_by_id(id).is_none()));
+        drop(map);
+        self.apply_delta(image, &delta, now_ms)
+    }
+
+    /// Open, reconfigure or delete the local partitions that `delta` names, so they
+    /// match `image`. The only place partitions are opened, changed or closed.
+    pub fn apply_delta(&self, image: &MetadataImage, delta: &MetadataDelta, now_ms: i64) -> Result<(), PartitionError> {
         let mut map = self.partitions.write().unwrap_or_else(|e| e.into_inner());
-        // Topics that are gone: drop and delete their data.
-        let gone: Vec<Uuid> = map.keys().filter(|id| image.topic_by_id(id).is_none()).copied().collect();
-        for id in gone {
-            if let Some(parts) = map.remove(&id) {
+        for id in &delta.removed_topics {
+            if let Some(parts) = map.remove(id) {
                 for p in parts {
                     tracing::info!(topic = %p.topic, partition = p.index, "deleting partition of deleted topic");
                     p.mark_deleted();
@@ -74,11 +98,17 @@ impl ReplicaManager {
                 }
             }
         }
-        for topic in image.topics.values() {
+        for topic in delta.changed_topics.iter().filter_map(|id| image.topic_by_id(id)) {
             let config = self.config_for(topic);
             let parts = map.entry(topic.topic_id).or_default();
             for p in parts.iter() {
                 p.set_config(config.clone());
+                let leadership_changed = delta.changed_partitions.contains(&(topic.topic_id, p.index));
+                if let (true, Some(pi)) = (leadership_changed, topic.partitions.get(p.index as usize)) {
+                    if p.set_leadership(pi.leader, &pi.replicas, &pi.isr, REPLICA_LAG_TIME_MAX_MS, now_ms).is_some() {
+                        self.purgatory.wake(p.key());
+                    }
+                }
             }
             for pi in topic.partitions.iter().skip(parts.len()) {
                 let dir = self.partition_dir(&topic.name, pi.partition);

@@ -74,11 +74,14 @@ impl Broker {
             config.cluster_id.as_deref(),
             config.num_partitions,
         )?;
-        let replicas = ReplicaManager::new(&config);
+        let clock = system_clock();
+        let replicas = Arc::new(ReplicaManager::new(&config, clock.clone()));
         let image = controller.image();
         replicas.remove_orphans(&image);
-        let clock = system_clock();
         replicas.apply_image(&image, clock())?;
+        // From here on metadata is pushed: each commit reaches the partitions before the
+        // request that made it is answered.
+        controller.subscribe(replicas.clone());
         let limits = GroupLimits {
             min_session_timeout_ms: config.group_min_session_timeout_ms,
             max_session_timeout_ms: config.group_max_session_timeout_ms,

@@ -162,22 +162,17 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
     DescribeConfigsResponse::default().with_results(results)
 }
 
-/// Apply changes to one resource; `Err` carries the Kafka error code and message.
 /// Applies one resource's changes (or reports why they were refused): the error code and
-/// message its response carries. Sets `changed` when topic configs really changed.
+/// message its response carries.
 fn alter_resource(
     ctx: &Ctx,
     resource_type: i8,
     name: &str,
     changes: Result<Vec<ConfigChange>, (ResponseError, String)>,
     validate_only: bool,
-    changed: &mut bool,
 ) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
     match changes.and_then(|c| apply_changes(ctx, resource_type, name, c, validate_only)) {
-        Ok(c) => {
-            *changed |= c;
-            (0, None)
-        }
+        Ok(_) => (0, None),
         Err((code, msg)) => (code.code(), Some(str_bytes(msg))),
     }
 }
@@ -206,7 +201,6 @@ fn apply_changes(
 }
 
 pub fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
-    let mut changed = false;
     let responses =
         req.resources
             .into_iter()
@@ -230,7 +224,7 @@ pub fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigs
                     }
                     Ok(changes)
                 })();
-                let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only, &mut changed);
+                let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only);
                 alter_configs_response::AlterConfigsResourceResponse::default()
                     .with_resource_type(r.resource_type)
                     .with_resource_name(r.resource_name)
@@ -238,9 +232,6 @@ pub fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigs
                     .with_error_message(msg)
             })
             .collect();
-    if changed {
-        ctx.sync_partitions();
-    }
     AlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -254,7 +245,6 @@ pub fn incremental_alter(
     req: IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> IncrementalAlterConfigsResponse {
-    let mut changed = false;
     let responses = req
         .resources
         .into_iter()
@@ -315,7 +305,7 @@ pub fn incremental_alter(
                 }
                 Ok(changes)
             })();
-            let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only, &mut changed);
+            let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only);
             incremental_alter_configs_response::AlterConfigsResourceResponse::default()
                 .with_resource_type(r.resource_type)
                 .with_resource_name(r.resource_name)
@@ -323,8 +313,5 @@ pub fn incremental_alter(
                 .with_error_message(msg)
         })
         .collect();
-    if changed {
-        ctx.sync_partitions();
-    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }

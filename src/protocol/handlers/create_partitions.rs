@@ -9,21 +9,16 @@ use crate::protocol::Ctx;
 
 pub fn handle(ctx: &Ctx, req: CreatePartitionsRequest, _version: i16) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
-    let mut changed = false;
     for t in req.topics {
         let base = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         match ctx.controller.create_partitions(t.name.0.as_str(), t.count, req.validate_only) {
             Ok(()) => {
-                changed |= !req.validate_only;
                 results.push(base);
             }
             Err(e) => results.push(
                 base.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string()))),
             ),
         }
-    }
-    if changed {
-        ctx.sync_partitions();
     }
     CreatePartitionsResponse::default().with_results(results)
 }

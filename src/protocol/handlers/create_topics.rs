@@ -18,7 +18,6 @@ pub fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopics
         *counts.entry(t.name.0.to_string()).or_default() += 1;
     }
     let mut results = Vec::with_capacity(req.topics.len());
-    let mut created = false;
     let mut reported_duplicates = std::collections::HashSet::new();
     for t in req.topics {
         let name = t.name.0.to_string();
@@ -50,7 +49,6 @@ pub fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopics
         };
         match ctx.controller.create_topic(&new_topic, req.validate_only) {
             Ok(topic) => {
-                created |= !req.validate_only;
                 let rf = topic.partitions.first().map_or(1, |p| p.replicas.len() as i16);
                 let mut r = base
                     .with_topic_id(if req.validate_only { uuid::Uuid::nil() } else { topic.topic_id })
@@ -80,9 +78,6 @@ pub fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopics
                 );
             }
         }
-    }
-    if created {
-        ctx.sync_partitions();
     }
     CreateTopicsResponse::default().with_topics(results)
 }

@@ -15,7 +15,6 @@ pub fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> DeleteTopics
         req.topic_names.into_iter().map(|n| (Some(n), uuid::Uuid::nil())).collect()
     };
     let mut responses = Vec::with_capacity(targets.len());
-    let mut deleted = false;
     for (name, id) in targets {
         let image = ctx.image();
         let topic = match &name {
@@ -40,16 +39,12 @@ pub fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> DeleteTopics
             Ok(()) => {
                 tracing::info!(topic = %topic.name, "deleted topic");
                 ctx.groups.delete_topic_offsets(&topic.name, &ctx.offsets_log());
-                deleted = true;
                 responses.push(result);
             }
             Err(e) => responses.push(
                 result.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string()))),
             ),
         }
-    }
-    if deleted {
-        ctx.sync_partitions();
     }
     DeleteTopicsResponse::default().with_responses(responses)
 }

@@ -50,7 +50,6 @@ pub fn topic_or_auto_create(ctx: &Ctx, name: &str, allow_auto_create: bool) -> R
     match ctx.controller.create_topic(&req, false) {
         Ok(t) => {
             tracing::info!(topic = name, partitions = t.partitions.len(), "auto-created topic");
-            ctx.sync_partitions();
             Ok(t)
         }
         // Lost a race with another creator: fine.

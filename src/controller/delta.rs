@@ -1,0 +1,90 @@
+//! What one commit changed, so subscribers act on the topics and partitions it touched
+//! instead of diffing the whole image (Kafka's `MetadataDelta`), and how a new image
+//! reaches them: [`MetadataListener`], called once per commit, in commit order.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::image::MetadataImage;
+use super::records::MetadataRecord;
+
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetadataDelta {
+    /// Topics created, reconfigured or given partitions.
+    pub changed_topics: BTreeSet<Uuid>,
+    /// Partitions created or whose replicas, ISR or leader changed.
+    pub changed_partitions: BTreeSet<(Uuid, i32)>,
+    /// Topics deleted.
+    pub removed_topics: BTreeSet<Uuid>,
+}
+
+impl MetadataDelta {
+    pub fn of(records: &[MetadataRecord]) -> MetadataDelta {
+        let mut d = MetadataDelta::default();
+        for r in records {
+            match r {
+                MetadataRecord::Topic { topic_id, .. } | MetadataRecord::TopicConfig { topic_id, .. } => {
+                    d.changed_topics.insert(*topic_id);
+                }
+                MetadataRecord::Partition { topic_id, partition, .. } => {
+                    d.changed_topics.insert(*topic_id);
+                    d.changed_partitions.insert((*topic_id, *partition));
+                }
+                MetadataRecord::RemoveTopic { topic_id } => {
+                    d.removed_topics.insert(*topic_id);
+                }
+                MetadataRecord::Cluster { .. }
+                | MetadataRecord::RegisterBroker { .. }
+                | MetadataRecord::ProducerIds { .. } => {}
+            }
+        }
+        d
+    }
+
+    /// Everything in `image`, as if it had just been created (a subscriber's first view).
+    pub fn everything(image: &MetadataImage) -> MetadataDelta {
+        let mut d = MetadataDelta::default();
+        for t in image.topics.values() {
+            d.changed_topics.insert(t.topic_id);
+            d.changed_partitions.extend(t.partitions.iter().map(|p| (t.topic_id, p.partition)));
+        }
+        d
+    }
+}
+
+/// A subscriber to committed metadata. Called under the controller's commit order (never
+/// concurrently with itself, never out of order); it must not call back into the
+/// controller.
+pub trait MetadataListener: Send + Sync {
+    fn on_commit(&self, image: &Arc<MetadataImage>, delta: &MetadataDelta);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_delta_names_what_its_records_touch() {
+        let (a, b) = (Uuid::from_u128(1), Uuid::from_u128(2));
+        let records = vec![
+            MetadataRecord::Topic { name: "a".into(), topic_id: a },
+            MetadataRecord::Partition {
+                topic_id: a,
+                partition: 0,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            },
+            MetadataRecord::RemoveTopic { topic_id: b },
+            MetadataRecord::ProducerIds { next_producer_id: 1000 },
+        ];
+        let d = MetadataDelta::of(&records);
+        assert_eq!(d.changed_topics, BTreeSet::from([a]));
+        assert_eq!(d.changed_partitions, BTreeSet::from([(a, 0)]));
+        assert_eq!(d.removed_topics, BTreeSet::from([b]));
+    }
+}
