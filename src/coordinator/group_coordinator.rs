@@ -17,7 +17,7 @@ use super::group::{
     Effect, Group, GroupError, GroupLimits, GroupState, JoinOutcome, JoinParams, RestoredMember, SyncOutcome,
     SyncParams, Token,
 };
-use super::offsets::{CommittedOffset, GroupValue, OffsetsRecord};
+use super::offsets_codec::{CommittedOffset, GroupValue, OffsetsRecord};
 
 /// Where coordinator records go: the `__consumer_offsets` topic. Appends are durable
 /// (per the broker's flush policy) when `append` returns.

@@ -2,7 +2,7 @@
 //!
 //! * [`group`]: the classic group protocol as a pure state machine (events and `now` in,
 //!   effects out).
-//! * [`offsets`]: the `__consumer_offsets` record formats (Kafka's).
+//! * [`offsets_codec`]: the `__consumer_offsets` record formats (Kafka's), one record and a v2 batch of them.
 //! * [`group_coordinator`]: the shell that parks JoinGroup/SyncGroup requests, runs the
 //!   clock, and persists group metadata and committed offsets.
 //!
@@ -11,7 +11,7 @@
 
 pub mod group;
 pub mod group_coordinator;
-pub mod offsets;
+pub mod offsets_codec;
 
 pub use group::{GroupError, GroupLimits, GroupState};
 pub use group_coordinator::{CoordinatorError, GroupCoordinator, OffsetsLog};

@@ -1,16 +1,10 @@
 //! `__consumer_offsets`: the coordinator's records stored as an ordinary (internal,
 //! compacted) topic in runnel's own log.
 
-use bytes::BytesMut;
-use indexmap::IndexMap;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
-
 use super::Ctx;
 use crate::config::FlushMode;
 use crate::controller::{ControllerError, NewTopic};
-use crate::coordinator::offsets::OffsetsRecord;
+use crate::coordinator::offsets_codec::{self, OffsetsRecord};
 use crate::coordinator::OffsetsLog;
 use crate::replication::{Partition, ProduceLimits, ValidatedRecords};
 
@@ -56,32 +50,7 @@ impl OffsetsLog for ConsumerOffsetsLog<'_> {
         let ctx = self.0;
         let partition = self.partition()?;
         let now = ctx.now_ms();
-        let recs: Vec<Record> = records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1,
-                timestamp: now,
-                key: Some(r.key()),
-                value: r.value(),
-                headers: IndexMap::new(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            recs.iter(),
-            &RecordEncodeOptions { version: 2, compression: Compression::None },
-        )
-        .map_err(|e| e.to_string())?;
+        let buf = offsets_codec::encode_batch(records, now)?;
         let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: false };
         let mut records = ValidatedRecords::validate(buf, &limits).map_err(|e| e.to_string())?;
         let res = partition.append(&mut records, now).map_err(|e| e.to_string())?;
@@ -110,9 +79,8 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
             if data.records.is_empty() {
                 break;
             }
-            let mut buf = data.records.clone();
-            let sets = match RecordBatchDecoder::decode_all(&mut buf) {
-                Ok(s) => s,
+            let logged = match offsets_codec::decode_batches(&data.records) {
+                Ok(l) => l,
                 Err(e) => {
                     tracing::error!(error = %e, offset, "undecodable batch in __consumer_offsets; stopping replay here");
                     break;
@@ -122,14 +90,11 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
             // records, so record offsets alone would fetch that batch again.
             let mut next = crate::storage::batch::split_batches(&data.records)
                 .map_or(offset, |hs| hs.iter().map(|h| h.next_offset()).max().unwrap_or(offset));
-            for set in sets {
-                for r in set.records {
-                    next = next.max(r.offset + 1);
-                    let Some(key) = r.key.as_deref() else { continue };
-                    match OffsetsRecord::decode(key, r.value.as_deref()) {
-                        Some(rec) => out.push(rec),
-                        None => tracing::warn!(offset = r.offset, "skipping unreadable __consumer_offsets record"),
-                    }
+            for l in logged {
+                next = next.max(l.offset + 1);
+                match l.record {
+                    Some(rec) => out.push(rec),
+                    None => tracing::warn!(offset = l.offset, "skipping unreadable __consumer_offsets record"),
                 }
             }
             if next <= offset {

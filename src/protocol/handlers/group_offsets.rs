@@ -14,7 +14,7 @@ use kafka_protocol::protocol::Decodable;
 use super::str_bytes;
 use crate::coordinator::group::Group;
 use crate::coordinator::group_coordinator::MemberRef;
-use crate::coordinator::offsets::CommittedOffset;
+use crate::coordinator::offsets_codec::CommittedOffset;
 use crate::coordinator::CoordinatorError;
 use crate::protocol::errors::coordinator_error;
 use crate::protocol::Ctx;
