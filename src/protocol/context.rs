@@ -34,11 +34,6 @@ impl Ctx {
         self.controller.image()
     }
 
-    /// The coordinator's log (`__consumer_offsets`) as seen from this context.
-    pub fn offsets_log(&self) -> super::offsets_topic::ConsumerOffsetsLog<'_> {
-        super::offsets_topic::ConsumerOffsetsLog(self)
-    }
-
     /// Bring local partitions in line with the latest metadata (after a controller write).
     pub fn sync_partitions(&self) {
         let image = self.controller.image();

@@ -1,64 +1,92 @@
 //! `__consumer_offsets`: the coordinator's records stored as an ordinary (internal,
-//! compacted) topic in runnel's own log.
+//! compacted) topic in runnel's own log. This is glue: find (or create) the partition,
+//! append the coordinator's batch with `Partition::append`, read it back at start. The
+//! record formats are the coordinator's (`coordinator::offsets_codec`).
+
+use std::sync::{Arc, Weak};
 
 use super::Ctx;
 use crate::config::FlushMode;
 use crate::controller::{ControllerError, NewTopic};
 use crate::coordinator::offsets_codec::{self, OffsetsRecord};
-use crate::coordinator::OffsetsLog;
-use crate::replication::{Partition, ProduceLimits, ValidatedRecords};
+use crate::coordinator::writer::{AppendFuture, OffsetsWriteError, OffsetsWriter};
+use crate::replication::{Partition, PartitionError, ProduceLimits, ValidatedRecords};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Writes coordinator records for one request or timer tick.
-pub struct ConsumerOffsetsLog<'a>(pub &'a Ctx);
-
-impl ConsumerOffsetsLog<'_> {
-    /// Create `__consumer_offsets` if it does not exist yet.
-    pub fn ensure_topic(&self) -> Result<(), String> {
-        self.partition().map(|_| ())
-    }
-
-    fn partition(&self) -> Result<std::sync::Arc<Partition>, String> {
-        let ctx = self.0;
-        if ctx.image().topic(OFFSETS_TOPIC).is_none() {
-            let req = NewTopic {
-                name: OFFSETS_TOPIC.to_owned(),
-                num_partitions: 1,
-                replication_factor: -1,
-                assignments: vec![],
-                configs: vec![
-                    ("cleanup.policy".into(), Some("compact".into())),
-                    ("segment.bytes".into(), Some(ctx.config.offsets_topic_segment_bytes.to_string())),
-                ],
-            };
-            match ctx.controller.create_topic(&req, false) {
-                Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => ctx.sync_partitions(),
-                Err(e) => return Err(e.to_string()),
-            }
+/// Create `__consumer_offsets` if it does not exist yet; its partition 0.
+pub fn ensure_topic(ctx: &Ctx) -> Result<Arc<Partition>, String> {
+    if ctx.image().topic(OFFSETS_TOPIC).is_none() {
+        let req = NewTopic {
+            name: OFFSETS_TOPIC.to_owned(),
+            num_partitions: 1,
+            replication_factor: -1,
+            assignments: vec![],
+            configs: vec![
+                ("cleanup.policy".into(), Some("compact".into())),
+                ("segment.bytes".into(), Some(ctx.config.offsets_topic_segment_bytes.to_string())),
+            ],
+        };
+        match ctx.controller.create_topic(&req, false) {
+            Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => ctx.sync_partitions(),
+            Err(e) => return Err(e.to_string()),
         }
-        let topic = ctx.image().topic(OFFSETS_TOPIC).cloned().ok_or("offsets topic missing")?;
-        ctx.replicas.partition(&topic.topic_id, 0).ok_or_else(|| "offsets partition missing".to_owned())
     }
+    let topic = ctx.image().topic(OFFSETS_TOPIC).cloned().ok_or("offsets topic missing")?;
+    ctx.replicas.partition(&topic.topic_id, 0).ok_or_else(|| "offsets partition missing".to_owned())
 }
 
-impl OffsetsLog for ConsumerOffsetsLog<'_> {
-    fn append(&self, records: &[OffsetsRecord]) -> Result<(), String> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let ctx = self.0;
-        let partition = self.partition()?;
+/// The group coordinator's writer. It holds the broker context weakly: the context owns
+/// the coordinator, which owns this writer.
+pub struct ConsumerOffsetsWriter {
+    ctx: Weak<Ctx>,
+}
+
+impl ConsumerOffsetsWriter {
+    pub fn new(ctx: Weak<Ctx>) -> ConsumerOffsetsWriter {
+        ConsumerOffsetsWriter { ctx }
+    }
+
+    fn write(&self, records: &[OffsetsRecord]) -> Result<(), OffsetsWriteError> {
+        let ctx = self.ctx.upgrade().ok_or(OffsetsWriteError::Unavailable)?;
+        let partition = ensure_topic(&ctx).map_err(|e| {
+            tracing::error!(error = %e, "no __consumer_offsets partition to write to");
+            OffsetsWriteError::Unavailable
+        })?;
         let now = ctx.now_ms();
-        let buf = offsets_codec::encode_batch(records, now)?;
+        let batch = offsets_codec::encode_batch(records, now).map_err(|e| {
+            tracing::error!(error = %e, "cannot encode coordinator records");
+            OffsetsWriteError::Rejected
+        })?;
         let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: false };
-        let mut records = ValidatedRecords::validate(buf, &limits).map_err(|e| e.to_string())?;
-        let res = partition.append(&mut records, now).map_err(|e| e.to_string())?;
+        let mut batch = ValidatedRecords::validate(batch, &limits).map_err(|e| {
+            tracing::error!(error = %e, "coordinator records fail batch validation");
+            OffsetsWriteError::Rejected
+        })?;
+        let res = partition.append(&mut batch, now).map_err(append_error)?;
         if ctx.config.flush_mode == FlushMode::Fsync {
-            partition.flush_through(res.last_offset).map_err(|e| e.to_string())?;
+            partition.flush_through(res.last_offset).map_err(append_error)?;
         }
         ctx.replicas.notify_appended();
         Ok(())
+    }
+}
+
+/// Kafka's append errors, as the coordinator runtime sees them: storage failures vs. a
+/// batch the log refuses.
+fn append_error(e: PartitionError) -> OffsetsWriteError {
+    tracing::error!(error = %e, "appending to __consumer_offsets failed");
+    match e {
+        PartitionError::InvalidBatch(_) => OffsetsWriteError::Rejected,
+        _ => OffsetsWriteError::Storage,
+    }
+}
+
+impl OffsetsWriter for ConsumerOffsetsWriter {
+    fn append<'a>(&'a self, records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
+        // The append is a local, synchronous log write (as Produce's is); it runs when the
+        // coordinator awaits the future, outside the coordinator's state lock.
+        Box::pin(async move { self.write(records) })
     }
 }
 
