@@ -15,6 +15,9 @@ use std::collections::HashMap;
 
 use bytes::Bytes;
 use indexmap::IndexMap;
+use thiserror::Error;
+
+use super::writer::OffsetsWriteError;
 
 /// Identifies a parked request in the shell.
 pub type Token = u64;
@@ -41,17 +44,29 @@ impl GroupState {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum GroupError {
+    #[error("unknown member id")]
     UnknownMemberId,
+    #[error("illegal generation")]
     IllegalGeneration,
+    #[error("rebalance in progress")]
     RebalanceInProgress,
+    #[error("a member id is required to join")]
     MemberIdRequired,
+    #[error("no protocol in common with the group")]
     InconsistentGroupProtocol,
+    #[error("session timeout outside the broker's bounds")]
     InvalidSessionTimeout,
+    #[error("the static member was replaced by a newer instance")]
     FencedInstanceId,
+    #[error("the group is being deleted")]
     CoordinatorNotAvailable,
+    #[error("the group is full")]
     GroupMaxSizeReached,
+    /// The decision's records did not reach `__consumer_offsets`; the group is as before.
+    #[error(transparent)]
+    Write(#[from] OffsetsWriteError),
 }
 
 #[derive(Debug, Clone)]
@@ -133,7 +148,7 @@ pub struct JoinOutcome {
 }
 
 impl JoinOutcome {
-    fn error(e: GroupError, member_id: &str) -> JoinOutcome {
+    pub fn error(e: GroupError, member_id: &str) -> JoinOutcome {
         JoinOutcome {
             error: Some(e),
             generation_id: -1,
@@ -167,7 +182,7 @@ pub struct SyncOutcome {
 }
 
 impl SyncOutcome {
-    fn error(e: GroupError) -> SyncOutcome {
+    pub fn error(e: GroupError) -> SyncOutcome {
         SyncOutcome { error: Some(e), protocol_type: None, protocol_name: None, assignment: Bytes::new() }
     }
 }
@@ -302,6 +317,24 @@ impl Group {
 
     pub fn is_empty(&self) -> bool {
         self.members.is_empty()
+    }
+
+    /// Nothing for the clock to do: no members and no member ids handed out.
+    pub fn is_idle(&self) -> bool {
+        self.state == GroupState::Empty && self.members.is_empty() && self.pending_members.is_empty()
+    }
+
+    /// The shell answered these parked requests itself (their decision's write failed):
+    /// members no longer count as waiting in JoinGroup or SyncGroup for them.
+    pub fn forget_parked(&mut self, tokens: &[Token]) {
+        for m in self.members.values_mut() {
+            if m.awaiting_join.is_some_and(|t| tokens.contains(&t)) {
+                m.awaiting_join = None;
+            }
+            if m.awaiting_sync.is_some_and(|t| tokens.contains(&t)) {
+                m.awaiting_sync = None;
+            }
+        }
     }
 
     fn set_state(&mut self, state: GroupState, now: i64) {

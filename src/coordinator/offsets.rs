@@ -1,291 +1,170 @@
-//! Records of the `__consumer_offsets` topic, in Kafka's own key/value formats so that
-//! the topic reads the same as Kafka's.
+//! Committed offsets: the per-group maps that `__consumer_offsets` offset records build,
+//! and the decisions about them (who may commit, what expires, what a delete removes).
 //!
-//! Keys (big-endian, strings are i16 length + UTF-8):
-//! * version 0 or 1: committed offset — `group, topic, partition: i32`
-//! * version 2: group metadata — `group`
-//!
-//! Values (a null value is a tombstone: the offset or group is deleted):
-//! * offset, version 3: `offset: i64, leader_epoch: i32, metadata: string, commit_timestamp: i64`
-//!   (version 1, read only: `offset, metadata, commit_timestamp, expire_timestamp: i64`)
-//! * group, version 3: `protocol_type: string, generation: i32, protocol: nullable string,
-//!   leader: nullable string, current_state_timestamp: i64, members: [member_id, group_instance_id
-//!   (nullable), client_id, client_host, rebalance_timeout: i32, session_timeout: i32,
-//!   subscription: bytes (i32 length), assignment: bytes]`
+//! Invariant: the maps change only by [`CommittedOffsets::replay`] of a record, at load
+//! and after the record was written, so they never hold an offset the log does not.
 
-use bytes::{BufMut, Bytes, BytesMut};
+use std::collections::{BTreeMap, HashMap};
 
-use super::group::RestoredMember;
+use super::group::{Group, GroupError, GroupState};
+use super::offsets_codec::{CommittedOffset, OffsetsRecord};
 
+/// Kafka's `offset.metadata.max.bytes` default.
+pub const MAX_METADATA_BYTES: usize = 4096;
+
+/// Who commits: member id, generation and static instance id, as the request gives them.
+#[derive(Debug, Clone, Copy)]
+pub struct MemberRef<'a> {
+    pub member_id: &'a str,
+    pub generation_id: i32,
+    pub group_instance_id: Option<&'a str>,
+}
+
+impl MemberRef<'_> {
+    /// A commit from outside any generation (manual assignment).
+    pub fn simple() -> MemberRef<'static> {
+        MemberRef { member_id: "", generation_id: -1, group_instance_id: None }
+    }
+
+    fn is_simple(&self) -> bool {
+        self.generation_id < 0 && self.member_id.is_empty()
+    }
+}
+
+/// One partition of an OffsetCommit, as the request gives it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct CommittedOffset {
+pub struct OffsetCommit {
+    pub topic: String,
+    pub partition: i32,
     pub offset: i64,
     pub leader_epoch: i32,
     pub metadata: String,
-    pub commit_timestamp: i64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct GroupValue {
-    pub protocol_type: String,
-    pub generation: i32,
-    pub protocol: Option<String>,
-    pub leader: Option<String>,
-    pub state_timestamp: i64,
-    pub members: Vec<RestoredMember>,
-}
-
-#[derive(Debug, Clone, PartialEq)]
-pub enum OffsetsRecord {
-    Offset { group: String, topic: String, partition: i32, value: Option<CommittedOffset> },
-    Group { group: String, value: Option<GroupValue> },
-}
-
-fn put_str(b: &mut BytesMut, s: &str) {
-    let len = s.len().min(i16::MAX as usize);
-    b.put_i16(len as i16);
-    b.put_slice(&s.as_bytes()[..len]);
-}
-
-fn put_nullable_str(b: &mut BytesMut, s: Option<&str>) {
-    match s {
-        Some(s) => put_str(b, s),
-        None => b.put_i16(-1),
+/// Kafka's classic-group commit check (`ClassicGroup.validateOffsetCommit`): a simple
+/// commit only while the group has no members; otherwise a current member of the current
+/// generation, not while the group waits for its assignment.
+pub fn validate_commit(group: &Group, member: MemberRef<'_>) -> Result<(), GroupError> {
+    if member.is_simple() {
+        return if group.is_empty() { Ok(()) } else { Err(GroupError::IllegalGeneration) };
     }
-}
-
-fn put_bytes(b: &mut BytesMut, v: &[u8]) {
-    b.put_i32(v.len() as i32);
-    b.put_slice(v);
-}
-
-impl OffsetsRecord {
-    pub fn key(&self) -> Bytes {
-        let mut b = BytesMut::new();
-        match self {
-            OffsetsRecord::Offset { group, topic, partition, .. } => {
-                b.put_i16(1);
-                put_str(&mut b, group);
-                put_str(&mut b, topic);
-                b.put_i32(*partition);
-            }
-            OffsetsRecord::Group { group, .. } => {
-                b.put_i16(2);
-                put_str(&mut b, group);
-            }
+    if let Some(iid) = member.group_instance_id {
+        let fenced = group.members.get(member.member_id).is_some_and(|m| m.group_instance_id.as_deref() != Some(iid));
+        if fenced {
+            return Err(GroupError::FencedInstanceId);
         }
-        b.freeze()
     }
+    if !group.members.contains_key(member.member_id) {
+        return Err(GroupError::UnknownMemberId);
+    }
+    if member.generation_id != group.generation_id {
+        return Err(GroupError::IllegalGeneration);
+    }
+    if group.state == GroupState::CompletingRebalance {
+        return Err(GroupError::RebalanceInProgress);
+    }
+    Ok(())
+}
 
-    pub fn value(&self) -> Option<Bytes> {
-        let mut b = BytesMut::new();
-        match self {
-            OffsetsRecord::Offset { value, .. } => {
-                let v = value.as_ref()?;
-                b.put_i16(3);
-                b.put_i64(v.offset);
-                b.put_i32(v.leader_epoch);
-                put_str(&mut b, &v.metadata);
-                b.put_i64(v.commit_timestamp);
+type PartitionOffsets = BTreeMap<(String, i32), CommittedOffset>;
+
+#[derive(Debug, Default)]
+pub struct CommittedOffsets {
+    by_group: HashMap<String, PartitionOffsets>,
+}
+
+fn tombstone(group: &str, topic: &str, partition: i32) -> OffsetsRecord {
+    OffsetsRecord::Offset { group: group.to_owned(), topic: topic.to_owned(), partition, value: None }
+}
+
+impl CommittedOffsets {
+    /// Apply one offset record (a `None` value deletes).
+    pub fn replay(&mut self, group: String, topic: String, partition: i32, value: Option<CommittedOffset>) {
+        match value {
+            Some(v) => {
+                self.by_group.entry(group).or_default().insert((topic, partition), v);
             }
-            OffsetsRecord::Group { value, .. } => {
-                let v = value.as_ref()?;
-                b.put_i16(3);
-                put_str(&mut b, &v.protocol_type);
-                b.put_i32(v.generation);
-                put_nullable_str(&mut b, v.protocol.as_deref());
-                put_nullable_str(&mut b, v.leader.as_deref());
-                b.put_i64(v.state_timestamp);
-                b.put_i32(v.members.len() as i32);
-                for m in &v.members {
-                    put_str(&mut b, &m.member_id);
-                    put_nullable_str(&mut b, m.group_instance_id.as_deref());
-                    put_str(&mut b, &m.client_id);
-                    put_str(&mut b, &m.client_host);
-                    b.put_i32(m.rebalance_timeout_ms);
-                    b.put_i32(m.session_timeout_ms);
-                    put_bytes(&mut b, &m.subscription);
-                    put_bytes(&mut b, &m.assignment);
+            None => {
+                if let Some(o) = self.by_group.get_mut(&group) {
+                    o.remove(&(topic, partition));
+                    if o.is_empty() {
+                        self.by_group.remove(&group);
+                    }
                 }
             }
         }
-        Some(b.freeze())
     }
 
-    /// Decode a record; `None` for a malformed record or an unknown version (skipped on
-    /// replay, with a log line by the caller).
-    pub fn decode(key: &[u8], value: Option<&[u8]>) -> Option<OffsetsRecord> {
-        let mut k = Reader(key);
-        match k.i16()? {
-            0 | 1 => {
-                let group = k.string()?;
-                let topic = k.string()?;
-                let partition = k.i32()?;
-                let value = match value {
-                    None => None,
-                    Some(v) => Some(decode_offset_value(v)?),
-                };
-                Some(OffsetsRecord::Offset { group, topic, partition, value })
+    pub fn has_group(&self, group: &str) -> bool {
+        self.by_group.contains_key(group)
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = &String> {
+        self.by_group.keys()
+    }
+
+    pub fn contains(&self, group: &str, topic: &str, partition: i32) -> bool {
+        self.by_group.get(group).is_some_and(|o| o.contains_key(&(topic.to_owned(), partition)))
+    }
+
+    /// Committed offsets of a group: for the given partitions, or all it has.
+    pub fn fetch(
+        &self,
+        group: &str,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Vec<(String, i32, Option<CommittedOffset>)> {
+        let offsets = self.by_group.get(group);
+        match partitions {
+            Some(ps) => ps
+                .iter()
+                .map(|(t, p)| (t.clone(), *p, offsets.and_then(|o| o.get(&(t.clone(), *p)).cloned())))
+                .collect(),
+            None => offsets
+                .map(|o| o.iter().map(|((t, p), v)| (t.clone(), *p, Some(v.clone()))).collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Tombstones for every offset of `group` (DeleteGroups).
+    pub fn group_tombstones(&self, group: &str) -> Vec<OffsetsRecord> {
+        self.by_group.get(group).map(|o| o.keys().map(|(t, p)| tombstone(group, t, *p)).collect()).unwrap_or_default()
+    }
+
+    /// Tombstones for every group's offsets of `topic` (the topic was deleted).
+    pub fn topic_tombstones(&self, topic: &str) -> Vec<OffsetsRecord> {
+        let mut out = Vec::new();
+        for (group, offsets) in &self.by_group {
+            out.extend(offsets.keys().filter(|(t, _)| t == topic).map(|(t, p)| tombstone(group, t, *p)));
+        }
+        out
+    }
+
+    /// Tombstones for offsets past retention, as Kafka expires them: only for groups that
+    /// have been Empty for the retention period (or have no group at all), and only offsets
+    /// committed longer ago than the retention.
+    pub fn expiry_tombstones(
+        &self,
+        groups: &HashMap<String, Group>,
+        now: i64,
+        retention_ms: i64,
+    ) -> Vec<OffsetsRecord> {
+        let mut out = Vec::new();
+        for (gid, offsets) in &self.by_group {
+            let empty_since = match groups.get(gid) {
+                Some(g) if g.state == GroupState::Empty => g.state_timestamp_ms,
+                Some(_) => continue,
+                None => 0,
+            };
+            if empty_since + retention_ms > now {
+                continue;
             }
-            2 => {
-                let group = k.string()?;
-                let value = match value {
-                    None => None,
-                    Some(v) => Some(decode_group_value(v)?),
-                };
-                Some(OffsetsRecord::Group { group, value })
-            }
-            _ => None,
+            out.extend(
+                offsets
+                    .iter()
+                    .filter(|(_, o)| o.commit_timestamp + retention_ms <= now)
+                    .map(|((t, p), _)| tombstone(gid, t, *p)),
+            );
         }
-    }
-}
-
-fn decode_offset_value(v: &[u8]) -> Option<CommittedOffset> {
-    let mut r = Reader(v);
-    match r.i16()? {
-        0..=2 => {
-            let version_has_expire = true;
-            let offset = r.i64()?;
-            let metadata = r.string()?;
-            let commit_timestamp = r.i64()?;
-            if version_has_expire {
-                let _ = r.i64();
-            }
-            Some(CommittedOffset { offset, leader_epoch: -1, metadata, commit_timestamp })
-        }
-        3 | 4 => {
-            let offset = r.i64()?;
-            let leader_epoch = r.i32()?;
-            let metadata = r.string()?;
-            let commit_timestamp = r.i64()?;
-            Some(CommittedOffset { offset, leader_epoch, metadata, commit_timestamp })
-        }
-        _ => None,
-    }
-}
-
-fn decode_group_value(v: &[u8]) -> Option<GroupValue> {
-    let mut r = Reader(v);
-    if r.i16()? != 3 {
-        return None;
-    }
-    let protocol_type = r.string()?;
-    let generation = r.i32()?;
-    let protocol = r.nullable_string()?;
-    let leader = r.nullable_string()?;
-    let state_timestamp = r.i64()?;
-    let count = r.i32()?;
-    let mut members = Vec::new();
-    for _ in 0..count.max(0) {
-        members.push(RestoredMember {
-            member_id: r.string()?,
-            group_instance_id: r.nullable_string()?,
-            client_id: r.string()?,
-            client_host: r.string()?,
-            rebalance_timeout_ms: r.i32()?,
-            session_timeout_ms: r.i32()?,
-            subscription: r.bytes()?,
-            assignment: r.bytes()?,
-        });
-    }
-    Some(GroupValue { protocol_type, generation, protocol, leader, state_timestamp, members })
-}
-
-/// Bounds-checked reads; every method returns `None` past the end.
-struct Reader<'a>(&'a [u8]);
-
-impl Reader<'_> {
-    fn take(&mut self, n: usize) -> Option<&[u8]> {
-        if self.0.len() < n {
-            return None;
-        }
-        let (head, tail) = self.0.split_at(n);
-        self.0 = tail;
-        Some(head)
-    }
-    fn i16(&mut self) -> Option<i16> {
-        self.take(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
-    }
-    fn i32(&mut self) -> Option<i32> {
-        self.take(4).map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
-    }
-    fn i64(&mut self) -> Option<i64> {
-        self.take(8).map(|b| i64::from_be_bytes(b.try_into().unwrap_or([0; 8])))
-    }
-    fn nullable_string(&mut self) -> Option<Option<String>> {
-        let len = self.i16()?;
-        if len < 0 {
-            return Some(None);
-        }
-        let b = self.take(len as usize)?;
-        Some(Some(String::from_utf8(b.to_vec()).ok()?))
-    }
-    fn string(&mut self) -> Option<String> {
-        self.nullable_string()?
-    }
-    fn bytes(&mut self) -> Option<Bytes> {
-        let len = self.i32()?;
-        if len < 0 {
-            return Some(Bytes::new());
-        }
-        Some(Bytes::copy_from_slice(self.take(len as usize)?))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn records_round_trip() {
-        let recs = vec![
-            OffsetsRecord::Offset {
-                group: "g".into(),
-                topic: "t".into(),
-                partition: 3,
-                value: Some(CommittedOffset {
-                    offset: 42,
-                    leader_epoch: 1,
-                    metadata: "m".into(),
-                    commit_timestamp: 99,
-                }),
-            },
-            OffsetsRecord::Offset { group: "g".into(), topic: "t".into(), partition: 3, value: None },
-            OffsetsRecord::Group {
-                group: "g".into(),
-                value: Some(GroupValue {
-                    protocol_type: "consumer".into(),
-                    generation: 5,
-                    protocol: Some("range".into()),
-                    leader: Some("m1".into()),
-                    state_timestamp: 7,
-                    members: vec![RestoredMember {
-                        member_id: "m1".into(),
-                        group_instance_id: Some("i".into()),
-                        client_id: "c".into(),
-                        client_host: "/h".into(),
-                        rebalance_timeout_ms: 1,
-                        session_timeout_ms: 2,
-                        subscription: Bytes::from_static(b"sub"),
-                        assignment: Bytes::from_static(b"asg"),
-                    }],
-                }),
-            },
-            OffsetsRecord::Group { group: "g".into(), value: None },
-        ];
-        for r in recs {
-            let key = r.key();
-            let value = r.value();
-            assert_eq!(OffsetsRecord::decode(&key, value.as_deref()), Some(r));
-        }
-    }
-
-    #[test]
-    fn malformed_records_are_rejected_not_panicked_on() {
-        assert_eq!(OffsetsRecord::decode(&[], None), None);
-        assert_eq!(OffsetsRecord::decode(&[0, 1, 0x7f, 0xff], None), None);
-        assert_eq!(OffsetsRecord::decode(&[0, 9], None), None);
-        let key = OffsetsRecord::Group { group: "g".into(), value: None }.key();
-        assert_eq!(OffsetsRecord::decode(&key, Some(&[0, 3, 0, 200])), None);
+        out
     }
 }

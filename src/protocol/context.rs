@@ -34,9 +34,4 @@ impl Ctx {
     pub fn image(&self) -> Arc<MetadataImage> {
         self.controller.image()
     }
-
-    /// The coordinator's log (`__consumer_offsets`) as seen from this context.
-    pub fn offsets_log(&self) -> super::offsets_topic::ConsumerOffsetsLog<'_> {
-        super::offsets_topic::ConsumerOffsetsLog(self)
-    }
 }

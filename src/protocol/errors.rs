@@ -3,7 +3,7 @@
 use kafka_protocol::error::ResponseError;
 
 use crate::controller::ControllerError;
-use crate::coordinator::{CoordinatorError, GroupError};
+use crate::coordinator::{CoordinatorError, GroupError, OffsetsWriteError};
 use crate::replication::PartitionError;
 use crate::storage::{BatchError, StorageError};
 
@@ -72,13 +72,32 @@ pub fn group_error(e: GroupError) -> ResponseError {
         GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::Write(w) => offsets_write_error(w),
+    }
+}
+
+/// A coordinator write that failed, as Kafka 4.x answers it, the same for JoinGroup,
+/// SyncGroup, LeaveGroup, OffsetCommit (every partition), DeleteGroups and OffsetDelete:
+/// `CoordinatorOperationExceptionHelper.handleOperationException` (coordinator-common)
+/// and `GroupMetadataManager.appendGroupMetadataErrorToResponseError` map
+/// UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS and REQUEST_TIMED_OUT to
+/// COORDINATOR_NOT_AVAILABLE; NOT_LEADER_OR_FOLLOWER and KAFKA_STORAGE_ERROR to
+/// NOT_COORDINATOR; MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE and INVALID_FETCH_SIZE to
+/// UNKNOWN_SERVER_ERROR. Clients retry the first two (after finding the coordinator
+/// again).
+pub fn offsets_write_error(e: OffsetsWriteError) -> ResponseError {
+    match e {
+        OffsetsWriteError::Unavailable => ResponseError::CoordinatorNotAvailable,
+        OffsetsWriteError::Storage => ResponseError::NotCoordinator,
+        OffsetsWriteError::Rejected => ResponseError::UnknownServerError,
     }
 }
 
 pub fn coordinator_error(e: CoordinatorError) -> ResponseError {
     match e {
         CoordinatorError::Group(g) => group_error(g),
-        CoordinatorError::Storage => ResponseError::CoordinatorNotAvailable,
+        CoordinatorError::Write(w) => offsets_write_error(w),
+        CoordinatorError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         CoordinatorError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         CoordinatorError::NonEmptyGroup => ResponseError::NonEmptyGroup,
         CoordinatorError::GroupSubscribedToTopic => ResponseError::GroupSubscribedToTopic,

@@ -1,95 +1,101 @@
 //! `__consumer_offsets`: the coordinator's records stored as an ordinary (internal,
-//! compacted) topic in runnel's own log.
+//! compacted) topic in runnel's own log. This is glue: find (or create) the partition,
+//! append the coordinator's batch with `Partition::append`, read it back at start. The
+//! record formats are the coordinator's (`coordinator::offsets_codec`).
 
-use bytes::BytesMut;
-use indexmap::IndexMap;
-use kafka_protocol::records::{
-    Compression, Record, RecordBatchDecoder, RecordBatchEncoder, RecordEncodeOptions, TimestampType,
-};
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use super::Ctx;
-use crate::config::FlushMode;
 use crate::controller::{ControllerError, NewTopic};
-use crate::coordinator::offsets::OffsetsRecord;
-use crate::coordinator::OffsetsLog;
-use crate::replication::{Partition, ProduceLimits, ValidatedRecords};
+use crate::coordinator::offsets_codec::{self, OffsetsRecord};
+use crate::coordinator::writer::{AppendFuture, OffsetsWriteError, OffsetsWriter};
+use crate::replication::{Acks, Partition, PartitionError, ProduceLimits, ValidatedRecords};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
-/// Writes coordinator records for one request or timer tick.
-pub struct ConsumerOffsetsLog<'a>(pub &'a Ctx);
+/// Kafka's `offsets.commit.timeout.ms` default: how long a coordinator write may wait for
+/// its commit before the members get an error.
+const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_millis(5_000);
 
-impl ConsumerOffsetsLog<'_> {
-    /// Create `__consumer_offsets` if it does not exist yet.
-    pub fn ensure_topic(&self) -> Result<(), String> {
-        self.partition().map(|_| ())
+/// Create `__consumer_offsets` if it does not exist yet; its partition 0.
+pub fn ensure_topic(ctx: &Ctx) -> Result<Arc<Partition>, String> {
+    if ctx.image().topic(OFFSETS_TOPIC).is_none() {
+        let req = NewTopic {
+            name: OFFSETS_TOPIC.to_owned(),
+            num_partitions: 1,
+            replication_factor: -1,
+            assignments: vec![],
+            configs: vec![
+                ("cleanup.policy".into(), Some("compact".into())),
+                ("segment.bytes".into(), Some(ctx.config.offsets_topic_segment_bytes.to_string())),
+            ],
+        };
+        match ctx.controller.create_topic(&req, false) {
+            Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {}
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    let topic = ctx.image().topic(OFFSETS_TOPIC).cloned().ok_or("offsets topic missing")?;
+    ctx.replicas.partition(&topic.topic_id, 0).ok_or_else(|| "offsets partition missing".to_owned())
+}
+
+/// The group coordinator's writer. It holds the broker context weakly: the context owns
+/// the coordinator, which owns this writer.
+pub struct ConsumerOffsetsWriter {
+    ctx: Weak<Ctx>,
+}
+
+impl ConsumerOffsetsWriter {
+    pub fn new(ctx: Weak<Ctx>) -> ConsumerOffsetsWriter {
+        ConsumerOffsetsWriter { ctx }
     }
 
-    fn partition(&self) -> Result<std::sync::Arc<Partition>, String> {
-        let ctx = self.0;
-        if ctx.image().topic(OFFSETS_TOPIC).is_none() {
-            let req = NewTopic {
-                name: OFFSETS_TOPIC.to_owned(),
-                num_partitions: 1,
-                replication_factor: -1,
-                assignments: vec![],
-                configs: vec![
-                    ("cleanup.policy".into(), Some("compact".into())),
-                    ("segment.bytes".into(), Some(ctx.config.offsets_topic_segment_bytes.to_string())),
-                ],
-            };
-            match ctx.controller.create_topic(&req, false) {
-                Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {}
-                Err(e) => return Err(e.to_string()),
-            }
-        }
-        let topic = ctx.image().topic(OFFSETS_TOPIC).cloned().ok_or("offsets topic missing")?;
-        ctx.replicas.partition(&topic.topic_id, 0).ok_or_else(|| "offsets partition missing".to_owned())
+    async fn write(&self, records: &[OffsetsRecord]) -> Result<(), OffsetsWriteError> {
+        let ctx = self.ctx.upgrade().ok_or(OffsetsWriteError::Unavailable)?;
+        let partition = ensure_topic(&ctx).map_err(|e| {
+            tracing::error!(error = %e, "no __consumer_offsets partition to write to");
+            OffsetsWriteError::Unavailable
+        })?;
+        let now = ctx.now_ms();
+        let batch = offsets_codec::encode_batch(records, now).map_err(|e| {
+            tracing::error!(error = %e, "cannot encode coordinator records");
+            OffsetsWriteError::Rejected
+        })?;
+        let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: false };
+        let mut batch = ValidatedRecords::validate(batch, &limits).map_err(|e| {
+            tracing::error!(error = %e, "coordinator records fail batch validation");
+            OffsetsWriteError::Rejected
+        })?;
+        let res = partition.append(&mut batch, now).map_err(append_error)?;
+        ctx.replicas.purgatory().wake(partition.key());
+        // Committed as Kafka's coordinator writes are (acks=all: the high watermark, and
+        // the fsync in fsync mode), waiting in the purgatory like a produce.
+        let deadline = Instant::now() + OFFSETS_COMMIT_TIMEOUT;
+        ctx.replicas.complete(&partition, res, Acks::All, deadline).await.map_err(append_error)?;
+        Ok(())
     }
 }
 
-impl OffsetsLog for ConsumerOffsetsLog<'_> {
-    fn append(&self, records: &[OffsetsRecord]) -> Result<(), String> {
-        if records.is_empty() {
-            return Ok(());
+/// Kafka's append errors, as the coordinator runtime sees them: storage failures vs. a
+/// batch the log refuses.
+fn append_error(e: PartitionError) -> OffsetsWriteError {
+    tracing::error!(error = %e, "appending to __consumer_offsets failed");
+    match e {
+        PartitionError::InvalidBatch(_) => OffsetsWriteError::Rejected,
+        PartitionError::NotEnoughReplicas { .. } | PartitionError::ReplicationTimedOut(_) => {
+            OffsetsWriteError::Unavailable
         }
-        let ctx = self.0;
-        let partition = self.partition()?;
-        let now = ctx.now_ms();
-        let recs: Vec<Record> = records
-            .iter()
-            .enumerate()
-            .map(|(i, r)| Record {
-                transactional: false,
-                control: false,
-                delete_horizon: false,
-                partition_leader_epoch: -1,
-                producer_id: -1,
-                producer_epoch: -1,
-                timestamp_type: TimestampType::Creation,
-                offset: i as i64,
-                sequence: -1,
-                timestamp: now,
-                key: Some(r.key()),
-                value: r.value(),
-                headers: IndexMap::new(),
-            })
-            .collect();
-        let mut buf = BytesMut::new();
-        RecordBatchEncoder::encode(
-            &mut buf,
-            recs.iter(),
-            &RecordEncodeOptions { version: 2, compression: Compression::None },
-        )
-        .map_err(|e| e.to_string())?;
-        let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: false };
-        let mut records = ValidatedRecords::validate(buf, &limits).map_err(|e| e.to_string())?;
-        let res = partition.append(&mut records, now).map_err(|e| e.to_string())?;
-        if ctx.config.flush_mode == FlushMode::Fsync {
-            partition.flush_through_blocking(res.last_offset).map_err(|e| e.to_string())?;
-        }
-        ctx.replicas.purgatory().wake(partition.key());
-        Ok(())
+        _ => OffsetsWriteError::Storage,
+    }
+}
+
+impl OffsetsWriter for ConsumerOffsetsWriter {
+    fn append<'a>(&'a self, records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
+        // Runs when the coordinator awaits the future, outside the coordinator's state lock.
+        Box::pin(self.write(records))
     }
 }
 
@@ -110,9 +116,8 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
             if data.records.is_empty() {
                 break;
             }
-            let mut buf = data.records.clone();
-            let sets = match RecordBatchDecoder::decode_all(&mut buf) {
-                Ok(s) => s,
+            let logged = match offsets_codec::decode_batches(&data.records) {
+                Ok(l) => l,
                 Err(e) => {
                     tracing::error!(error = %e, offset, "undecodable batch in __consumer_offsets; stopping replay here");
                     break;
@@ -122,14 +127,11 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
             // records, so record offsets alone would fetch that batch again.
             let mut next = crate::storage::batch::split_batches(&data.records)
                 .map_or(offset, |hs| hs.iter().map(|h| h.next_offset()).max().unwrap_or(offset));
-            for set in sets {
-                for r in set.records {
-                    next = next.max(r.offset + 1);
-                    let Some(key) = r.key.as_deref() else { continue };
-                    match OffsetsRecord::decode(key, r.value.as_deref()) {
-                        Some(rec) => out.push(rec),
-                        None => tracing::warn!(offset = r.offset, "skipping unreadable __consumer_offsets record"),
-                    }
+            for l in logged {
+                next = next.max(l.offset + 1);
+                match l.record {
+                    Some(rec) => out.push(rec),
+                    None => tracing::warn!(offset = l.offset, "skipping unreadable __consumer_offsets record"),
                 }
             }
             if next <= offset {

@@ -268,30 +268,6 @@ impl Partition {
         Ok(())
     }
 
-    /// [`Partition::flush_through`] for a caller on a blocking thread (the coordinator's
-    /// writes): the fsync runs here, still without the partition lock.
-    pub fn flush_through_blocking(&self, offset: i64) -> Result<(), PartitionError> {
-        let handle = {
-            let s = self.lock();
-            if s.flushed_through > offset {
-                return Ok(());
-            }
-            s.log.unflushed_handle()
-        };
-        let mut s = match handle {
-            Some((file, log_end_offset)) => {
-                file.sync_data().map_err(PartitionError::FlushFailed)?;
-                let mut s = self.lock();
-                s.log.mark_flushed(log_end_offset);
-                s.flushed_through = s.flushed_through.max(log_end_offset);
-                s
-            }
-            None => self.lock(),
-        };
-        s.flushed_through = s.flushed_through.max(s.log.recovery_point());
-        Ok(())
-    }
-
     /// Everything below this offset is on disk.
     pub fn flushed_through(&self) -> i64 {
         self.lock().flushed_through

@@ -88,8 +88,12 @@ impl Broker {
             initial_rebalance_delay_ms: config.group_initial_rebalance_delay_ms,
             max_size: usize::MAX,
         };
-        let groups = GroupCoordinator::new(limits, config.offsets_retention_minutes.saturating_mul(60_000));
-        let ctx = Arc::new(Ctx { config, controller, replicas, groups, clock, refusals: Default::default() });
+        let retention_ms = config.offsets_retention_minutes.saturating_mul(60_000);
+        let ctx = Arc::new_cyclic(|me| {
+            let writer = Arc::new(offsets_topic::ConsumerOffsetsWriter::new(me.clone()));
+            let groups = GroupCoordinator::new(limits, retention_ms, writer);
+            Ctx { config, controller, replicas, groups, clock, refusals: Default::default() }
+        });
         ctx.groups.load(offsets_topic::read_all(&ctx), ctx.now_ms());
         let (shutdown, _) = broadcast::channel(1);
         let (done, connections_done) = mpsc::channel(1);
@@ -291,6 +295,6 @@ async fn group_clock(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
             _ = interval.tick() => {}
             _ = stop.recv() => return,
         }
-        ctx.groups.tick(ctx.now_ms(), &ctx.offsets_log());
+        ctx.groups.tick(ctx.now_ms()).await;
     }
 }

@@ -8,7 +8,7 @@ use super::str_bytes;
 use crate::protocol::errors::controller_error;
 use crate::protocol::Ctx;
 
-pub fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
+pub async fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> DeleteTopicsResponse {
     let targets: Vec<(Option<TopicName>, uuid::Uuid)> = if version >= 6 {
         req.topics.into_iter().map(|t| (t.name, t.topic_id)).collect()
     } else {
@@ -38,7 +38,11 @@ pub fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> DeleteTopics
         match ctx.controller.delete_topic(topic.topic_id) {
             Ok(()) => {
                 tracing::info!(topic = %topic.name, "deleted topic");
-                ctx.groups.delete_topic_offsets(&topic.name, &ctx.offsets_log());
+                // As Kafka's onPartitionsDeleted: the topic is gone either way; offsets a
+                // failed write leaves behind are only logged.
+                if let Err(e) = ctx.groups.delete_topic_offsets(&topic.name, ctx.now_ms()).await {
+                    tracing::error!(topic = %topic.name, error = %e, "could not delete the topic's committed offsets");
+                }
                 responses.push(result);
             }
             Err(e) => responses.push(

@@ -13,58 +13,53 @@ use kafka_protocol::protocol::Decodable;
 
 use super::str_bytes;
 use crate::coordinator::group::Group;
-use crate::coordinator::group_coordinator::MemberRef;
-use crate::coordinator::offsets::CommittedOffset;
+use crate::coordinator::offsets::{MemberRef, OffsetCommit};
 use crate::coordinator::CoordinatorError;
 use crate::protocol::errors::coordinator_error;
 use crate::protocol::Ctx;
 
-/// Kafka's offset.metadata.max.bytes.
-const MAX_METADATA_BYTES: usize = 4096;
-
-pub fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -> OffsetCommitResponse {
+/// Unknown topics and partitions are the request's problem (Kafka answers them in
+/// KafkaApis, before the coordinator); everything else is the coordinator's decision.
+pub async fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -> OffsetCommitResponse {
     let image = ctx.image();
-    let now = ctx.now_ms();
-    // Per-partition problems first; the rest are committed together.
-    let mut verdicts: Vec<(usize, i32, Option<ResponseError>)> = Vec::new();
+    // Per partition: its own error, or its index among the partitions handed on.
+    let mut verdicts: Vec<(usize, i32, Result<usize, ResponseError>)> = Vec::new();
     let mut to_commit = Vec::new();
     for (ti, t) in req.topics.iter().enumerate() {
         let topic = image.topic(t.name.0.as_str());
         for p in &t.partitions {
             let exists =
                 topic.is_some_and(|tp| p.partition_index >= 0 && (p.partition_index as usize) < tp.partitions.len());
-            let metadata = p.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default();
-            let err = if !exists {
-                Some(ResponseError::UnknownTopicOrPartition)
-            } else if metadata.len() > MAX_METADATA_BYTES {
-                Some(ResponseError::OffsetMetadataTooLarge)
+            let verdict = if exists {
+                to_commit.push(OffsetCommit {
+                    topic: t.name.0.to_string(),
+                    partition: p.partition_index,
+                    offset: p.committed_offset,
+                    leader_epoch: p.committed_leader_epoch,
+                    metadata: p.committed_metadata.as_ref().map(|m| m.to_string()).unwrap_or_default(),
+                });
+                Ok(to_commit.len() - 1)
             } else {
-                to_commit.push((
-                    t.name.0.to_string(),
-                    p.partition_index,
-                    CommittedOffset {
-                        offset: p.committed_offset,
-                        leader_epoch: p.committed_leader_epoch,
-                        metadata,
-                        commit_timestamp: now,
-                    },
-                ));
-                None
+                Err(ResponseError::UnknownTopicOrPartition)
             };
-            verdicts.push((ti, p.partition_index, err));
+            verdicts.push((ti, p.partition_index, verdict));
         }
     }
-    let group_result = if to_commit.is_empty() {
-        Ok(())
+    let results = if to_commit.is_empty() {
+        Ok(vec![])
     } else {
         let member = MemberRef {
             member_id: req.member_id.as_str(),
             generation_id: req.generation_id_or_member_epoch,
             group_instance_id: req.group_instance_id.as_ref().map(|s| s.as_str()),
         };
-        ctx.groups.commit_offsets(req.group_id.0.as_str(), member, to_commit, now, &ctx.offsets_log())
+        ctx.groups.commit_offsets(req.group_id.0.as_str(), member, to_commit, ctx.now_ms()).await
     };
-    let group_err = group_result.err().map(coordinator_error);
+    let code = |verdict: &Result<usize, ResponseError>| match (verdict, &results) {
+        (Err(e), _) => e.code(),
+        (Ok(_), Err(e)) => coordinator_error(*e).code(),
+        (Ok(i), Ok(rs)) => rs.get(*i).and_then(|r| r.err()).map_or(0, |e| coordinator_error(e).code()),
+    };
     let topics = req
         .topics
         .iter()
@@ -73,9 +68,8 @@ pub fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -> Offs
             let parts = verdicts
                 .iter()
                 .filter(|(i, _, _)| *i == ti)
-                .map(|(_, p, e)| {
-                    let code = e.or(group_err).map_or(0, |e| e.code());
-                    OffsetCommitResponsePartition::default().with_partition_index(*p).with_error_code(code)
+                .map(|(_, p, v)| {
+                    OffsetCommitResponsePartition::default().with_partition_index(*p).with_error_code(code(v))
                 })
                 .collect();
             OffsetCommitResponseTopic::default().with_name(t.name.clone()).with_partitions(parts)
@@ -181,13 +175,13 @@ fn subscribed(group: &Group, topic: &str) -> bool {
     })
 }
 
-pub fn offset_delete(ctx: &Ctx, req: OffsetDeleteRequest, _version: i16) -> OffsetDeleteResponse {
+pub async fn offset_delete(ctx: &Ctx, req: OffsetDeleteRequest, _version: i16) -> OffsetDeleteResponse {
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
         .flat_map(|t| t.partitions.iter().map(move |p| (t.name.0.to_string(), p.partition_index)))
         .collect();
-    match ctx.groups.delete_offsets(req.group_id.0.as_str(), &partitions, subscribed, &ctx.offsets_log()) {
+    match ctx.groups.delete_offsets(req.group_id.0.as_str(), &partitions, subscribed, ctx.now_ms()).await {
         Err(e) => OffsetDeleteResponse::default().with_error_code(coordinator_error(e).code()),
         Ok(results) => {
             let mut i = 0;

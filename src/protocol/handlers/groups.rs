@@ -33,7 +33,7 @@ pub fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i16) ->
         if key.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
-        if let Err(e) = ctx.offsets_log().ensure_topic() {
+        if let Err(e) = crate::protocol::offsets_topic::ensure_topic(ctx) {
             tracing::error!(error = %e, "cannot create __consumer_offsets");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
@@ -126,7 +126,7 @@ pub async fn join_group(ctx: &Ctx, info: &RequestInfo, req: JoinGroupRequest, ve
         protocols: req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect(),
         require_known_member_id: version >= 4,
     };
-    let rx = ctx.groups.join(&group_id, params, ctx.now_ms(), &ctx.offsets_log());
+    let rx = ctx.groups.join(&group_id, params, ctx.now_ms()).await;
     let limit = Duration::from_millis(rebalance_timeout.clamp(0, 600_000) as u64 + 5_000);
     let fallback = JoinOutcome {
         error: Some(GroupError::RebalanceInProgress),
@@ -160,7 +160,7 @@ pub async fn sync_group(ctx: &Ctx, req: SyncGroupRequest, version: i16) -> SyncG
         protocol_name: req.protocol_name.as_ref().map(|s| s.as_str()),
         assignments,
     };
-    let rx = ctx.groups.sync(req.group_id.0.as_str(), params, ctx.now_ms(), &ctx.offsets_log());
+    let rx = ctx.groups.sync(req.group_id.0.as_str(), params, ctx.now_ms()).await;
     let fallback = SyncOutcome {
         error: Some(GroupError::RebalanceInProgress),
         protocol_type: None,
@@ -170,24 +170,27 @@ pub async fn sync_group(ctx: &Ctx, req: SyncGroupRequest, version: i16) -> SyncG
     sync_response(wait(rx, Duration::from_secs(610), fallback).await, version)
 }
 
-pub fn heartbeat(ctx: &Ctx, req: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
-    let r = ctx.groups.heartbeat(
-        req.group_id.0.as_str(),
-        req.member_id.as_str(),
-        req.generation_id,
-        req.group_instance_id.as_ref().map(|s| s.as_str()),
-        ctx.now_ms(),
-    );
+pub async fn heartbeat(ctx: &Ctx, req: HeartbeatRequest, _version: i16) -> HeartbeatResponse {
+    let r = ctx
+        .groups
+        .heartbeat(
+            req.group_id.0.as_str(),
+            req.member_id.as_str(),
+            req.generation_id,
+            req.group_instance_id.as_ref().map(|s| s.as_str()),
+            ctx.now_ms(),
+        )
+        .await;
     HeartbeatResponse::default().with_error_code(r.err().map_or(0, |e| group_error(e).code()))
 }
 
-pub fn leave_group(ctx: &Ctx, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
+pub async fn leave_group(ctx: &Ctx, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
     let members: Vec<(String, Option<String>)> = if version >= 3 {
         req.members.iter().map(|m| (m.member_id.to_string(), opt_str(&m.group_instance_id))).collect()
     } else {
         vec![(req.member_id.to_string(), None)]
     };
-    match ctx.groups.leave(req.group_id.0.as_str(), &members, ctx.now_ms(), &ctx.offsets_log()) {
+    match ctx.groups.leave(req.group_id.0.as_str(), &members, ctx.now_ms()).await {
         Err(e) => LeaveGroupResponse::default().with_error_code(group_error(e).code()),
         Ok(results) if version < 3 => {
             LeaveGroupResponse::default().with_error_code(results[0].err().map_or(0, |e| group_error(e).code()))
@@ -275,16 +278,15 @@ pub fn list_groups(ctx: &Ctx, req: ListGroupsRequest, version: i16) -> ListGroup
     ListGroupsResponse::default().with_groups(groups)
 }
 
-pub fn delete_groups(ctx: &Ctx, req: DeleteGroupsRequest, _version: i16) -> DeleteGroupsResponse {
-    let results = req
-        .groups_names
-        .into_iter()
-        .map(|gid| {
-            let r = ctx.groups.delete_group(gid.0.as_str(), ctx.now_ms(), &ctx.offsets_log());
+pub async fn delete_groups(ctx: &Ctx, req: DeleteGroupsRequest, _version: i16) -> DeleteGroupsResponse {
+    let mut results = Vec::with_capacity(req.groups_names.len());
+    for gid in req.groups_names {
+        let r = ctx.groups.delete_group(gid.0.as_str(), ctx.now_ms()).await;
+        results.push(
             DeletableGroupResult::default()
                 .with_group_id(gid)
-                .with_error_code(r.err().map_or(0, |e| coordinator_error(e).code()))
-        })
-        .collect();
+                .with_error_code(r.err().map_or(0, |e| coordinator_error(e).code())),
+        );
+    }
     DeleteGroupsResponse::default().with_results(results)
 }

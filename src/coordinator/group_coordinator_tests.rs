@@ -1,0 +1,318 @@
+//! Shell tests: a test writer that records, fails, or holds appends until released.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::AtomicBool;
+use std::task::{Context, Poll, Waker};
+
+use bytes::Bytes;
+use tokio::sync::Semaphore;
+
+use super::*;
+use crate::coordinator::group::GroupState;
+use crate::coordinator::offsets::MAX_METADATA_BYTES;
+use crate::coordinator::writer::AppendFuture;
+
+struct TestWriter {
+    log: Mutex<Vec<OffsetsRecord>>,
+    fail: Mutex<Option<OffsetsWriteError>>,
+    /// While set, each append waits for a permit of `gate`.
+    gated: AtomicBool,
+    gate: Semaphore,
+}
+
+impl Default for TestWriter {
+    fn default() -> Self {
+        TestWriter {
+            log: Mutex::default(),
+            fail: Mutex::default(),
+            gated: AtomicBool::new(false),
+            gate: Semaphore::new(0),
+        }
+    }
+}
+
+impl TestWriter {
+    fn records(&self) -> Vec<OffsetsRecord> {
+        self.log.lock().unwrap().clone()
+    }
+    fn fail_with(&self, e: Option<OffsetsWriteError>) {
+        *self.fail.lock().unwrap() = e;
+    }
+}
+
+impl OffsetsWriter for TestWriter {
+    fn append<'a>(&'a self, records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
+        Box::pin(async move {
+            if self.gated.load(Ordering::SeqCst) {
+                self.gate.acquire().await.expect("gate open").forget();
+            }
+            if let Some(e) = *self.fail.lock().unwrap() {
+                return Err(e);
+            }
+            self.log.lock().unwrap().extend_from_slice(records);
+            Ok(())
+        })
+    }
+}
+
+fn coordinator() -> (GroupCoordinator, Arc<TestWriter>) {
+    let w = Arc::new(TestWriter::default());
+    (GroupCoordinator::new(GroupLimits::default(), 1000, w.clone()), w)
+}
+
+/// Poll a future once; `None` while it is pending.
+fn poll_once<F: Future + Unpin>(f: &mut F) -> Option<F::Output> {
+    match Pin::new(f).poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => Some(v),
+        Poll::Pending => None,
+    }
+}
+
+fn co(offset: i64, ts: i64) -> CommittedOffset {
+    CommittedOffset { offset, leader_epoch: -1, metadata: String::new(), commit_timestamp: ts }
+}
+
+fn oc(topic: &str, partition: i32, offset: i64) -> OffsetCommit {
+    OffsetCommit { topic: topic.into(), partition, offset, leader_epoch: -1, metadata: String::new() }
+}
+
+fn params(instance: Option<&str>) -> JoinParams {
+    JoinParams {
+        member_id: String::new(),
+        group_instance_id: instance.map(str::to_owned),
+        client_id: "c".into(),
+        client_host: "h".into(),
+        session_timeout_ms: 10_000,
+        rebalance_timeout_ms: 10_000,
+        protocol_type: "consumer".into(),
+        protocols: vec![("range".into(), Bytes::new())],
+        require_known_member_id: false,
+    }
+}
+
+fn sync_params(member_id: &str, assignments: Vec<(String, Bytes)>) -> SyncParams<'_> {
+    SyncParams {
+        member_id,
+        generation_id: 1,
+        group_instance_id: None,
+        protocol_type: None,
+        protocol_name: None,
+        assignments,
+    }
+}
+
+fn member(id: &str) -> MemberRef<'_> {
+    MemberRef { member_id: id, generation_id: 1, group_instance_id: None }
+}
+
+/// One member, generation 1, CompletingRebalance (the leader has not synced yet).
+async fn joined(c: &GroupCoordinator, instance: Option<&str>) -> String {
+    let mut rx = c.join("g", params(instance), 0).await;
+    assert!(rx.try_recv().is_err(), "the first join completes on a clock tick");
+    c.tick(0).await;
+    let joined = rx.try_recv().unwrap();
+    assert_eq!(joined.generation_id, 1);
+    joined.member_id
+}
+
+async fn stable(c: &GroupCoordinator, instance: Option<&str>) -> String {
+    let id = joined(c, instance).await;
+    let mut rx = c.sync("g", sync_params(&id, vec![(id.clone(), Bytes::from_static(b"a"))]), 1).await;
+    assert_eq!(rx.try_recv().unwrap().error, None);
+    id
+}
+
+#[tokio::test]
+async fn commits_survive_a_replay_and_deletes_leave_tombstones() {
+    let (c, log) = coordinator();
+    let r = c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5), oc("t", 1, 7)], 10).await;
+    assert_eq!(r, Ok(vec![Ok(()), Ok(())]));
+    assert_eq!(
+        c.fetch_offsets("g", Some(&[("t".into(), 1), ("t".into(), 9)])),
+        vec![("t".into(), 1, Some(co(7, 10))), ("t".into(), 9, None)]
+    );
+    let (replayed, _) = coordinator();
+    replayed.load(log.records(), 20);
+    assert_eq!(replayed.fetch_offsets("g", None).len(), 2);
+    assert_eq!(replayed.list().len(), 1);
+    // The replayed coordinator writes to the first one's log.
+    let replayed = GroupCoordinator::new(GroupLimits::default(), 1000, log.clone());
+    replayed.load(log.records(), 20);
+    replayed.delete_group("g", 30).await.unwrap();
+    assert_eq!(replayed.delete_group("g", 30).await, Err(CoordinatorError::GroupIdNotFound));
+    let (again, _) = coordinator();
+    again.load(log.records(), 40);
+    assert!(again.fetch_offsets("g", None).is_empty());
+    assert!(again.list().is_empty());
+}
+
+#[tokio::test]
+async fn deleting_a_topic_removes_its_offsets_durably() {
+    let (c, log) = coordinator();
+    c.commit_offsets("g", MemberRef::simple(), vec![oc("gone", 0, 5), oc("kept", 0, 6)], 10).await.unwrap();
+    c.delete_topic_offsets("gone", 11).await.unwrap();
+    assert_eq!(c.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
+    let (replayed, _) = coordinator();
+    replayed.load(log.records(), 20);
+    assert_eq!(replayed.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
+}
+
+#[tokio::test]
+async fn offsets_of_empty_groups_expire_after_retention() {
+    let (c, log) = coordinator();
+    c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5)], 10).await.unwrap();
+    c.tick(500).await;
+    assert_eq!(c.fetch_offsets("g", None).len(), 1);
+    // A failed expiry write keeps the offsets; the next tick expires them.
+    log.fail_with(Some(OffsetsWriteError::Storage));
+    c.tick(1011).await;
+    assert_eq!(c.fetch_offsets("g", None).len(), 1);
+    log.fail_with(None);
+    c.tick(1012).await;
+    assert!(c.fetch_offsets("g", None).is_empty());
+    assert!(matches!(log.records().last(), Some(OffsetsRecord::Offset { value: None, .. })));
+}
+
+#[tokio::test]
+async fn simple_commits_are_refused_while_the_group_has_members() {
+    let (c, _) = coordinator();
+    let id = joined(&c, None).await;
+    let refused = c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 1)], 1).await;
+    assert_eq!(refused, Err(CoordinatorError::Group(GroupError::IllegalGeneration)));
+    let refused = c.commit_offsets("g", member(&id), vec![oc("t", 0, 1)], 1).await;
+    assert_eq!(refused, Err(CoordinatorError::Group(GroupError::RebalanceInProgress)));
+    let mut rx = c.sync("g", sync_params(&id, vec![]), 2).await;
+    assert!(rx.try_recv().unwrap().error.is_none());
+    assert_eq!(c.commit_offsets("g", member(&id), vec![oc("t", 0, 1)], 3).await, Ok(vec![Ok(())]));
+    assert_eq!(c.delete_group("g", 4).await, Err(CoordinatorError::NonEmptyGroup));
+}
+
+#[tokio::test]
+async fn oversized_metadata_is_refused_per_partition_and_the_rest_commits() {
+    let (c, log) = coordinator();
+    let mut big = oc("t", 1, 9);
+    big.metadata = "x".repeat(MAX_METADATA_BYTES + 1);
+    let r = c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5), big], 10).await;
+    assert_eq!(r, Ok(vec![Ok(()), Err(CoordinatorError::OffsetMetadataTooLarge)]));
+    assert_eq!(c.fetch_offsets("g", None), vec![("t".into(), 0, Some(co(5, 10)))]);
+    assert_eq!(log.records().len(), 1);
+}
+
+#[tokio::test]
+async fn a_failed_commit_write_is_an_error_and_not_visible() {
+    let (c, log) = coordinator();
+    log.fail_with(Some(OffsetsWriteError::Unavailable));
+    let r = c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5)], 10).await;
+    assert_eq!(r, Err(CoordinatorError::Write(OffsetsWriteError::Unavailable)));
+    assert_eq!(c.fetch_offsets("g", Some(&[("t".into(), 0)])), vec![("t".into(), 0, None)]);
+    assert!(c.list().is_empty(), "the group the commit would have created does not exist");
+    log.fail_with(None);
+    c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 6)], 11).await.unwrap();
+    assert_eq!(c.fetch_offsets("g", None), vec![("t".into(), 0, Some(co(6, 11)))]);
+}
+
+#[tokio::test]
+async fn a_failed_assignment_write_answers_every_syncing_member_with_the_error() {
+    let (c, log) = coordinator();
+    let mut a = c.join("g", params(None), 0).await;
+    let mut b = c.join("g", params(None), 0).await;
+    c.tick(0).await;
+    let (a, b) = (a.try_recv().unwrap(), b.try_recv().unwrap());
+    let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+    let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 1).await;
+    assert!(follower_rx.try_recv().is_err(), "the follower waits for the leader's assignment");
+    log.fail_with(Some(OffsetsWriteError::Unavailable));
+    let assignments = vec![(leader.member_id.clone(), Bytes::from_static(b"l"))];
+    let mut leader_rx = c.sync("g", sync_params(&leader.member_id, assignments.clone()), 2).await;
+    let failed = Some(GroupError::Write(OffsetsWriteError::Unavailable));
+    assert_eq!(leader_rx.try_recv().unwrap().error, failed);
+    assert_eq!(follower_rx.try_recv().unwrap().error, failed);
+    // Nothing of the failed decision is visible, nor in the log.
+    assert_eq!(c.describe("g").unwrap().state, GroupState::CompletingRebalance);
+    assert!(log.records().is_empty());
+    // Both sync again once the log takes writes.
+    log.fail_with(None);
+    let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 3).await;
+    let mut leader_rx = c.sync("g", sync_params(&leader.member_id, assignments), 3).await;
+    assert_eq!(leader_rx.try_recv().unwrap().assignment, Bytes::from_static(b"l"));
+    assert_eq!(follower_rx.try_recv().unwrap().error, None);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    assert!(matches!(log.records().as_slice(), [OffsetsRecord::Group { value: Some(_), .. }]));
+}
+
+#[tokio::test]
+async fn a_failed_static_rejoin_write_answers_the_join_with_the_error_and_keeps_the_old_member() {
+    let (c, log) = coordinator();
+    let old = stable(&c, Some("i")).await;
+    log.fail_with(Some(OffsetsWriteError::Storage));
+    let mut rx = c.join("g", params(Some("i")), 5).await;
+    let outcome = rx.try_recv().unwrap();
+    assert_eq!(outcome.error, Some(GroupError::Write(OffsetsWriteError::Storage)));
+    let members: Vec<String> = c.describe("g").unwrap().members.into_iter().map(|m| m.member_id).collect();
+    assert_eq!(members, vec![old.clone()], "the old instance is not fenced by a join the log did not take");
+    assert_eq!(c.heartbeat("g", &old, 1, Some("i"), 6).await, Ok(()));
+}
+
+#[tokio::test]
+async fn answers_wait_for_their_write_and_later_decisions_wait_their_turn() {
+    let (c, log) = coordinator();
+    let id = joined(&c, None).await;
+    log.gated.store(true, Ordering::SeqCst);
+    let assignments = vec![(id.clone(), Bytes::from_static(b"a"))];
+    let mut sync = Box::pin(c.sync("g", sync_params(&id, assignments), 1));
+    assert!(poll_once(&mut sync).is_none(), "the leader's sync waits for its group record");
+    // A commit taken now must see the group as the pending write leaves it (Stable), not
+    // as it is (CompletingRebalance, which would refuse it).
+    let mut commit = Box::pin(c.commit_offsets("g", member(&id), vec![oc("t", 0, 3)], 2));
+    assert!(poll_once(&mut commit).is_none());
+    assert_eq!(c.describe("g").unwrap().state, GroupState::CompletingRebalance, "not claimed before written");
+    log.gate.add_permits(1);
+    let mut rx = sync.await;
+    assert_eq!(rx.try_recv().unwrap().error, None);
+    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    assert!(poll_once(&mut commit).is_none(), "the commit's own write is still held");
+    assert_eq!(c.fetch_offsets("g", None), vec![]);
+    log.gate.add_permits(1);
+    assert_eq!(commit.await, Ok(vec![Ok(())]));
+    let kinds: Vec<bool> = log.records().iter().map(|r| matches!(r, OffsetsRecord::Group { .. })).collect();
+    assert_eq!(kinds, vec![true, false], "the group record, then the offset");
+}
+
+#[tokio::test]
+async fn a_static_rejoin_is_answered_only_after_its_write() {
+    let (c, log) = coordinator();
+    stable(&c, Some("i")).await;
+    log.gated.store(true, Ordering::SeqCst);
+    let mut join = Box::pin(c.join("g", params(Some("i")), 5));
+    assert!(poll_once(&mut join).is_none(), "the replacement's member id is written first");
+    log.gate.add_permits(1);
+    let mut rx = join.await;
+    let outcome = rx.try_recv().unwrap();
+    assert_eq!(outcome.error, None);
+    let members: Vec<String> = c.describe("g").unwrap().members.into_iter().map(|m| m.member_id).collect();
+    assert_eq!(members, vec![outcome.member_id]);
+}
+
+#[tokio::test]
+async fn load_and_written_decisions_reach_the_same_state() {
+    let (c, log) = coordinator();
+    let id = stable(&c, Some("i")).await;
+    c.commit_offsets(
+        "g",
+        MemberRef { member_id: &id, generation_id: 1, group_instance_id: Some("i") },
+        vec![oc("t", 0, 4)],
+        3,
+    )
+    .await
+    .unwrap();
+    let (replayed, _) = coordinator();
+    replayed.load(log.records(), 3);
+    let (live, back) = (c.describe("g").unwrap(), replayed.describe("g").unwrap());
+    assert_eq!(
+        (live.state, live.protocol_name, live.members.len()),
+        (back.state, back.protocol_name, back.members.len())
+    );
+    assert_eq!(live.members[0].assignment, back.members[0].assignment);
+    assert_eq!(c.fetch_offsets("g", None), replayed.fetch_offsets("g", None));
+}
