@@ -1,6 +1,6 @@
 //! `__consumer_offsets`: the coordinator's records stored as an ordinary (internal,
 //! compacted) topic in runnel's own log. This is glue: find (or create) the partition,
-//! append the coordinator's batch with `Partition::append`, read it back at start. The
+//! append the coordinator's batch through the replica manager, read it back at start. The
 //! record formats are the coordinator's (`coordinator::offsets_codec`).
 
 use std::sync::{Arc, Weak};
@@ -69,8 +69,7 @@ impl ConsumerOffsetsWriter {
             tracing::error!(error = %e, "coordinator records fail batch validation");
             OffsetsWriteError::Rejected
         })?;
-        let res = partition.append(&mut batch, now).map_err(append_error)?;
-        ctx.replicas.purgatory().wake(partition.key());
+        let res = ctx.replicas.append_validated(&partition, &mut batch, now).map_err(append_error)?;
         // Committed as Kafka's coordinator writes are (acks=all: the high watermark, and
         // the fsync in fsync mode), waiting in the purgatory like a produce.
         let deadline = Instant::now() + OFFSETS_COMMIT_TIMEOUT;

@@ -12,7 +12,7 @@ use super::blocking_pool::BlockingPool;
 use super::partition::{AppendResult, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
 use super::purgatory::{DelayedOperations, WaitOutcome};
-use super::validated::FramedRecords;
+use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, TopicImage};
 
@@ -205,7 +205,19 @@ impl ReplicaManager {
         } else {
             framed.validate(&limits)?
         };
-        let result = partition.append(&mut validated, now_ms)?;
+        self.append_validated(partition, &mut validated, now_ms)
+    }
+
+    /// Appends records already validated (a client's, or the broker's own, such as the
+    /// coordinator's) and wakes what waits on the partition. Every append goes through
+    /// here, so no writer can leave a parked fetch or produce asleep.
+    pub fn append_validated(
+        &self,
+        partition: &Partition,
+        records: &mut ValidatedRecords,
+        now_ms: i64,
+    ) -> Result<AppendResult, PartitionError> {
+        let result = partition.append(records, now_ms)?;
         self.purgatory.wake(partition.key());
         Ok(result)
     }

@@ -172,7 +172,7 @@ fn alter_resource(
     validate_only: bool,
 ) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
     match changes.and_then(|c| apply_changes(ctx, resource_type, name, c, validate_only)) {
-        Ok(_) => (0, None),
+        Ok(()) => (0, None),
         Err((code, msg)) => (code.code(), Some(str_bytes(msg))),
     }
 }
@@ -183,10 +183,10 @@ fn apply_changes(
     name: &str,
     changes: Vec<ConfigChange>,
     validate_only: bool,
-) -> Result<bool, (ResponseError, String)> {
+) -> Result<(), (ResponseError, String)> {
     match resource_type {
         RESOURCE_TOPIC => match ctx.controller.alter_topic_configs(name, &changes, validate_only) {
-            Ok(()) => Ok(!validate_only),
+            Ok(()) => Ok(()),
             Err(e @ ControllerError::UnknownTopic(_)) => {
                 Err((controller_error(&e), format!("Topic {name} does not exist")))
             }

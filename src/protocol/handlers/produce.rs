@@ -85,13 +85,10 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
     // Invalid acks: every partition already says INVALID_REQUIRED_ACKS; nothing pending.
     let Some(acks) = acks else { return Some(ProduceResponse::default().with_responses(responses)) };
     for (t, i, partition, appended) in pending {
-        let slot = &mut responses[t].partition_responses[i];
-        match ctx.replicas.complete(&partition, appended, acks, deadline).await {
-            Ok(res) => *slot = success(slot.index, &res),
-            Err(e) => {
-                log_refused(ctx, info, &partition.topic, partition.index, &e);
-                *slot = error_response(&partition.topic, partition.index, &e, version);
-            }
+        // The success response written after the append stands unless the wait fails.
+        if let Err(e) = ctx.replicas.complete(&partition, appended, acks, deadline).await {
+            log_refused(ctx, info, &partition.topic, partition.index, &e);
+            responses[t].partition_responses[i] = error_response(&partition.topic, partition.index, &e, version);
         }
     }
     if acks == Acks::None {
