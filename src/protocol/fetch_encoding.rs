@@ -1,10 +1,10 @@
-//! Fetch responses encoded as a list of chunks, so the record bytes read from the log go
-//! to the socket as they are (a vectored write) instead of being copied into one response
-//! buffer by the codec.
+//! Fetch responses encoded as a list of chunks, so the record bytes go from the log's
+//! files to the socket as they are (the connection sends a [`Chunk::File`] with
+//! `sendfile`) instead of being copied into one response buffer by the codec.
 //!
 //! Everything but the records is encoded with kafka-protocol: each partition is encoded
 //! with `records: None` and the null marker is replaced by the length prefix, followed by
-//! the records as their own chunk. The outer layers (response header, top-level fields,
+//! the records as their own chunks. The outer layers (response header, top-level fields,
 //! topic fields, array lengths) are written here. The unit tests assert that the chunks
 //! concatenate to exactly what kafka-protocol encodes, at every served version.
 
@@ -14,6 +14,37 @@ use kafka_protocol::messages::{ApiKey, FetchResponse, ResponseHeader, ResponseKi
 use kafka_protocol::protocol::Encodable;
 
 use super::ProtocolError;
+use crate::storage::{FileSlice, LogSlices};
+
+/// One piece of a response frame, written in order.
+#[derive(Debug, Clone)]
+pub enum Chunk {
+    /// Bytes built in memory.
+    Mem(Bytes),
+    /// Record bytes still in a segment file.
+    File(FileSlice),
+}
+
+impl Chunk {
+    pub fn len(&self) -> usize {
+        match self {
+            Chunk::Mem(b) => b.len(),
+            Chunk::File(f) => f.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A Fetch response with its record bytes kept out of the codec's types: `records[t][p]`
+/// holds what partition `p` of topic `t` returns (empty for none); the `records` field of
+/// that partition in `response` is left empty.
+pub struct FetchReply {
+    pub response: FetchResponse,
+    pub records: Vec<Vec<LogSlices>>,
+}
 
 fn put_uvarint(buf: &mut BytesMut, mut v: u32) {
     while v >= 0x80 {
@@ -44,13 +75,22 @@ fn chunkable(resp: &FetchResponse) -> bool {
 }
 
 /// Encode a Fetch response frame (size prefix included) as chunks.
-pub fn encode_fetch(resp: &FetchResponse, version: i16, correlation_id: i32) -> Result<Vec<Bytes>, ProtocolError> {
-    if !chunkable(resp) {
-        let body = ResponseKind::Fetch(resp.clone());
-        return super::encode(ApiKey::Fetch, version, correlation_id, &body).map(|b| vec![b.freeze()]);
+pub fn encode_fetch(reply: FetchReply, version: i16, correlation_id: i32) -> Result<Vec<Chunk>, ProtocolError> {
+    let FetchReply { response: mut resp, records } = reply;
+    if !chunkable(&resp) {
+        // The codec needs the bytes in the response: copy them in.
+        for (topic, topic_records) in resp.responses.iter_mut().zip(&records) {
+            for (p, slices) in topic.partitions.iter_mut().zip(topic_records) {
+                if !slices.is_empty() {
+                    p.records = Some(slices.read().map_err(encode_err)?);
+                }
+            }
+        }
+        let body = ResponseKind::Fetch(resp);
+        return super::encode(ApiKey::Fetch, version, correlation_id, &body).map(|b| vec![Chunk::Mem(b.freeze())]);
     }
     let flexible = version >= 12;
-    let mut chunks: Vec<Bytes> = Vec::new();
+    let mut chunks: Vec<Chunk> = Vec::new();
     let mut cur = BytesMut::with_capacity(256);
     cur.put_i32(0); // size, patched at the end
     let header = ResponseHeader::default().with_correlation_id(correlation_id);
@@ -61,7 +101,8 @@ pub fn encode_fetch(resp: &FetchResponse, version: i16, correlation_id: i32) -> 
         cur.put_i32(resp.session_id);
     }
     put_array_len(&mut cur, resp.responses.len(), flexible);
-    for topic in &resp.responses {
+    let none = Vec::new();
+    for (t, topic) in resp.responses.iter().enumerate() {
         if version >= 13 {
             cur.put_slice(topic.topic_id.as_bytes());
         } else {
@@ -74,8 +115,9 @@ pub fn encode_fetch(resp: &FetchResponse, version: i16, correlation_id: i32) -> 
             cur.put_slice(name);
         }
         put_array_len(&mut cur, topic.partitions.len(), flexible);
-        for p in &topic.partitions {
-            encode_partition(p, version, &mut cur, &mut chunks)?;
+        let topic_records = records.get(t).unwrap_or(&none);
+        for (i, p) in topic.partitions.iter().enumerate() {
+            encode_partition(p, topic_records.get(i), version, &mut cur, &mut chunks)?;
         }
         if flexible {
             put_uvarint(&mut cur, 0); // topic tagged fields
@@ -84,22 +126,26 @@ pub fn encode_fetch(resp: &FetchResponse, version: i16, correlation_id: i32) -> 
     if flexible {
         put_uvarint(&mut cur, 0); // top-level tagged fields
     }
-    chunks.push(cur.freeze());
-    let total: usize = chunks.iter().map(Bytes::len).sum::<usize>() - 4;
+    chunks.push(Chunk::Mem(cur.freeze()));
+    let total: usize = chunks.iter().map(Chunk::len).sum::<usize>() - 4;
     let size = i32::try_from(total).map_err(encode_err)?;
-    // The size prefix lives in the first chunk.
-    let mut first = BytesMut::from(&chunks[0][..]);
-    first[0..4].copy_from_slice(&size.to_be_bytes());
-    chunks[0] = first.freeze();
+    // The size prefix lives in the first chunk, which is always in memory.
+    if let Some(Chunk::Mem(first)) = chunks.first_mut() {
+        let mut patched = BytesMut::from(&first[..]);
+        patched[0..4].copy_from_slice(&size.to_be_bytes());
+        *first = patched.freeze();
+    }
     Ok(chunks.into_iter().filter(|c| !c.is_empty()).collect())
 }
 
-/// Append one partition: its fields to `cur`, its records as a chunk of their own.
+/// Append one partition: its fields to `cur`, its records as chunks of their own (the
+/// file slices in `slices` when there are any, else the bytes in `p.records`).
 fn encode_partition(
     p: &PartitionData,
+    slices: Option<&LogSlices>,
     version: i16,
     cur: &mut BytesMut,
-    chunks: &mut Vec<Bytes>,
+    chunks: &mut Vec<Chunk>,
 ) -> Result<(), ProtocolError> {
     let flexible = version >= 12;
     // Null records are 0x00 (compact) or -1 (i32); in flexible versions the partition's
@@ -120,18 +166,25 @@ fn encode_partition(
     untagged.encode(&mut bare, version).map_err(encode_err)?;
     let cut = bare.len() - null_len - usize::from(flexible);
     cur.put_slice(&enc[..cut]);
-    match &p.records {
+    let slices = slices.filter(|s| !s.is_empty());
+    let body: Option<(usize, Vec<Chunk>)> = match (slices, &p.records) {
+        (Some(s), _) => Some((s.len(), s.slices().iter().cloned().map(Chunk::File).collect())),
+        (None, Some(r)) => Some((r.len(), vec![Chunk::Mem(r.clone())])),
+        (None, None) => None,
+    };
+    match body {
         None => cur.put_slice(&enc[cut..cut + null_len]),
-        Some(r) => {
+        Some((len, body)) => {
+            let len = u32::try_from(len).map_err(encode_err)?;
             if flexible {
-                put_uvarint(cur, r.len() as u32 + 1);
+                put_uvarint(cur, len + 1);
             } else {
-                cur.put_i32(r.len() as i32);
+                cur.put_i32(len as i32);
             }
-            if !r.is_empty() {
+            if len > 0 {
                 let done = std::mem::replace(cur, BytesMut::with_capacity(256));
-                chunks.push(done.freeze());
-                chunks.push(r.clone());
+                chunks.push(Chunk::Mem(done.freeze()));
+                chunks.extend(body);
             }
         }
     }
@@ -145,6 +198,27 @@ mod tests {
     use kafka_protocol::messages::fetch_response::{AbortedTransaction, FetchableTopicResponse};
     use kafka_protocol::messages::{ProducerId, TopicName};
     use kafka_protocol::protocol::StrBytes;
+    use std::io::Write;
+
+    fn in_memory(resp: &FetchResponse) -> FetchReply {
+        FetchReply { response: resp.clone(), records: vec![] }
+    }
+
+    /// The frame the chunks make, file chunks read back.
+    fn joined(chunks: &[Chunk]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for c in chunks {
+            match c {
+                Chunk::Mem(b) => out.extend_from_slice(b),
+                Chunk::File(f) => {
+                    let mut buf = vec![0u8; f.len()];
+                    f.read_into(&mut buf).unwrap();
+                    out.extend_from_slice(&buf);
+                }
+            }
+        }
+        out
+    }
 
     fn sample() -> FetchResponse {
         let data = |i: i32, records: Option<Bytes>| {
@@ -198,9 +272,8 @@ mod tests {
             }
             let expected =
                 super::super::encode(ApiKey::Fetch, version, 77, &ResponseKind::Fetch(resp.clone())).unwrap();
-            let chunks = encode_fetch(&resp, version, 77).unwrap();
-            let joined: Vec<u8> = chunks.iter().flat_map(|c| c.iter().copied()).collect();
-            assert_eq!(joined, expected.to_vec(), "version {version}");
+            let chunks = encode_fetch(in_memory(&resp), version, 77).unwrap();
+            assert_eq!(joined(&chunks), expected.to_vec(), "version {version}");
             assert!(chunks.len() > 2, "records travel as their own chunks (v{version})");
         }
     }
@@ -214,7 +287,62 @@ mod tests {
             t.topic_id = uuid::Uuid::nil();
         }
         let expected = super::super::encode(ApiKey::Fetch, 12, 1, &ResponseKind::Fetch(resp.clone())).unwrap();
-        let joined: Vec<u8> = encode_fetch(&resp, 12, 1).unwrap().iter().flat_map(|c| c.iter().copied()).collect();
-        assert_eq!(joined, expected.to_vec());
+        assert_eq!(joined(&encode_fetch(in_memory(&resp), 12, 1).unwrap()), expected.to_vec());
+    }
+
+    /// Records still in files (two slices of one partition, one of another) encode to the
+    /// frame the codec makes from the same bytes in memory, on both paths.
+    #[test]
+    fn file_slices_encode_like_their_bytes() {
+        let mut file = tempfile::tempfile().unwrap();
+        let content: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+        file.write_all(&content).unwrap();
+        let file = std::sync::Arc::new(file);
+        let slices = |ranges: &[(u64, usize)]| {
+            let mut s = LogSlices::default();
+            for &(pos, len) in ranges {
+                s.push(FileSlice::new(file.clone(), pos, len));
+            }
+            s
+        };
+        let bytes_of = |ranges: &[(u64, usize)]| -> Bytes {
+            ranges.iter().flat_map(|&(pos, len)| content[pos as usize..pos as usize + len].to_vec()).collect()
+        };
+        let a = [(10, 200), (500, 300)];
+        let b = [(0, 7)];
+        for version in [4, 11, 12, 16] {
+            let mut with_bytes = sample();
+            for t in &mut with_bytes.responses {
+                t.topic_id = uuid::Uuid::nil();
+            }
+            with_bytes.responses[0].partitions[0].records = Some(bytes_of(&a));
+            with_bytes.responses[1].partitions[0].records = Some(bytes_of(&b));
+            let expected = super::super::encode(ApiKey::Fetch, version, 9, &ResponseKind::Fetch(with_bytes.clone()))
+                .unwrap()
+                .to_vec();
+            let mut placeholder = with_bytes.clone();
+            placeholder.responses[0].partitions[0].records = Some(Bytes::new());
+            placeholder.responses[1].partitions[0].records = Some(Bytes::new());
+            let records = vec![
+                vec![slices(&a), LogSlices::default(), LogSlices::default(), LogSlices::default()],
+                vec![slices(&b)],
+            ];
+            let chunks =
+                encode_fetch(FetchReply { response: placeholder.clone(), records: records.clone() }, version, 9)
+                    .unwrap();
+            assert_eq!(chunks.iter().filter(|c| matches!(c, Chunk::File(_))).count(), 3, "v{version}");
+            assert_eq!(joined(&chunks), expected, "v{version}");
+            // A response the chunked path cannot take copies the file bytes in instead.
+            placeholder.responses[0].partitions[0].current_leader.leader_id = kafka_protocol::messages::BrokerId(1);
+            let mut with_tag = with_bytes.clone();
+            with_tag.responses[0].partitions[0].current_leader.leader_id = kafka_protocol::messages::BrokerId(1);
+            placeholder.node_endpoints.push(Default::default());
+            with_tag.node_endpoints.push(Default::default());
+            let expected =
+                super::super::encode(ApiKey::Fetch, version, 9, &ResponseKind::Fetch(with_tag)).unwrap().to_vec();
+            let chunks = encode_fetch(FetchReply { response: placeholder, records }, version, 9).unwrap();
+            assert!(chunks.iter().all(|c| matches!(c, Chunk::Mem(_))));
+            assert_eq!(joined(&chunks), expected, "v{version} (codec path)");
+        }
     }
 }

@@ -21,6 +21,7 @@ use kafka_protocol::protocol::{Decodable, Encodable};
 use thiserror::Error;
 
 pub use context::Ctx;
+pub use fetch_encoding::{Chunk, FetchReply};
 
 #[derive(Debug, Error)]
 pub enum ProtocolError {
@@ -36,9 +37,11 @@ pub enum ProtocolError {
     Encode(String),
 }
 
-/// What a handler produced: a response body to encode, or nothing (acks=0 produce).
+/// What a handler produced: a response body to encode, a Fetch response whose records
+/// stay in the log's files until sent, or nothing (acks=0 produce).
 pub enum Reply {
     Response(Box<ResponseKind>),
+    Fetch(Box<FetchReply>),
     NoResponse,
 }
 
@@ -57,13 +60,13 @@ impl RequestInfo {
 }
 
 /// Handle one request frame (without its size prefix). Returns the encoded response
-/// frame (with size prefix) as chunks to write in order, or `None` when the request gets
-/// no response.
+/// frame (with size prefix) as chunks to write in order (record bytes of a Fetch response
+/// as slices of the log's files), or `None` when the request gets no response.
 pub async fn handle_frame(
     ctx: &Ctx,
     peer: Option<std::net::SocketAddr>,
     frame: Bytes,
-) -> Result<Option<Vec<Bytes>>, ProtocolError> {
+) -> Result<Option<Vec<Chunk>>, ProtocolError> {
     if frame.len() < 8 {
         return Err(ProtocolError::ShortFrame(frame.len()));
     }
@@ -77,7 +80,7 @@ pub async fn handle_frame(
             // UNSUPPORTED_VERSION and the version ranges, so the client can pick one.
             let body = handlers::api_versions::unsupported_version_response();
             return encode(ApiKey::ApiVersions, 0, correlation_id, &ResponseKind::ApiVersions(body))
-                .map(|b| Some(vec![b.freeze()]));
+                .map(|b| Some(vec![Chunk::Mem(b.freeze())]));
         }
         return Err(ProtocolError::UnsupportedVersion { api, version });
     }
@@ -91,11 +94,10 @@ pub async fn handle_frame(
     let reply = dispatch(ctx, &info, request, version).await?;
     match reply {
         Reply::NoResponse => Ok(None),
-        // Fetch responses keep their record bytes as separate chunks (no copy).
-        Reply::Response(body) => match *body {
-            ResponseKind::Fetch(f) => fetch_encoding::encode_fetch(&f, version, correlation_id).map(Some),
-            other => encode(api, version, correlation_id, &other).map(|b| Some(vec![b.freeze()])),
-        },
+        Reply::Fetch(reply) => fetch_encoding::encode_fetch(*reply, version, correlation_id).map(Some),
+        Reply::Response(body) => {
+            encode(api, version, correlation_id, &body).map(|b| Some(vec![Chunk::Mem(b.freeze())]))
+        }
     }
 }
 
@@ -108,7 +110,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             Some(resp) => ResponseKind::Produce(resp),
             None => return Ok(Reply::NoResponse),
         },
-        RequestKind::Fetch(r) => ResponseKind::Fetch(fetch::handle(ctx, r, v).await),
+        RequestKind::Fetch(r) => return Ok(Reply::Fetch(Box::new(fetch::handle(ctx, r, v).await))),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, v).await),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(ctx, r, v)),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, v).await),

@@ -105,17 +105,18 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
     for partition in topic.partitions.iter().filter_map(|p| ctx.replicas.partition(&topic.topic_id, p.partition)) {
         let mut offset = partition.log_start_offset();
         loop {
-            let data = match partition.fetch(offset, 1 << 20) {
-                Ok(d) => d,
+            let read = partition.fetch(offset, 1 << 20).map_err(|e| e.to_string());
+            let records = match read.and_then(|d| d.records.read().map_err(|e| e.to_string())) {
+                Ok(r) => r,
                 Err(e) => {
                     tracing::error!(error = %e, offset, "failed to read __consumer_offsets");
                     break;
                 }
             };
-            if data.records.is_empty() {
+            if records.is_empty() {
                 break;
             }
-            let logged = match offsets_codec::decode_batches(&data.records) {
+            let logged = match offsets_codec::decode_batches(&records) {
                 Ok(l) => l,
                 Err(e) => {
                     tracing::error!(error = %e, offset, "undecodable batch in __consumer_offsets; stopping replay here");
@@ -124,7 +125,7 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
             };
             // Advance past whole batches: the cleaner may have removed a batch's last
             // records, so record offsets alone would fetch that batch again.
-            let mut next = crate::storage::batch::split_batches(&data.records)
+            let mut next = crate::storage::batch::split_batches(&records)
                 .map_or(offset, |hs| hs.iter().map(|h| h.next_offset()).max().unwrap_or(offset));
             for l in logged {
                 next = next.max(l.offset + 1);

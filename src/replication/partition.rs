@@ -10,7 +10,6 @@ use std::path::PathBuf;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use bytes::Bytes;
 use thiserror::Error;
 use uuid::Uuid;
 
@@ -19,7 +18,7 @@ use super::partition_config::PartitionConfig;
 use super::producer_state::{ProducerStateTable, SequenceCheck};
 use super::purgatory::PartitionKey;
 use super::validated::ValidatedRecords;
-use crate::storage::{BatchError, CleanStats, PartitionLog, PreparedClean, StorageError};
+use crate::storage::{BatchError, CleanStats, LogSlices, PartitionLog, PreparedClean, StorageError};
 
 #[derive(Debug, Error)]
 pub enum PartitionError {
@@ -58,7 +57,8 @@ pub struct AppendResult {
 
 #[derive(Debug, Clone)]
 pub struct FetchResult {
-    pub records: Bytes,
+    /// Planned under the partition's lock; read or sent after it.
+    pub records: LogSlices,
     pub high_watermark: i64,
     pub log_start_offset: i64,
     pub last_stable_offset: i64,
@@ -276,7 +276,7 @@ impl Partition {
     pub fn fetch(&self, offset: i64, max_bytes: usize) -> Result<FetchResult, PartitionError> {
         let s = self.lock();
         let hw = s.isr.high_watermark();
-        let records = s.log.read(offset, max_bytes, hw)?;
+        let records = s.log.read_slices(offset, max_bytes, hw)?;
         Ok(FetchResult {
             records,
             high_watermark: hw,

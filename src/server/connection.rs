@@ -9,11 +9,12 @@ use std::time::{Duration, Instant};
 
 use bytes::{Buf, Bytes, BytesMut};
 use thiserror::Error;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncReadExt;
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::connections::{Activity, Registration};
+use super::response_writer::write_response;
 use crate::protocol::{handle_frame, peek_correlation_id, Ctx};
 
 /// The smallest growth step of a buffer holding part of a request.
@@ -94,7 +95,7 @@ pub async fn serve(
                     state.settle(Activity::Idle);
                     match result {
                         Ok(Some(resp)) => {
-                            if let Err(e) = write_chunks(&mut stream, resp).await {
+                            if let Err(e) = write_response(&mut stream, resp).await {
                                 tracing::debug!(%peer, error = %e, "write failed; closing connection");
                                 return;
                             }
@@ -197,32 +198,6 @@ fn growth(buf: &BytesMut) -> Option<usize> {
 fn declared_size(buf: &[u8]) -> Option<usize> {
     let size = i32::from_be_bytes(buf.get(..4)?.try_into().ok()?);
     usize::try_from(size).ok()
-}
-
-/// Write a response made of several chunks with vectored writes.
-async fn write_chunks(stream: &mut TcpStream, chunks: Vec<Bytes>) -> std::io::Result<()> {
-    if let [one] = chunks.as_slice() {
-        return stream.write_all(one).await;
-    }
-    let mut chunks: std::collections::VecDeque<Bytes> = chunks.into();
-    while !chunks.is_empty() {
-        let slices: Vec<std::io::IoSlice<'_>> = chunks.iter().take(64).map(|c| std::io::IoSlice::new(c)).collect();
-        let mut written = stream.write_vectored(&slices).await?;
-        if written == 0 {
-            return Err(std::io::ErrorKind::WriteZero.into());
-        }
-        while written > 0 {
-            let Some(front) = chunks.front_mut() else { break };
-            if written >= front.len() {
-                written -= front.len();
-                chunks.pop_front();
-            } else {
-                front.advance(written);
-                written = 0;
-            }
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -4,6 +4,7 @@
 pub mod connection;
 pub mod connections;
 pub mod embedded;
+mod response_writer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

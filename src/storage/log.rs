@@ -13,11 +13,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
-
-use super::batch::{
-    set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression, BATCH_HEADER_LEN,
-};
+use super::batch::{set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression};
 use super::checkpoint::{sync_dir, CheckpointFile};
 use super::error::StorageError;
 use super::leader_epoch::LeaderEpochCache;
@@ -27,6 +23,7 @@ use super::segment::LogSegment;
 mod cleaner;
 pub use cleaner::{CleanStats, PreparedClean};
 mod lookup;
+mod read;
 mod recovery;
 mod retention;
 #[cfg(test)]
@@ -273,71 +270,6 @@ impl PartitionLog {
         self.recovery_point = self.recovery_point.max(base_offset);
         tracing::debug!(dir = %self.dir.display(), base_offset, now_ms, "rolled new segment");
         Ok(())
-    }
-
-    /// Whole batches from the one containing `offset`, stopping before any batch whose base
-    /// offset is ≥ `max_offset` and before exceeding `max_bytes` (the first batch is
-    /// always returned whole). Empty at the log end offset or at/after `max_offset`.
-    pub fn read(&self, offset: i64, max_bytes: usize, max_offset: i64) -> Result<Bytes, StorageError> {
-        let log_end_offset = self.log_end_offset();
-        if offset < self.log_start_offset || offset > log_end_offset {
-            return Err(self.out_of_range(offset));
-        }
-        if offset == log_end_offset || offset >= max_offset {
-            return Ok(Bytes::new());
-        }
-        let mut start = None;
-        for (i, seg) in self.segments.iter().enumerate().skip(self.segment_index_for(offset)) {
-            if let Some((pos, _)) = seg.find_batch(offset)? {
-                start = Some((i, pos));
-                break;
-            }
-        }
-        let Some((first_segment, mut pos)) = start else {
-            return Ok(Bytes::new());
-        };
-        // One pread per segment, straight into the response buffer: read up to the byte
-        // budget, then keep only the whole batches that fit (headers parsed from the
-        // bytes just read, not re-read from the file).
-        let mut out: Vec<u8> = Vec::new();
-        for seg in &self.segments[first_segment..] {
-            let available = seg.size().saturating_sub(pos) as usize;
-            let budget = max_bytes.saturating_sub(out.len());
-            if available == 0 {
-                pos = 0;
-                continue;
-            }
-            let first_batch = out.is_empty();
-            let mut want = available.min(budget);
-            if first_batch {
-                // The first batch is returned whole even when larger than max_bytes.
-                let header = seg.read_header(pos)?.ok_or_else(|| self.out_of_range(offset))?;
-                want = want.max(header.total_len().min(available));
-            }
-            if want == 0 {
-                break;
-            }
-            let from = out.len();
-            out.resize(from + want, 0);
-            seg.read_into(pos, &mut out[from..])?;
-            let mut keep = 0usize;
-            let mut stop = false;
-            while keep + BATCH_HEADER_LEN <= want {
-                let h = BatchHeader::parse(&out[from + keep..from + want])?;
-                let len = h.total_len();
-                if h.base_offset >= max_offset || keep + len > want {
-                    stop = true;
-                    break;
-                }
-                keep += len;
-            }
-            out.truncate(from + keep);
-            if stop || keep < available {
-                break;
-            }
-            pos = 0;
-        }
-        Ok(Bytes::from(out))
     }
 
     /// fdatasyncs everything not yet flushed and persists the recovery point.

@@ -67,6 +67,14 @@ impl OffsetIndex {
         }
     }
 
+    /// The position of the last indexed batch that starts at or before `position` (0,
+    /// the segment's first batch, when none does): a batch boundary to scan forward from.
+    pub fn lookup_position(&self, position: u64) -> u64 {
+        let entries = self.file.entries();
+        let n = entries.partition_point(|&(_, pos)| u64::from(pos) <= position);
+        n.checked_sub(1).map_or(0, |i| u64::from(entries[i].1))
+    }
+
     pub fn last_entry(&self) -> Option<(i64, u64)> {
         self.file.entries().last().map(|&(rel, pos)| (self.base_offset + i64::from(rel), u64::from(pos)))
     }

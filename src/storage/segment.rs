@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use super::batch::{BatchHeader, BATCH_HEADER_LEN, MIN_BATCH_LENGTH};
+use super::file_slice::FileSlice;
 use super::offset_index::OffsetIndex;
 use super::time_index::TimeIndex;
 
@@ -103,6 +104,11 @@ impl SegmentFile {
 
     pub fn batches_from(&self, pos: u64) -> BatchIter {
         BatchIter { file: self.clone(), pos }
+    }
+
+    /// `len` bytes from `pos`, as a handle that outlives the segment's lock.
+    pub fn slice(&self, pos: u64, len: usize) -> FileSlice {
+        FileSlice::new(Arc::clone(&self.file), pos, len)
     }
 
     /// Whether `segment` still is this very file, at this size.
@@ -402,6 +408,22 @@ impl LogSegment {
             }
         }
         Ok(None)
+    }
+
+    /// The end of the last whole batch that starts at or after `from` (a batch boundary)
+    /// and ends at or before `limit`; `from` when the batch at `from` does not fit. An
+    /// index lookup by position, then a forward scan of headers.
+    pub fn batch_end_within(&self, from: u64, limit: u64) -> io::Result<u64> {
+        let mut end = self.offset_index.lookup_position(limit).max(from);
+        for item in self.batches_from(end) {
+            let (pos, h) = item?;
+            let next = pos + h.total_len() as u64;
+            if next > limit {
+                break;
+            }
+            end = next;
+        }
+        Ok(end)
     }
 
     /// Offset to start a search for the first record with timestamp ≥ `ts`.

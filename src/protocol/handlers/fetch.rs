@@ -9,8 +9,10 @@ use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
 
 use super::{check_leader_epoch, local_partition, str_bytes};
 use crate::protocol::errors::partition_error;
+use crate::protocol::fetch_encoding::FetchReply;
 use crate::protocol::Ctx;
 use crate::replication::{Partition, PartitionKey, WaitOutcome};
+use crate::storage::LogSlices;
 
 /// Fetches wait at most this long, whatever the client asks.
 const MAX_WAIT_CAP_MS: i32 = 30_000;
@@ -18,14 +20,14 @@ const MAX_WAIT_CAP_MS: i32 = 30_000;
 /// whole first batch), so a request's max_bytes never sizes a larger read buffer.
 const FETCH_MAX_BYTES: usize = 57_671_680;
 
-pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchResponse {
+pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchReply {
     let wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let pass = read_once(ctx, &req, version);
         let done = pass.bytes >= req.min_bytes.max(0) as usize || pass.any_error || wait.is_zero();
         if done || tokio::time::Instant::now() >= deadline {
-            return FetchResponse::default().with_responses(pass.responses).with_session_id(0);
+            return pass.reply();
         }
         // Park on the partitions asked for; re-read when one of their high watermarks
         // moved (or one went away), not on appends elsewhere.
@@ -34,8 +36,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchResponse
         match ctx.replicas.purgatory().wait_until(&keys, deadline, moved).await {
             WaitOutcome::Satisfied => continue,
             WaitOutcome::TimedOut | WaitOutcome::Closed => {
-                let pass = read_once(ctx, &req, version);
-                return FetchResponse::default().with_responses(pass.responses).with_session_id(0);
+                return read_once(ctx, &req, version).reply();
             }
         }
     }
@@ -44,11 +45,20 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchResponse
 /// One pass over the requested partitions.
 struct Pass {
     responses: Vec<FetchableTopicResponse>,
+    /// The records of each partition in `responses`, read or sent after the pass.
+    records: Vec<Vec<LogSlices>>,
     /// Record bytes in `responses`.
     bytes: usize,
     any_error: bool,
     /// The partitions read, with the high watermark each had when read.
     watched: Vec<(Arc<Partition>, i64)>,
+}
+
+impl Pass {
+    fn reply(self) -> FetchReply {
+        let response = FetchResponse::default().with_responses(self.responses).with_session_id(0);
+        FetchReply { response, records: self.records }
+    }
 }
 
 fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {
@@ -68,12 +78,16 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
     let mut any_error = false;
     let mut watched = Vec::new();
     let mut out = Vec::with_capacity(req.topics.len());
+    let mut records = Vec::with_capacity(req.topics.len());
     for ft in &req.topics {
         let topic = if version >= 13 { image.topic_by_id(&ft.topic_id) } else { image.topic(ft.topic.0.as_str()) };
         let missing =
             if version >= 13 { ResponseError::UnknownTopicId } else { ResponseError::UnknownTopicOrPartition };
         let mut parts = Vec::with_capacity(ft.partitions.len());
+        let mut slices = Vec::with_capacity(ft.partitions.len());
         for fp in &ft.partitions {
+            // Every partition gets an entry, in response order; only a read fills it.
+            slices.push(LogSlices::default());
             let partition = match topic {
                 Some(t) => local_partition(ctx, t, fp.partition),
                 None => Err(missing),
@@ -114,8 +128,9 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
                             .with_last_stable_offset(r.last_stable_offset)
                             .with_log_start_offset(r.log_start_offset)
                             .with_aborted_transactions(if req.isolation_level == 1 { Some(vec![]) } else { None })
-                            .with_records(Some(r.records)),
+                            .with_records(Some(Default::default())),
                     );
+                    *slices.last_mut().expect("pushed above") = r.records;
                 }
                 Ok(None) => {
                     let hw = partition.high_watermark();
@@ -145,6 +160,7 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
             ft.topic.clone()
         };
         out.push(FetchableTopicResponse::default().with_topic(name).with_topic_id(ft.topic_id).with_partitions(parts));
+        records.push(slices);
     }
-    Pass { responses: out, bytes: total, any_error, watched }
+    Pass { responses: out, records, bytes: total, any_error, watched }
 }

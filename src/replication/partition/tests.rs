@@ -47,10 +47,10 @@ fn a_pass_prepared_for_a_deleted_topic_never_touches_a_new_topic_at_the_same_pat
     let new = open(&dir);
     put(&new, "fresh", "a");
     put(&new, "fresh", "b");
-    let before = new.fetch(0, 1 << 20).unwrap().records;
+    let before = new.fetch(0, 1 << 20).unwrap().records.read().unwrap();
 
     assert!(old.finish_clean(prepared).unwrap().is_none(), "discarded");
-    assert_eq!(new.fetch(0, 1 << 20).unwrap().records, before);
+    assert_eq!(new.fetch(0, 1 << 20).unwrap().records.read().unwrap(), before);
     assert!(!dir.join("cleaner.tmp").exists() && !dir.join("cleaner.swap").exists());
     // Nor does a later pass of the deleted partition start.
     assert!(old.clean(1_000).unwrap().is_none());

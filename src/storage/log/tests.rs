@@ -85,6 +85,49 @@ fn read_respects_max_bytes_and_max_offset() {
     assert!(log.read(30, usize::MAX, i64::MAX).unwrap().is_empty());
 }
 
+/// The read plan (index lookups by position, header scans, segment boundaries) against
+/// the rule it implements, computed from the list of all batches: from the batch holding
+/// `offset`, consecutive batches below `max_offset` while they fit `max_bytes`, the first
+/// one always; nothing from `max_offset` on.
+#[test]
+fn read_plan_matches_the_whole_batch_rule_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), config(1000), 0).unwrap();
+    for i in 0..24 {
+        // Batches of 1 to 4 records, so sizes vary and index entries fall unevenly.
+        let n = 1 + i % 4;
+        let ts: Vec<i64> = (0..n).map(|k| 10_000 + 10 * i + k).collect();
+        append(&mut log, &ts, 0);
+    }
+    assert!(log.segment_count() >= 4);
+    let all = log.read(0, usize::MAX, i64::MAX).unwrap();
+    let headers = validate_batches(&all, usize::MAX).unwrap();
+    let leo = log.log_end_offset();
+    for offset in 0..leo {
+        for max_offset in [leo, leo - 1, offset + 3, offset + 1] {
+            for max_bytes in [1, 150, 400, 777, 1500, 5000, usize::MAX] {
+                let first = headers.iter().position(|h| h.last_offset() >= offset).unwrap();
+                let mut expected = Vec::new();
+                let mut taken = 0usize;
+                for h in &headers[first..] {
+                    if offset >= max_offset
+                        || h.base_offset >= max_offset
+                        || (!expected.is_empty() && taken + h.total_len() > max_bytes)
+                    {
+                        break;
+                    }
+                    taken += h.total_len();
+                    expected.push((h.base_offset, h.last_offset()));
+                }
+                let slices = log.read_slices(offset, max_bytes, max_offset).unwrap();
+                assert_eq!(slices.len(), taken, "offset {offset} max_offset {max_offset} max_bytes {max_bytes}");
+                let got = batches(&slices.read().unwrap());
+                assert_eq!(got, expected, "offset {offset} max_offset {max_offset} max_bytes {max_bytes}");
+            }
+        }
+    }
+}
+
 #[test]
 fn offset_out_of_range_on_both_sides() {
     let dir = tempfile::tempdir().unwrap();
