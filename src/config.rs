@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use thiserror::Error;
 
-use crate::storage::LogConfig;
-
 #[derive(Debug, Error)]
 pub enum ConfigError {
     #[error("cannot read config file {path}: {source}")]
@@ -315,20 +313,6 @@ impl BrokerConfig {
             return Err(invalid("offsets_topic_segment_bytes", "must be between 14 and 2147483647"));
         }
         Ok(())
-    }
-
-    /// The log settings a new topic gets when it does not override them.
-    pub fn default_log_config(&self) -> LogConfig {
-        LogConfig {
-            segment_bytes: self.log_segment_bytes,
-            segment_ms: self.log_segment_ms,
-            retention_ms: self.log_retention_ms,
-            retention_bytes: self.log_retention_bytes,
-            flush_messages: self.flush_interval_messages,
-            flush_ms: self.flush_interval_ms,
-            max_message_bytes: self.message_max_bytes,
-            ..LogConfig::default()
-        }
     }
 }
 

@@ -1,17 +1,15 @@
-//! A topic's settings, typed once per metadata image: the topic's overrides (Kafka's
-//! config names, as strings in the image) over the broker's defaults. Partitions and the
-//! produce path read these fields; nothing below this file parses a config string.
-//! (Validation of the strings themselves, at CreateTopics/AlterConfigs, is the
-//! controller's `topic_config.rs`; what reaches an image is already valid.)
+//! A topic's settings, typed once per metadata image: each of Kafka's topic configs is
+//! the topic's override (a string in the image) or else the default the config table
+//! gives for this broker (`controller/topic_config.rs`: names, types, defaults and
+//! validation in one place). Partitions and the produce path read these fields; nothing
+//! below this file parses a config string.
 
 use std::collections::BTreeMap;
 
 use super::validated::ProduceLimits;
 use crate::config::BrokerConfig;
+use crate::controller::topic_config;
 use crate::storage::{LogConfig, TimestampBounds};
-
-/// Kafka's default `message.timestamp.after.max.ms` (one hour).
-const DEFAULT_TIMESTAMP_AFTER_MAX_MS: i64 = 3_600_000;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PartitionConfig {
@@ -30,57 +28,37 @@ pub struct PartitionConfig {
 impl PartitionConfig {
     /// The broker's defaults with `overrides` (a topic's configs) applied.
     pub fn resolve(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> PartitionConfig {
-        let mut c = broker.default_log_config();
-        let get = |k: &str| overrides.get(k).map(String::as_str);
-        let num = |k: &str| get(k).and_then(|v| v.trim().parse::<i64>().ok());
-        if let Some(v) = num("segment.bytes") {
-            c.segment_bytes = v.max(14) as u64;
-        }
-        if let Some(v) = num("segment.ms") {
-            c.segment_ms = v;
-        }
-        if let Some(v) = num("retention.ms") {
-            c.retention_ms = v;
-        }
-        if let Some(v) = num("retention.bytes") {
-            c.retention_bytes = v;
-        }
-        if let Some(v) = num("flush.messages") {
-            c.flush_messages = v;
-        }
-        if let Some(v) = num("flush.ms") {
-            c.flush_ms = v;
-        }
-        if let Some(v) = num("index.interval.bytes") {
-            c.index_interval_bytes = v.max(0) as u64;
-        }
-        if let Some(v) = num("max.message.bytes") {
-            c.max_message_bytes = v.max(0) as usize;
-        }
-        if let Some(policy) = get("cleanup.policy") {
-            let has = |p: &str| policy.split(',').any(|x| x.trim() == p);
-            c.cleanup_delete = has("delete");
-            c.cleanup_compact = has("compact");
-        }
-        if let Some(v) = num("delete.retention.ms") {
-            c.delete_retention_ms = v;
-        }
-        if let Some(v) = num("min.compaction.lag.ms") {
-            c.min_compaction_lag_ms = v;
-        }
-        if let Some(v) = num("max.compaction.lag.ms") {
-            c.max_compaction_lag_ms = v;
-        }
-        if let Some(v) = get("min.cleanable.dirty.ratio").and_then(|v| v.trim().parse::<f64>().ok()) {
-            c.min_cleanable_dirty_permille = (v.clamp(0.0, 1.0) * 1000.0).round() as u32;
-        }
+        let value = |name: &str| -> String { overrides.get(name).cloned().unwrap_or_else(|| default_of(broker, name)) };
+        // What reaches an image was validated against the table; a value that still does
+        // not parse (a config written by an older release) falls back to the default.
+        let long = |name: &str| -> i64 {
+            let parse = |v: String| v.trim().parse::<i64>().ok();
+            parse(value(name)).or_else(|| parse(default_of(broker, name))).unwrap_or(0)
+        };
+        let policy = value("cleanup.policy");
+        let has = |p: &str| policy.split(',').any(|x| x.trim() == p);
+        let dirty_ratio = value("min.cleanable.dirty.ratio").trim().parse::<f64>().unwrap_or(0.5);
         PartitionConfig {
-            log: c,
-            log_append_time: get("message.timestamp.type") == Some("LogAppendTime"),
-            min_insync_replicas: num("min.insync.replicas").unwrap_or(i64::from(broker.min_insync_replicas)).max(1)
-                as usize,
-            timestamp_before_max_ms: num("message.timestamp.before.max.ms").unwrap_or(i64::MAX),
-            timestamp_after_max_ms: num("message.timestamp.after.max.ms").unwrap_or(DEFAULT_TIMESTAMP_AFTER_MAX_MS),
+            log: LogConfig {
+                segment_bytes: long("segment.bytes").max(14) as u64,
+                segment_ms: long("segment.ms"),
+                index_interval_bytes: long("index.interval.bytes").max(0) as u64,
+                retention_ms: long("retention.ms"),
+                retention_bytes: long("retention.bytes"),
+                flush_messages: long("flush.messages"),
+                flush_ms: long("flush.ms"),
+                max_message_bytes: long("max.message.bytes").max(0) as usize,
+                cleanup_delete: has("delete"),
+                cleanup_compact: has("compact"),
+                delete_retention_ms: long("delete.retention.ms"),
+                min_cleanable_dirty_permille: (dirty_ratio.clamp(0.0, 1.0) * 1000.0).round() as u32,
+                min_compaction_lag_ms: long("min.compaction.lag.ms"),
+                max_compaction_lag_ms: long("max.compaction.lag.ms"),
+            },
+            log_append_time: value("message.timestamp.type") == "LogAppendTime",
+            min_insync_replicas: long("min.insync.replicas").max(1) as usize,
+            timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
+            timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
         }
     }
 
@@ -98,6 +76,12 @@ impl PartitionConfig {
     }
 }
 
+/// The table's default of a topic config this file reads (all of them are in the table;
+/// a unit test walks every name).
+fn default_of(broker: &BrokerConfig, name: &str) -> String {
+    topic_config::find(name).map(|d| d.default_value(broker)).unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -112,7 +96,16 @@ mod tests {
     fn broker_defaults_without_overrides() {
         let c = resolve(&[]);
         let broker = BrokerConfig::build(&[]).unwrap();
-        assert_eq!(c.log, broker.default_log_config());
+        assert_eq!(c.log.segment_bytes, broker.log_segment_bytes);
+        assert_eq!(c.log.retention_ms, broker.log_retention_ms);
+        assert_eq!(c.log.flush_messages, broker.flush_interval_messages);
+        assert_eq!(c.log.max_message_bytes, broker.message_max_bytes);
+        // Kafka's topic defaults, from the one table.
+        assert_eq!(c.log.index_interval_bytes, 4096);
+        assert_eq!(c.log.delete_retention_ms, 86_400_000);
+        assert_eq!(c.log.min_cleanable_dirty_permille, 500);
+        assert_eq!(c.log.max_compaction_lag_ms, i64::MAX);
+        assert!(c.log.cleanup_delete && !c.log.cleanup_compact);
         assert_eq!(c.min_insync_replicas, broker.min_insync_replicas as usize);
         assert!(!c.log_append_time);
         assert_eq!(c.timestamp_after_max_ms, 3_600_000);
@@ -135,5 +128,23 @@ mod tests {
         assert!(limits.require_keys);
         assert_eq!(limits.max_message_bytes, 5000);
         assert_eq!(limits.timestamps.unwrap().before_max_ms, 1000);
+    }
+
+    /// Every name `resolve` reads is in the config table, and writing the table's defaults
+    /// out as overrides changes nothing.
+    #[test]
+    fn reads_only_table_configs_and_defaults_agree() {
+        let src = include_str!("partition_config.rs");
+        let body = &src[src.find("pub fn resolve").unwrap()..src.find("pub fn produce_limits").unwrap()];
+        let names: Vec<&str> = body.split('"').skip(1).step_by(2).filter(|n| n.contains('.')).collect();
+        assert!(names.len() >= 16, "{names:?}");
+        let broker = BrokerConfig::build(&[]).unwrap();
+        let mut all = Vec::new();
+        for name in names {
+            let def = topic_config::find(name).unwrap_or_else(|| panic!("{name} is not in the table"));
+            all.push((name, def.default_value(&broker)));
+        }
+        let pairs: Vec<(&str, &str)> = all.iter().map(|(n, v)| (*n, v.as_str())).collect();
+        assert_eq!(resolve(&pairs), resolve(&[]));
     }
 }
