@@ -15,6 +15,7 @@ use super::purgatory::{DelayedOperations, WaitOutcome};
 use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, TopicImage};
+use crate::storage::file_cache::{self, FileCache};
 
 /// Kafka's `replica.lag.time.max.ms` default: a follower not caught up for this long
 /// leaves the ISR.
@@ -34,6 +35,8 @@ pub struct ReplicaManager {
     pool: BlockingPool,
     /// Wall-clock milliseconds (injected, so tests can move time).
     clock: Clock,
+    /// The segment descriptors every partition shares, bounded by `max_open_log_files`.
+    files: Arc<FileCache>,
 }
 
 /// Wall-clock milliseconds.
@@ -58,7 +61,13 @@ impl ReplicaManager {
             purgatory: DelayedOperations::default(),
             pool: BlockingPool::per_core(),
             clock,
+            files: FileCache::new(file_cache::capacity_for(broker.max_open_log_files)),
         }
+    }
+
+    /// The open-file cache shared by the local partitions.
+    pub fn files(&self) -> &Arc<FileCache> {
+        &self.files
     }
 
     /// The bounded pool for CPU-heavy work that must stay off the async workers.
@@ -113,7 +122,7 @@ impl ReplicaManager {
             for pi in topic.partitions.iter().skip(parts.len()) {
                 let dir = self.partition_dir(&topic.name, pi.partition);
                 let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
-                let p = Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms)?;
+                let p = Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?;
                 p.set_leadership(pi.leader, &pi.replicas, &pi.isr, REPLICA_LAG_TIME_MAX_MS, now_ms);
                 parts.push(Arc::new(p));
             }

@@ -7,6 +7,7 @@
 //! * [`log`]: [`PartitionLog`], the entry point: offsets, appends, reads, recovery on open,
 //!   flush policy, retention, DeleteRecords, truncation, timestamp and epoch lookups.
 //! * [`segment`]: [`segment::LogSegment`], one `.log` file with its indexes.
+//! * [`file_cache`]: [`FileCache`], the broker's bounded set of open `.log` descriptors.
 //! * [`offset_index`], [`time_index`]: the sparse `.index` and `.timeindex` files.
 //! * [`batch`]: the v2 record batch header, Produce-time validation, in-place stamping.
 //! * [`record`]: walking the records of an uncompressed batch.
@@ -18,6 +19,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod codec;
 pub mod error;
+pub mod file_cache;
 mod index_file;
 pub mod leader_epoch;
 pub mod log;
@@ -35,5 +37,6 @@ pub use batch::{
     BATCH_HEADER_LEN,
 };
 pub use error::StorageError;
+pub use file_cache::FileCache;
 pub use log::{AppendInfo, CleanStats, LogConfig, PartitionLog, PreparedClean};
 pub use record_validation::{needs_decompression, validate_produce_batch, TimestampBounds};
