@@ -382,6 +382,11 @@ impl Partition {
         self.lock().log.size_bytes()
     }
 
+    /// Whether [`Self::flush`] has anything to write.
+    pub fn needs_flush(&self) -> bool {
+        self.lock().log.needs_flush()
+    }
+
     /// Flush and close the log (graceful shutdown).
     pub fn flush(&self) -> Result<(), PartitionError> {
         let mut s = self.lock();
