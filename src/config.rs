@@ -77,6 +77,9 @@ pub struct BrokerConfig {
     pub connections_max_idle_ms: u64,
     pub request_read_timeout_ms: u64,
     pub queued_max_request_bytes: i64,
+    /// Segment `.log` descriptors held open at once, by all partitions together; 0 =
+    /// half the open-file soft limit at start.
+    pub max_open_log_files: usize,
     pub min_insync_replicas: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -112,6 +115,7 @@ impl Default for BrokerConfig {
             connections_max_idle_ms: 600_000,
             request_read_timeout_ms: 30_000,
             queued_max_request_bytes: 512 * 1024 * 1024,
+            max_open_log_files: 0,
             min_insync_replicas: 1,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -151,6 +155,7 @@ pub struct ConfigOverrides {
     pub connections_max_idle_ms: Option<u64>,
     pub request_read_timeout_ms: Option<u64>,
     pub queued_max_request_bytes: Option<i64>,
+    pub max_open_log_files: Option<usize>,
     pub min_insync_replicas: Option<i32>,
     pub group_min_session_timeout_ms: Option<i32>,
     pub group_max_session_timeout_ms: Option<i32>,
@@ -211,6 +216,7 @@ impl BrokerConfig {
                     connections_max_idle_ms,
                     request_read_timeout_ms,
                     queued_max_request_bytes,
+                    max_open_log_files,
                     min_insync_replicas,
                     group_min_session_timeout_ms,
                     group_max_session_timeout_ms,

@@ -97,6 +97,10 @@ struct ServeArgs {
     /// (Kafka: queued.max.request.bytes).
     #[arg(long, env = "RUNNEL_QUEUED_MAX_REQUEST_BYTES", allow_hyphen_values = true)]
     queued_max_request_bytes: Option<i64>,
+    /// Segment files held open at once by all partitions together; 0 = half the
+    /// open-file soft limit.
+    #[arg(long, env = "RUNNEL_MAX_OPEN_LOG_FILES")]
+    max_open_log_files: Option<usize>,
     #[arg(long, env = "RUNNEL_MIN_INSYNC_REPLICAS")]
     min_insync_replicas: Option<i32>,
     #[arg(long, env = "RUNNEL_GROUP_MIN_SESSION_TIMEOUT_MS")]
@@ -142,6 +146,7 @@ impl ServeArgs {
             connections_max_idle_ms: self.connections_max_idle_ms,
             request_read_timeout_ms: self.request_read_timeout_ms,
             queued_max_request_bytes: self.queued_max_request_bytes,
+            max_open_log_files: self.max_open_log_files,
             min_insync_replicas: self.min_insync_replicas,
             group_min_session_timeout_ms: self.group_min_session_timeout_ms,
             group_max_session_timeout_ms: self.group_max_session_timeout_ms,
@@ -174,11 +179,12 @@ fn main() -> anyhow::Result<()> {
             std::process::exit(2);
         }
     };
-    // Each partition holds open files and each client a socket: use all the descriptors
-    // the hard limit allows.
+    // Each client holds a socket and the log file cache up to half the soft limit: use
+    // all the descriptors the hard limit allows.
+    let before = rlimit::getrlimit(rlimit::Resource::NOFILE).map(|(soft, _)| soft).unwrap_or(0);
     match rlimit::increase_nofile_limit(u64::MAX) {
-        Ok(n) => tracing::debug!(limit = n, "open file limit raised"),
-        Err(e) => tracing::warn!(error = %e, "cannot raise the open file limit"),
+        Ok(after) => tracing::info!(before, after, "open file soft limit raised to the hard limit"),
+        Err(e) => tracing::warn!(error = %e, before, "cannot raise the open file limit"),
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {

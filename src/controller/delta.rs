@@ -58,6 +58,17 @@ impl MetadataDelta {
 /// concurrently with itself, never out of order); it must not call back into the
 /// controller.
 pub trait MetadataListener: Send + Sync {
+    /// Before a commit is written: the image and delta it would make. A listener that
+    /// could not act on them (e.g. cannot open a new partition's files) refuses, and
+    /// nothing is committed, so no change is half applied. What it readies here is used
+    /// by the `on_commit` that follows, or dropped by `discard`.
+    fn prepare(&self, _image: &MetadataImage, _delta: &MetadataDelta) -> Result<(), String> {
+        Ok(())
+    }
+
+    /// The prepared commit was not written after all.
+    fn discard(&self) {}
+
     fn on_commit(&self, image: &Arc<MetadataImage>, delta: &MetadataDelta);
 }
 

@@ -34,6 +34,10 @@ pub enum ControllerError {
     InvalidReplicaAssignment(String),
     #[error("{0}")]
     InvalidConfig(String),
+    /// A broker could not act on the change (its partitions' files cannot be opened);
+    /// nothing was committed.
+    #[error("{0}")]
+    Storage(String),
     #[error("metadata log I/O failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("internal error: {0}")]

@@ -124,15 +124,25 @@ impl Controller {
         inner: &mut Inner,
         records: Vec<MetadataRecord>,
     ) -> Result<Arc<MetadataImage>, ControllerError> {
-        inner.log.append(&records)?;
         let mut image = (*self.image()).clone();
         for r in &records {
             image.apply(r);
         }
         let image = Arc::new(image);
-        *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
         let delta = MetadataDelta::of(&records);
-        for l in self.listeners.read().unwrap_or_else(|e| e.into_inner()).iter() {
+        let listeners = self.listeners.read().unwrap_or_else(|e| e.into_inner()).clone();
+        for (i, l) in listeners.iter().enumerate() {
+            if let Err(reason) = l.prepare(&image, &delta) {
+                listeners[..i].iter().for_each(|l| l.discard());
+                return Err(ControllerError::Storage(reason));
+            }
+        }
+        if let Err(e) = inner.log.append(&records) {
+            listeners.iter().for_each(|l| l.discard());
+            return Err(e);
+        }
+        *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
+        for l in &listeners {
             l.on_commit(&image, &delta);
         }
         Ok(image)

@@ -57,6 +57,13 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        // Kafka answers a disk failure under a log with KAFKA_STORAGE_ERROR (56,
+        // KafkaStorageException: "disk error when trying to access log file"). Its own
+        // controller never learns of a broker's disk when creating a topic, so it has no
+        // code for exactly this; the disk's code with the message says what went wrong
+        // better than UNKNOWN_SERVER_ERROR, and clients treat it as retriable, as it is
+        // once descriptors or the disk are back.
+        ControllerError::Storage(_) => ResponseError::KafkaStorageError,
         ControllerError::Io(_) | ControllerError::Internal(_) => ResponseError::UnknownServerError,
     }
 }

@@ -7,7 +7,7 @@
 //! appends and reads go on while the disk works.
 
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use thiserror::Error;
@@ -18,7 +18,7 @@ use super::partition_config::PartitionConfig;
 use super::producer_state::{ProducerStateTable, SequenceCheck};
 use super::purgatory::PartitionKey;
 use super::validated::ValidatedRecords;
-use crate::storage::{BatchError, CleanStats, LogSlices, PartitionLog, PreparedClean, StorageError};
+use crate::storage::{BatchError, CleanStats, FileCache, LogSlices, PartitionLog, PreparedClean, StorageError};
 
 #[derive(Debug, Error)]
 pub enum PartitionError {
@@ -104,9 +104,10 @@ impl Partition {
         config: PartitionConfig,
         leader_epoch: i32,
         now_ms: i64,
+        files: &Arc<FileCache>,
     ) -> Result<Partition, PartitionError> {
         let PartitionId { topic, topic_id, index } = id;
-        let log = PartitionLog::open(&dir, config.log.clone(), now_ms)?;
+        let log = PartitionLog::open_with_files(&dir, config.log.clone(), now_ms, Arc::clone(files))?;
         let headers = log.batch_headers_from(log.log_start_offset())?;
         let producers = ProducerStateTable::rebuild(headers.iter());
         let leo = log.log_end_offset();
@@ -249,7 +250,7 @@ impl Partition {
             if s.flushed_through > offset {
                 return Ok(());
             }
-            s.log.unflushed_handle()
+            s.log.unflushed_handle()?
         };
         let Some((file, log_end_offset)) = handle else {
             // Everything is already below the recovery point (flushed by a roll or by
@@ -379,6 +380,11 @@ impl Partition {
 
     pub fn size_bytes(&self) -> u64 {
         self.lock().log.size_bytes()
+    }
+
+    /// Whether [`Self::flush`] has anything to write.
+    pub fn needs_flush(&self) -> bool {
+        self.lock().log.needs_flush()
     }
 
     /// Flush and close the log (graceful shutdown).

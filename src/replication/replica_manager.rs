@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::BytesMut;
 use tokio::time::Instant;
@@ -15,6 +15,7 @@ use super::purgatory::{DelayedOperations, WaitOutcome};
 use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, TopicImage};
+use crate::storage::file_cache::{self, FileCache};
 
 /// Kafka's `replica.lag.time.max.ms` default: a follower not caught up for this long
 /// leaves the ISR.
@@ -34,6 +35,10 @@ pub struct ReplicaManager {
     pool: BlockingPool,
     /// Wall-clock milliseconds (injected, so tests can move time).
     clock: Clock,
+    /// The segment descriptors every partition shares, bounded by `max_open_log_files`.
+    files: Arc<FileCache>,
+    /// Partitions opened by `prepare` for the commit under way, taken by `apply_delta`.
+    prepared: Mutex<HashMap<(Uuid, i32), Partition>>,
 }
 
 /// Wall-clock milliseconds.
@@ -42,6 +47,57 @@ pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 /// Metadata is pushed: every commit reaches the local partitions before the request
 /// that made it is answered.
 impl MetadataListener for ReplicaManager {
+    /// Opens the partitions a commit would add, so that a topic or partition whose files
+    /// cannot be opened (out of descriptors, disk full or unwritable) is refused before
+    /// it exists anywhere, instead of existing in metadata with no log.
+    fn prepare(&self, image: &MetadataImage, delta: &MetadataDelta) -> Result<(), String> {
+        self.discard();
+        let now_ms = (self.clock)();
+        let mut opened: Vec<((Uuid, i32), Partition, bool)> = Vec::new();
+        let map = self.partitions.read().unwrap_or_else(|e| e.into_inner());
+        for topic in delta.changed_topics.iter().filter_map(|id| image.topic_by_id(id)) {
+            let existing = map.get(&topic.topic_id).map_or(0, Vec::len);
+            let config = self.config_for(topic);
+            for pi in topic.partitions.iter().skip(existing) {
+                let dir = self.partition_dir(&topic.name, pi.partition);
+                let created = !dir.exists();
+                let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
+                match Partition::open(id, dir.clone(), config.clone(), pi.leader_epoch, now_ms, &self.files) {
+                    Ok(p) => opened.push(((topic.topic_id, pi.partition), p, created)),
+                    Err(e) => {
+                        tracing::error!(topic = %topic.name, partition = pi.partition, error = %e, "cannot open new partition; refusing the change");
+                        if created {
+                            remove_partition_dir(&dir);
+                        }
+                        for (_, p, created) in opened {
+                            let dir = p.dir.clone();
+                            drop(p);
+                            if created {
+                                remove_partition_dir(&dir);
+                            }
+                        }
+                        return Err(format!("cannot open partition {}-{}: {e}", topic.name, pi.partition));
+                    }
+                }
+            }
+        }
+        drop(map);
+        let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
+        prepared.extend(opened.into_iter().map(|(key, p, _)| (key, p)));
+        Ok(())
+    }
+
+    fn discard(&self) {
+        let stale: Vec<Partition> =
+            self.prepared.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, p)| p).collect();
+        for p in stale {
+            // Opened for a change that was not committed: its directory is new and empty.
+            let dir = p.dir.clone();
+            drop(p);
+            remove_partition_dir(&dir);
+        }
+    }
+
     fn on_commit(&self, image: &Arc<MetadataImage>, delta: &MetadataDelta) {
         if let Err(e) = self.apply_delta(image, delta, (self.clock)()) {
             tracing::error!(error = %e, "failed to apply metadata to local partitions");
@@ -58,7 +114,14 @@ impl ReplicaManager {
             purgatory: DelayedOperations::default(),
             pool: BlockingPool::per_core(),
             clock,
+            files: FileCache::new(file_cache::capacity_for(broker.max_open_log_files)),
+            prepared: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// The open-file cache shared by the local partitions.
+    pub fn files(&self) -> &Arc<FileCache> {
+        &self.files
     }
 
     /// The bounded pool for CPU-heavy work that must stay off the async workers.
@@ -113,7 +176,12 @@ impl ReplicaManager {
             for pi in topic.partitions.iter().skip(parts.len()) {
                 let dir = self.partition_dir(&topic.name, pi.partition);
                 let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
-                let p = Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms)?;
+                let ready =
+                    self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(&(topic.topic_id, pi.partition));
+                let p = match ready {
+                    Some(p) => p,
+                    None => Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?,
+                };
                 p.set_leadership(pi.leader, &pi.replicas, &pi.isr, REPLICA_LAG_TIME_MAX_MS, now_ms);
                 parts.push(Arc::new(p));
             }

@@ -1,5 +1,7 @@
 //! The storage both sparse indexes share: fixed-size big-endian entries, kept in memory
-//! and written behind to their file.
+//! and written behind to their file. No descriptor is held: the file is opened for each
+//! batched write, truncation or fsync and closed again, so an index costs memory, not
+//! one of the broker's bounded descriptors.
 
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
@@ -23,23 +25,23 @@ const PENDING_WRITE: usize = 128;
 #[derive(Debug)]
 pub(super) struct IndexFile<E> {
     path: PathBuf,
-    file: File,
     entries: Vec<E>,
     persisted: usize,
+    /// Written (or truncated) since the last fsync.
+    unsynced: bool,
 }
 
 impl<E: Entry> IndexFile<E> {
     /// Creates an empty index, replacing any file at `path`.
     pub fn create(path: &Path) -> io::Result<IndexFile<E>> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        file.set_len(0)?;
-        Ok(IndexFile { path: path.to_owned(), file, entries: Vec::new(), persisted: 0 })
+        OpenOptions::new().create(true).write(true).truncate(true).open(path)?;
+        Ok(IndexFile { path: path.to_owned(), entries: Vec::new(), persisted: 0, unsynced: true })
     }
 
     /// Loads an existing index: `Ok(None)` when the file is missing or not a whole number
     /// of entries (the caller rebuilds it from the log).
     pub fn load(path: &Path) -> io::Result<Option<IndexFile<E>>> {
-        let mut file = match OpenOptions::new().read(true).append(true).open(path) {
+        let mut file = match File::open(path) {
             Ok(f) => f,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(e),
@@ -51,7 +53,7 @@ impl<E: Entry> IndexFile<E> {
         }
         let entries: Vec<E> = bytes.chunks_exact(E::LEN).map(E::decode).collect();
         let persisted = entries.len();
-        Ok(Some(IndexFile { path: path.to_owned(), file, entries, persisted }))
+        Ok(Some(IndexFile { path: path.to_owned(), entries, persisted, unsynced: false }))
     }
 
     pub fn entries(&self) -> &[E] {
@@ -69,8 +71,9 @@ impl<E: Entry> IndexFile<E> {
     /// Keeps the first `keep` entries.
     pub fn truncate(&mut self, keep: usize) -> io::Result<()> {
         if keep < self.persisted {
-            self.file.set_len((keep * E::LEN) as u64)?;
+            OpenOptions::new().write(true).open(&self.path)?.set_len((keep * E::LEN) as u64)?;
             self.persisted = keep;
+            self.unsynced = true;
         }
         self.entries.truncate(keep);
         Ok(())
@@ -86,14 +89,25 @@ impl<E: Entry> IndexFile<E> {
         for e in pending {
             e.encode(&mut buf);
         }
-        self.file.write_all(&buf)?;
+        OpenOptions::new().append(true).open(&self.path)?.write_all(&buf)?;
         self.persisted = self.entries.len();
+        self.unsynced = true;
         Ok(())
     }
 
+    /// Whether [`Self::flush`] has anything to do.
+    pub fn is_dirty(&self) -> bool {
+        self.unsynced || self.persisted != self.entries.len()
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
+        if !self.is_dirty() {
+            return Ok(());
+        }
         self.write_pending()?;
-        self.file.sync_data()
+        File::open(&self.path)?.sync_data()?;
+        self.unsynced = false;
+        Ok(())
     }
 
     pub fn path(&self) -> &Path {

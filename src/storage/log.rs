@@ -16,6 +16,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use super::batch::{set_base_offset, set_partition_leader_epoch, split_batches, BatchHeader, Compression};
 use super::checkpoint::{sync_dir, CheckpointFile};
 use super::error::StorageError;
+use super::file_cache::FileCache;
 use super::leader_epoch::LeaderEpochCache;
 use super::record::record_positions;
 use super::segment::LogSegment;
@@ -139,6 +140,10 @@ pub struct PartitionLog {
     uncleanable: bool,
     /// Memory the cleaner's key map may take (a constant; tests lower it).
     cleaner_map_bytes: usize,
+    /// Where the segments' `.log` descriptors live (shared by the broker's partitions).
+    files: Arc<FileCache>,
+    /// The recovery point as last written to `recovery-point-checkpoint`.
+    checkpointed_recovery_point: i64,
 }
 
 impl PartitionLog {
@@ -263,7 +268,7 @@ impl PartitionLog {
         let active = self.active_mut();
         active.seal()?;
         active.flush()?;
-        let segment = LogSegment::create(&self.dir, base_offset, self.config.index_interval_bytes)?;
+        let segment = LogSegment::create(&self.dir, base_offset, self.config.index_interval_bytes, &self.files)?;
         sync_dir(&self.dir)?;
         self.segments.push(segment);
         // Every earlier segment was fsynced when it was sealed.
@@ -283,7 +288,11 @@ impl PartitionLog {
             seg.flush()?;
         }
         self.recovery_point = self.log_end_offset();
-        CheckpointFile::write_offset(&self.dir.join(RECOVERY_POINT_CHECKPOINT), self.recovery_point)?;
+        // An idle partition costs no I/O here (a shutdown flushes every partition).
+        if self.checkpointed_recovery_point != self.recovery_point {
+            CheckpointFile::write_offset(&self.dir.join(RECOVERY_POINT_CHECKPOINT), self.recovery_point)?;
+            self.checkpointed_recovery_point = self.recovery_point;
+        }
         self.unflushed_messages = 0;
         self.last_flush_ms = now_ms;
         Ok(())
@@ -292,9 +301,19 @@ impl PartitionLog {
     /// For group commit outside the caller's lock: the active segment's file and the log
     /// end offset now. fsyncing that file makes everything below the offset durable (older
     /// segments were fsynced when sealed). `None` when nothing is unflushed.
-    pub fn unflushed_handle(&self) -> Option<(Arc<File>, i64)> {
+    pub fn unflushed_handle(&self) -> Result<Option<(Arc<File>, i64)>, StorageError> {
         let log_end_offset = self.log_end_offset();
-        (self.recovery_point < log_end_offset).then(|| (self.active().log_file(), log_end_offset))
+        if self.recovery_point >= log_end_offset {
+            return Ok(None);
+        }
+        Ok(Some((self.active().log_file()?, log_end_offset)))
+    }
+
+    /// Whether [`Self::flush`] has anything to write or fsync.
+    pub fn needs_flush(&self) -> bool {
+        self.recovery_point < self.log_end_offset()
+            || self.checkpointed_recovery_point != self.recovery_point
+            || self.segments.iter().any(LogSegment::is_dirty)
     }
 
     /// Records that a caller fsynced through [`Self::unflushed_handle`] up to `offset`.
@@ -304,6 +323,7 @@ impl PartitionLog {
         self.recovery_point = self.recovery_point.max(offset.min(log_end_offset));
         if self.recovery_point == log_end_offset {
             self.unflushed_messages = 0;
+            self.active_mut().mark_log_synced();
         }
     }
 

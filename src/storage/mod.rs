@@ -7,6 +7,7 @@
 //! * [`log`]: [`PartitionLog`], the entry point: offsets, appends, reads, recovery on open,
 //!   flush policy, retention, DeleteRecords, truncation, timestamp and epoch lookups.
 //! * [`segment`]: [`segment::LogSegment`], one `.log` file with its indexes.
+//! * [`file_cache`]: [`FileCache`], the broker's bounded set of open `.log` descriptors.
 //! * [`file_slice`]: a read planned under the partition's lock and carried out after it
 //!   ([`LogSlices`]: byte ranges of segment files, copied or sent from the page cache).
 //! * [`offset_index`], [`time_index`]: the sparse `.index` and `.timeindex` files.
@@ -20,6 +21,7 @@ pub mod batch;
 pub mod checkpoint;
 pub mod codec;
 pub mod error;
+pub mod file_cache;
 pub mod file_slice;
 mod index_file;
 pub mod leader_epoch;
@@ -38,6 +40,7 @@ pub use batch::{
     BATCH_HEADER_LEN,
 };
 pub use error::StorageError;
+pub use file_cache::FileCache;
 pub use file_slice::{FileSlice, LogSlices};
 pub use log::{AppendInfo, CleanStats, LogConfig, PartitionLog, PreparedClean};
 pub use record_validation::{needs_decompression, validate_produce_batch, TimestampBounds};

@@ -98,6 +98,11 @@ impl OffsetIndex {
         self.file.write_pending()
     }
 
+    /// Whether [`Self::flush`] has anything to write or fsync.
+    pub fn is_dirty(&self) -> bool {
+        self.file.is_dirty()
+    }
+
     pub fn flush(&mut self) -> io::Result<()> {
         self.file.flush()
     }

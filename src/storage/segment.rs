@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::time::UNIX_EPOCH;
 
 use super::batch::{BatchHeader, BATCH_HEADER_LEN, MIN_BATCH_LENGTH};
+use super::file_cache::{CachedFile, FileCache};
 use super::file_slice::FileSlice;
 use super::offset_index::OffsetIndex;
 use super::time_index::TimeIndex;
@@ -46,11 +47,17 @@ pub const NO_TIMESTAMP: i64 = -1;
 /// `.log` length and ends on a batch boundary; `next_offset` is one past the last batch's
 /// last offset (`base_offset` when empty); index entries only point at batches that exist.
 /// Only the partition's last segment (the active one) is appended to.
+///
+/// The segment holds no descriptor: its `.log` is opened through the broker's
+/// [`FileCache`] when read or written (so a sealed segment nobody reads costs none), and
+/// the indexes live in memory and open their files only to write behind.
 #[derive(Debug)]
 pub struct LogSegment {
     base_offset: i64,
     log_path: PathBuf,
-    log: Arc<File>,
+    log: CachedFile,
+    /// Appended, truncated or recovered since the last fsync.
+    unflushed: bool,
     offset_index: OffsetIndex,
     time_index: TimeIndex,
     size: u64,
@@ -71,6 +78,8 @@ pub struct LogSegment {
 #[derive(Debug, Clone)]
 pub struct SegmentFile {
     file: Arc<File>,
+    /// Which [`CachedFile`] it came from (descriptors are reopened, so not the `Arc`).
+    segment_id: u64,
     size: u64,
 }
 
@@ -103,7 +112,7 @@ impl SegmentFile {
     }
 
     pub fn batches_from(&self, pos: u64) -> BatchIter {
-        BatchIter { file: self.clone(), pos }
+        BatchIter { file: Ok(self.clone()), pos }
     }
 
     /// `len` bytes from `pos`, as a handle that outlives the segment's lock.
@@ -113,21 +122,26 @@ impl SegmentFile {
 
     /// Whether `segment` still is this very file, at this size.
     pub fn is_file_of(&self, segment: &LogSegment) -> bool {
-        Arc::ptr_eq(&self.file, &segment.log) && self.size == segment.size
+        self.segment_id == segment.log.id() && self.size == segment.size
     }
 }
 
 /// Batch headers from a position onward: `(position, header)`. Stops at the end of the
 /// segment or at the first position holding no complete, well-framed batch.
+/// A segment whose file cannot be opened yields that error once.
 pub struct BatchIter {
-    file: SegmentFile,
+    file: Result<SegmentFile, Option<io::Error>>,
     pos: u64,
 }
 
 impl Iterator for BatchIter {
     type Item = io::Result<(u64, BatchHeader)>;
     fn next(&mut self) -> Option<Self::Item> {
-        match self.file.read_header(self.pos) {
+        let file = match &mut self.file {
+            Ok(f) => f,
+            Err(e) => return e.take().map(Err),
+        };
+        match file.read_header(self.pos) {
             Ok(Some(h)) => {
                 let at = self.pos;
                 self.pos += h.total_len() as u64;
@@ -151,13 +165,19 @@ struct Snapshot {
 
 impl LogSegment {
     /// Creates an empty segment, replacing any files with its name.
-    pub fn create(dir: &Path, base_offset: i64, index_interval_bytes: u64) -> io::Result<LogSegment> {
+    pub fn create(
+        dir: &Path,
+        base_offset: i64,
+        index_interval_bytes: u64,
+        files: &Arc<FileCache>,
+    ) -> io::Result<LogSegment> {
         let log_path = dir.join(segment_file_name(base_offset, LOG_SUFFIX));
         let log = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(&log_path)?;
         Ok(LogSegment {
             base_offset,
+            log: files.insert(log_path.clone(), log),
             log_path,
-            log: Arc::new(log),
+            unflushed: true,
             offset_index: OffsetIndex::create(&dir.join(segment_file_name(base_offset, INDEX_SUFFIX)), base_offset)?,
             time_index: TimeIndex::create(&dir.join(segment_file_name(base_offset, TIME_INDEX_SUFFIX)), base_offset)?,
             size: 0,
@@ -178,10 +198,12 @@ impl LogSegment {
         base_offset: i64,
         index_interval_bytes: u64,
         recover: bool,
+        files: &Arc<FileCache>,
     ) -> io::Result<(LogSegment, u64)> {
         let log_path = dir.join(segment_file_name(base_offset, LOG_SUFFIX));
-        let log = OpenOptions::new().read(true).write(true).open(&log_path)?;
-        let meta = log.metadata()?;
+        // Only the metadata here: the file itself is opened through the cache when a
+        // read needs it (a trusted sealed segment with intact indexes needs none).
+        let meta = fs::metadata(&log_path)?;
         let size = meta.len();
         let created_ms = (size > 0).then(|| mtime_ms(&meta));
         let index_path = dir.join(segment_file_name(base_offset, INDEX_SUFFIX));
@@ -191,8 +213,9 @@ impl LogSegment {
         let indexes_loaded = offset_index.is_some() && time_index.is_some();
         let mut segment = LogSegment {
             base_offset,
+            log: files.register(log_path.clone()),
             log_path,
-            log: Arc::new(log),
+            unflushed: false,
             offset_index: match offset_index {
                 Some(i) => i,
                 None => OffsetIndex::create(&index_path, base_offset)?,
@@ -278,8 +301,9 @@ impl LogSegment {
                 bytes = truncated,
                 "truncating invalid or torn batches at the end of the segment"
             );
-            self.log.set_len(pos)?;
+            self.log.get()?.set_len(pos)?;
             self.size = pos;
+            self.unflushed = true;
         }
         self.offset_index.write_pending()?;
         self.time_index.write_pending()?;
@@ -300,9 +324,10 @@ impl LogSegment {
         let mut at = pos + CRC_START;
         let mut buf = vec![0u8; 64 * 1024];
         let mut crc = 0;
+        let log = self.log.get()?;
         while at < end {
             let n = ((end - at) as usize).min(buf.len());
-            self.log.read_exact_at(&mut buf[..n], at)?;
+            log.read_exact_at(&mut buf[..n], at)?;
             crc = crc32c::crc32c_append(crc, &buf[..n]);
             at += n as u64;
         }
@@ -311,12 +336,12 @@ impl LogSegment {
 
     /// The header of the batch at `pos` if a complete, well-framed batch is there.
     pub fn read_header(&self, pos: u64) -> io::Result<Option<BatchHeader>> {
-        self.file().read_header(pos)
+        self.file()?.read_header(pos)
     }
 
-    /// A handle on the `.log` as it is now.
-    pub fn file(&self) -> SegmentFile {
-        SegmentFile { file: Arc::clone(&self.log), size: self.size }
+    /// A handle on the `.log` as it is now (opening it if the cache had closed it).
+    pub fn file(&self) -> io::Result<SegmentFile> {
+        Ok(SegmentFile { file: self.log.get()?, segment_id: self.log.id(), size: self.size })
     }
 
     /// Updates indexes and running state for a batch written at `pos`.
@@ -346,7 +371,8 @@ impl LogSegment {
             offset_of_max_timestamp: self.offset_of_max_timestamp,
             created_ms: self.created_ms,
         };
-        let result = self.log.write_all_at(records, self.size).and_then(|()| {
+        self.unflushed = true;
+        let result = self.log.get().and_then(|log| log.write_all_at(records, self.size)).and_then(|()| {
             let mut pos = self.size;
             for h in headers {
                 self.index_batch(h, pos)?;
@@ -368,7 +394,7 @@ impl LogSegment {
     }
 
     fn restore(&mut self, s: &Snapshot) -> io::Result<()> {
-        self.log.set_len(s.size)?;
+        self.log.get()?.set_len(s.size)?;
         self.offset_index.truncate_to_position(s.size)?;
         self.time_index.truncate_to_offset(s.next_offset)?;
         self.size = s.size;
@@ -382,16 +408,16 @@ impl LogSegment {
 
     /// Fills `buf` from the log file at `pos`.
     pub fn read_into(&self, pos: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.log.read_exact_at(buf, pos)
+        self.log.get()?.read_exact_at(buf, pos)
     }
 
     /// Reads `len` bytes at `pos`.
     pub fn read(&self, pos: u64, len: usize) -> io::Result<Vec<u8>> {
-        self.file().read(pos, len)
+        self.file()?.read(pos, len)
     }
 
     pub fn batches_from(&self, pos: u64) -> BatchIter {
-        self.file().batches_from(pos)
+        BatchIter { file: self.file().map_err(Some), pos }
     }
 
     /// Position and header of the first batch whose last offset is ≥ `offset`: an index
@@ -441,7 +467,8 @@ impl LogSegment {
             return Ok(0);
         };
         let removed = self.size - pos;
-        self.log.set_len(pos)?;
+        self.log.get()?.set_len(pos)?;
+        self.unflushed = true;
         self.offset_index.truncate_to_position(pos)?;
         self.time_index.truncate_to_offset(h.base_offset)?;
         self.size = pos;
@@ -468,11 +495,25 @@ impl LogSegment {
         self.time_index.write_pending()
     }
 
-    /// fdatasync of the log and both indexes.
+    /// fdatasync of the log and both indexes; nothing when nothing changed since the
+    /// last one (a broker with many idle partitions shuts down without touching them).
     pub fn flush(&mut self) -> io::Result<()> {
-        self.log.sync_data()?;
+        if self.unflushed {
+            self.log.get()?.sync_data()?;
+            self.unflushed = false;
+        }
         self.offset_index.flush()?;
         self.time_index.flush()
+    }
+
+    /// Whether [`Self::flush`] would write or fsync anything.
+    pub fn is_dirty(&self) -> bool {
+        self.unflushed || self.offset_index.is_dirty() || self.time_index.is_dirty()
+    }
+
+    /// Records that the `.log` was fsynced through a handle from [`Self::log_file`].
+    pub fn mark_log_synced(&mut self) {
+        self.unflushed = false;
     }
 
     /// Removes the segment's files; indexes first, so a crash leaves a log whose indexes
@@ -515,7 +556,7 @@ impl LogSegment {
         if self.max_timestamp > 0 {
             return Ok(self.max_timestamp);
         }
-        Ok(mtime_ms(&self.log.metadata()?))
+        Ok(mtime_ms(&fs::metadata(&self.log_path)?))
     }
 
     pub fn created_ms(&self) -> Option<i64> {
@@ -524,17 +565,25 @@ impl LogSegment {
 
     /// The `.log`'s mtime in milliseconds.
     pub fn modified_ms(&self) -> io::Result<i64> {
-        Ok(mtime_ms(&self.log.metadata()?))
+        Ok(mtime_ms(&fs::metadata(&self.log_path)?))
     }
 
     /// Sets the `.log`'s mtime, e.g. to keep a rewritten segment's age.
     pub fn set_modified_ms(&self, ms: i64) -> io::Result<()> {
         let t = UNIX_EPOCH + std::time::Duration::from_millis(u64::try_from(ms).unwrap_or(0));
-        self.log.set_modified(t)
+        self.log.get()?.set_modified(t)
     }
 
-    pub fn log_file(&self) -> Arc<File> {
-        Arc::clone(&self.log)
+    /// Keeps this segment's current `.log` descriptor for as long as the segment lives,
+    /// whatever the cache evicts (used while its file is about to be replaced by name).
+    pub fn pin_log(&self) -> io::Result<()> {
+        self.log.pin()
+    }
+
+    /// The open `.log` (opened through the cache if it was closed). The handle stays
+    /// valid while held, even if the cache evicts it meanwhile.
+    pub fn log_file(&self) -> io::Result<Arc<File>> {
+        self.log.get()
     }
 
     pub fn offset_index(&self) -> &OffsetIndex {

@@ -20,7 +20,7 @@ fn compacted() -> PartitionConfig {
 
 fn open(dir: &std::path::Path) -> Partition {
     let id = PartitionId { topic: "t", topic_id: Uuid::new_v4(), index: 0 };
-    Partition::open(id, dir.to_owned(), compacted(), 0, 1_000).unwrap()
+    Partition::open(id, dir.to_owned(), compacted(), 0, 1_000, &crate::storage::FileCache::private()).unwrap()
 }
 
 fn put(p: &Partition, key: &str, value: &str) {

@@ -13,7 +13,8 @@ fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManag
     let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)));
     let config = PartitionConfig::resolve(&broker, &Default::default());
     let id = PartitionId { topic: "t", topic_id: Uuid::new_v4(), index: 0 };
-    let partition = Arc::new(Partition::open(id, dir.join("t-0"), config, 0, NOW).unwrap());
+    let partition =
+        Arc::new(Partition::open(id, dir.join("t-0"), config, 0, NOW, &crate::storage::FileCache::private()).unwrap());
     (manager, partition)
 }
 

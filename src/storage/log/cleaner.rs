@@ -40,12 +40,14 @@ use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::{PartitionLog, CLEANER_OFFSET_CHECKPOINT};
 use crate::storage::batch::{split_batches, BatchHeader, Compression, BATCH_HEADER_LEN, LOG_OVERHEAD};
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::codec::compress;
 use crate::storage::error::StorageError;
+use crate::storage::file_cache::FileCache;
 use crate::storage::record::{batch_records, RecordView};
 use crate::storage::segment::{delete_segment_files, LogSegment, SegmentFile, LOG_SUFFIX};
 
@@ -127,6 +129,7 @@ pub struct CleanPlan {
     end_offset: i64,
     first_dirty_offset: i64,
     max_map_bytes: usize,
+    files: Arc<FileCache>,
 }
 
 /// Cleaned segments written to `cleaner.tmp/`, waiting for [`PartitionLog::finish_clean`].
@@ -210,23 +213,35 @@ impl PartitionLog {
         {
             return None;
         }
+        let sealed = self.segments[..cleanable]
+            .iter()
+            .map(|s| {
+                Ok(Sealed {
+                    base_offset: s.base_offset(),
+                    next_offset: s.next_offset(),
+                    file: s.file()?,
+                    modified_ms: s.modified_ms().unwrap_or(now_ms),
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>();
+        let sealed = match sealed {
+            Ok(sealed) => sealed,
+            Err(e) => {
+                // Out of descriptors, most likely: the next pass tries again.
+                tracing::warn!(dir = %self.dir.display(), error = %e, "cannot open segments to clean");
+                return None;
+            }
+        };
         Some(CleanPlan {
             dir: self.dir.clone(),
             segment_bytes: self.config.segment_bytes,
             index_interval_bytes: self.config.index_interval_bytes,
             delete_retention_ms: self.config.delete_retention_ms,
-            sealed: self.segments[..cleanable]
-                .iter()
-                .map(|s| Sealed {
-                    base_offset: s.base_offset(),
-                    next_offset: s.next_offset(),
-                    file: s.file(),
-                    modified_ms: s.modified_ms().unwrap_or(now_ms),
-                })
-                .collect(),
+            sealed,
             end_offset: self.segments[cleanable].base_offset(),
             first_dirty_offset: self.first_dirty_offset,
             max_map_bytes: self.cleaner_map_bytes,
+            files: Arc::clone(&self.files),
         })
     }
 
@@ -250,12 +265,18 @@ impl PartitionLog {
                 all_in = false;
                 break;
             };
+            // The swap replaces the files under the old segments' names; should it fail
+            // halfway, those segments stay in the list and must keep reading the old data,
+            // not whatever a reopen by name would find.
+            for old in &self.segments[first..first + group.replaces.len()] {
+                old.pin_log()?;
+            }
             fs::rename(&group.dir, self.dir.join(SWAP_DIR))?;
             sync_dir(&self.dir)?;
-            // From here a crash finishes the swap on the next open. Should this fail, the
-            // old segments stay in the list: their open files still read the old data.
+            // From here a crash finishes the swap on the next open.
             finish_swap(&self.dir)?;
-            let (segment, _) = LogSegment::open(&self.dir, group.base_offset, self.config.index_interval_bytes, false)?;
+            let (segment, _) =
+                LogSegment::open(&self.dir, group.base_offset, self.config.index_interval_bytes, false, &self.files)?;
             stats.bytes_after += segment.size();
             stats.segments_after += 1;
             stats.records_removed += group.records_removed;
@@ -392,7 +413,7 @@ impl CleanPlan {
     ) -> Result<PreparedGroup, StorageError> {
         let group = &self.sealed[first..last];
         fs::create_dir(dir)?;
-        let mut out = LogSegment::create(dir, group[0].base_offset, self.index_interval_bytes)?;
+        let mut out = LogSegment::create(dir, group[0].base_offset, self.index_interval_bytes, &self.files)?;
         let mut records_removed = 0;
         let mut buf = Vec::new();
         for seg in group {

@@ -35,7 +35,7 @@ impl PartitionLog {
         };
         let mut taken = 0usize;
         for seg in &self.segments[first_segment..] {
-            let file = seg.file();
+            let file = seg.file()?;
             // Where the batches below `max_offset` end in this segment.
             let visible_end = if seg.next_offset() > max_offset {
                 match seg.find_batch(max_offset)? {

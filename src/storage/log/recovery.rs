@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::fs;
 use std::io;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::{
     LogConfig, PartitionLog, CLEANER_OFFSET_CHECKPOINT, CLEAN_SHUTDOWN_MARKER, LOG_START_OFFSET_CHECKPOINT,
@@ -11,6 +12,7 @@ use super::{
 };
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::error::StorageError;
+use crate::storage::file_cache::FileCache;
 use crate::storage::leader_epoch::LeaderEpochCache;
 use crate::storage::segment::{
     delete_segment_files, segment_file_name, LogSegment, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX,
@@ -26,7 +28,20 @@ impl PartitionLog {
     /// point onward is scanned batch by batch; the first bad or torn batch, everything
     /// after it and all later segments are removed. Missing or inconsistent indexes are
     /// rebuilt in any case.
+    ///
+    /// The log gets a small file cache of its own; a broker opens its partitions with
+    /// [`PartitionLog::open_with_files`] so that they share one.
     pub fn open(dir: &Path, config: LogConfig, now_ms: i64) -> Result<PartitionLog, StorageError> {
+        Self::open_with_files(dir, config, now_ms, FileCache::private())
+    }
+
+    /// [`PartitionLog::open`], with the segments' `.log` files opened through `files`.
+    pub fn open_with_files(
+        dir: &Path,
+        config: LogConfig,
+        now_ms: i64,
+        files: Arc<FileCache>,
+    ) -> Result<PartitionLog, StorageError> {
         fs::create_dir_all(dir)?;
         super::cleaner::recover_interrupted_clean(dir)?;
         let bases = clean_directory(dir)?;
@@ -44,7 +59,7 @@ impl PartitionLog {
         for (i, &base) in bases.iter().enumerate() {
             let holds_unflushed = bases.get(i + 1).is_none_or(|&next| next > persisted_recovery_point);
             let recover = !clean_shutdown && holds_unflushed;
-            let (segment, cut) = LogSegment::open(dir, base, config.index_interval_bytes, recover)?;
+            let (segment, cut) = LogSegment::open(dir, base, config.index_interval_bytes, recover, &files)?;
             if let Some(prev) = segments.last() {
                 if base < prev.next_offset() {
                     return Err(StorageError::Corrupt {
@@ -76,10 +91,12 @@ impl PartitionLog {
             first_dirty_offset: 0,
             uncleanable: false,
             cleaner_map_bytes: super::cleaner::MAX_MAP_BYTES,
+            files,
+            checkpointed_recovery_point: persisted_recovery_point,
         };
         if log.segments.is_empty() {
             let base = checkpointed_start.unwrap_or(0).max(0);
-            log.segments.push(LogSegment::create(dir, base, log.config.index_interval_bytes)?);
+            log.segments.push(LogSegment::create(dir, base, log.config.index_interval_bytes, &log.files)?);
             sync_dir(dir)?;
         }
         let first_base = log.segments[0].base_offset();

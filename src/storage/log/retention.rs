@@ -87,7 +87,7 @@ impl PartitionLog {
             deleted = deleted.and(old.delete());
         }
         deleted?;
-        self.segments.push(LogSegment::create(&self.dir, offset, self.config.index_interval_bytes)?);
+        self.segments.push(LogSegment::create(&self.dir, offset, self.config.index_interval_bytes, &self.files)?);
         sync_dir(&self.dir)?;
         self.log_start_offset = offset;
         CheckpointFile::write_offset(&self.dir.join(LOG_START_OFFSET_CHECKPOINT), offset)?;

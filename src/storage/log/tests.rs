@@ -3,7 +3,7 @@
 use std::fs::{self, OpenOptions};
 use std::io::Write;
 use std::os::unix::fs::FileExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::storage::batch::{split_batches, validate_batches};
@@ -430,17 +430,17 @@ fn flush_policy_and_group_commit_handle() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = LogConfig { flush_messages: 5, ..config(1 << 20) };
     let mut log = PartitionLog::open(dir.path(), cfg, 0).unwrap();
-    assert!(log.unflushed_handle().is_none());
+    assert!(log.unflushed_handle().unwrap().is_none());
     append(&mut log, &[1, 2, 3], 0);
-    let (file, offset) = log.unflushed_handle().unwrap();
+    let (file, offset) = log.unflushed_handle().unwrap().unwrap();
     assert_eq!(offset, 3);
     file.sync_data().unwrap();
     log.mark_flushed(offset);
-    assert!(log.unflushed_handle().is_none());
+    assert!(log.unflushed_handle().unwrap().is_none());
     append(&mut log, &[1, 2, 3], 0);
     append(&mut log, &[1, 2, 3], 0); // 6 unflushed records ≥ 5: flushed by policy
     assert_eq!(log.recovery_point(), 9);
-    assert!(log.unflushed_handle().is_none());
+    assert!(log.unflushed_handle().unwrap().is_none());
     assert_eq!(CheckpointFile::read_offset(&dir.path().join(RECOVERY_POINT_CHECKPOINT)).unwrap(), Some(9));
 
     log.set_config(LogConfig { flush_ms: 100, ..config(1 << 20) });
@@ -538,4 +538,54 @@ fn segments_below_recovery_point_are_trusted() {
     // The flipped byte is inside a record, not a header: only a CRC scan would see it.
     let log = reopen(dir.path(), config(1000));
     assert_eq!(log.log_end_offset(), log_end_offset);
+}
+
+#[test]
+fn segments_hold_no_descriptors_beyond_the_shared_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = FileCache::new(2);
+    let logs: Vec<PathBuf> = (0..3).map(|p| dir.path().join(format!("t-{p}"))).collect();
+    let mut expected = Vec::new();
+    for path in &logs {
+        let mut log = PartitionLog::open_with_files(path, config(1000), 0, Arc::clone(&files)).unwrap();
+        fill(&mut log, 20);
+        assert!(log.segment_count() >= 5);
+        assert!(files.open_count() <= 2);
+        expected.push(log.read(0, usize::MAX, i64::MAX).unwrap());
+        log.close().unwrap();
+    }
+    // Reopened together, every segment of every log is read through a cache of two:
+    // sealed segments are opened when read and evicted again, with the same bytes.
+    let opened: Vec<PartitionLog> = logs
+        .iter()
+        .map(|path| PartitionLog::open_with_files(path, config(1000), 0, Arc::clone(&files)).unwrap())
+        .collect();
+    let opens_before_reads = files.opens();
+    for _ in 0..2 {
+        for (log, want) in opened.iter().zip(&expected) {
+            assert_eq!(&log.read(0, usize::MAX, i64::MAX).unwrap(), want);
+            assert!(!log.read(31, 1, i64::MAX).unwrap().is_empty());
+            assert!(files.open_count() <= 2);
+        }
+    }
+    assert!(files.opens() > opens_before_reads, "evicted segments were reopened to be read");
+    drop(opened);
+    assert_eq!(files.open_count(), 0, "a closed log leaves nothing in the cache");
+}
+
+#[test]
+fn an_idle_log_flushes_without_writing() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = PartitionLog::open(dir.path(), config(1 << 20), 0).unwrap();
+    fill(&mut log, 3);
+    assert!(log.needs_flush());
+    log.flush().unwrap();
+    assert!(!log.needs_flush());
+    let checkpoint = dir.path().join(RECOVERY_POINT_CHECKPOINT);
+    let written = fs::metadata(&checkpoint).unwrap().modified().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    log.flush().unwrap();
+    assert_eq!(fs::metadata(&checkpoint).unwrap().modified().unwrap(), written);
+    fill(&mut log, 1);
+    assert!(log.needs_flush());
 }

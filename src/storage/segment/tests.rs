@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::storage::batch::{set_base_offset, split_batches};
+use crate::storage::file_cache::FileCache;
 use crate::storage::test_util::build_batch;
 
 /// Appends `count` single-batch appends of 3 records each, starting at the segment's end.
@@ -17,7 +18,7 @@ fn fill(seg: &mut LogSegment, count: usize) {
 #[test]
 fn append_find_and_reopen() {
     let dir = tempfile::tempdir().unwrap();
-    let mut seg = LogSegment::create(dir.path(), 100, 300).unwrap();
+    let mut seg = LogSegment::create(dir.path(), 100, 300, &FileCache::private()).unwrap();
     fill(&mut seg, 20);
     assert_eq!(seg.next_offset(), 160);
     assert!(!seg.offset_index().is_empty());
@@ -32,7 +33,7 @@ fn append_find_and_reopen() {
     let size = seg.size();
     drop(seg);
 
-    let (seg, cut) = LogSegment::open(dir.path(), 100, 300, false).unwrap();
+    let (seg, cut) = LogSegment::open(dir.path(), 100, 300, false, &FileCache::private()).unwrap();
     assert_eq!((cut, seg.size(), seg.next_offset()), (0, size, 160));
     assert_eq!(seg.max_timestamp(), Some((1019, 157)));
     assert_eq!(seg.find_batch(131).unwrap().unwrap().1.base_offset, 130);
@@ -41,17 +42,17 @@ fn append_find_and_reopen() {
 #[test]
 fn recover_cuts_torn_tail_and_rebuilds_indexes() {
     let dir = tempfile::tempdir().unwrap();
-    let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
+    let mut seg = LogSegment::create(dir.path(), 0, 300, &FileCache::private()).unwrap();
     fill(&mut seg, 10);
     let good_size = seg.size();
     let entries = seg.offset_index().len();
     // A torn half batch after the good ones.
     let half = build_batch(30, &[1], 100);
-    seg.log.write_all_at(&half[..half.len() / 2], good_size).unwrap();
+    seg.log.get().unwrap().write_all_at(&half[..half.len() / 2], good_size).unwrap();
     drop(seg);
     fs::remove_file(dir.path().join(segment_file_name(0, INDEX_SUFFIX))).unwrap();
 
-    let (seg, cut) = LogSegment::open(dir.path(), 0, 300, true).unwrap();
+    let (seg, cut) = LogSegment::open(dir.path(), 0, 300, true, &FileCache::private()).unwrap();
     assert_eq!(cut, (half.len() / 2) as u64);
     assert_eq!((seg.size(), seg.next_offset()), (good_size, 30));
     assert_eq!(seg.offset_index().len(), entries);
@@ -61,10 +62,10 @@ fn recover_cuts_torn_tail_and_rebuilds_indexes() {
 #[test]
 fn recover_cuts_at_crc_mismatch() {
     let dir = tempfile::tempdir().unwrap();
-    let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
+    let mut seg = LogSegment::create(dir.path(), 0, 300, &FileCache::private()).unwrap();
     fill(&mut seg, 5);
     let (pos, _) = seg.find_batch(9).unwrap().unwrap();
-    seg.log.write_all_at(&[0xee], pos + 70).unwrap();
+    seg.log.get().unwrap().write_all_at(&[0xee], pos + 70).unwrap();
     let size = seg.size();
     assert_eq!(seg.recover().unwrap(), size - pos);
     assert_eq!((seg.size(), seg.next_offset()), (pos, 9));
@@ -73,7 +74,7 @@ fn recover_cuts_at_crc_mismatch() {
 #[test]
 fn truncate_to_drops_containing_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let mut seg = LogSegment::create(dir.path(), 0, 300).unwrap();
+    let mut seg = LogSegment::create(dir.path(), 0, 300, &FileCache::private()).unwrap();
     fill(&mut seg, 10);
     seg.truncate_to(16).unwrap();
     assert_eq!(seg.next_offset(), 15);
