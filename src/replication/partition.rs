@@ -18,6 +18,7 @@ use super::partition_config::PartitionConfig;
 use super::producer_state::{ProducerStateTable, SequenceCheck};
 use super::purgatory::PartitionKey;
 use super::validated::ValidatedRecords;
+use crate::controller::PartitionImage;
 use crate::storage::{BatchError, CleanStats, FileCache, LogSlices, PartitionLog, PreparedClean, StorageError};
 
 #[derive(Debug, Error)]
@@ -149,27 +150,29 @@ impl Partition {
         self.lock().config.clone()
     }
 
-    /// Leadership as the metadata gives it: this broker leads `replicas` with `isr` in
-    /// sync. A new ISR keeps what is known of the followers; a new set of replicas starts
-    /// a new leadership (followers get a full lag window). Returns the new high
-    /// watermark if it moved.
-    pub fn set_leadership(
-        &self,
-        leader: i32,
-        replicas: &[i32],
-        isr: &[i32],
-        lag_time_max_ms: i64,
-        now_ms: i64,
-    ) -> Option<i64> {
+    /// Leadership as the metadata gives it: this broker leads `pi.replicas` with `pi.isr`
+    /// in sync, in `pi.leader_epoch`. A new ISR keeps what is known of the followers; a
+    /// new set of replicas starts a new leadership (followers get a full lag window).
+    /// Returns the new high watermark if it moved.
+    pub fn set_leadership(&self, pi: &PartitionImage, lag_time_max_ms: i64, now_ms: i64) -> Option<i64> {
         let mut s = self.lock();
         let leo = s.log.log_end_offset();
         let hw = s.isr.high_watermark();
-        s.isr = IsrState::new(leader, replicas, isr, leo, hw, lag_time_max_ms, now_ms);
+        s.leader_epoch = pi.leader_epoch;
+        s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, now_ms);
         (s.isr.high_watermark() != hw).then(|| s.isr.high_watermark())
     }
 
-    pub fn isr_size(&self) -> usize {
-        self.lock().isr.isr().len()
+    /// The settings a produce is checked against, refusing an acks=all write while the
+    /// ISR is smaller than `min.insync.replicas` (Kafka checks this at append time, under
+    /// the same lock that guards the ISR).
+    pub fn produce_config(&self, acks_all: bool) -> Result<PartitionConfig, PartitionError> {
+        let s = self.lock();
+        let isr = s.isr.isr().len();
+        if acks_all && isr < s.config.min_insync_replicas {
+            return Err(PartitionError::NotEnoughReplicas { isr, min_isr: s.config.min_insync_replicas });
+        }
+        Ok(s.config.clone())
     }
 
     /// A follower fetched from `offset` (its log end offset). Returns the new high

@@ -168,7 +168,7 @@ impl ReplicaManager {
                 p.set_config(config.clone());
                 let leadership_changed = delta.changed_partitions.contains(&(topic.topic_id, p.index));
                 if let (true, Some(pi)) = (leadership_changed, topic.partitions.get(p.index as usize)) {
-                    if p.set_leadership(pi.leader, &pi.replicas, &pi.isr, REPLICA_LAG_TIME_MAX_MS, now_ms).is_some() {
+                    if p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms).is_some() {
                         self.purgatory.wake(p.key());
                     }
                 }
@@ -182,7 +182,7 @@ impl ReplicaManager {
                     Some(p) => p,
                     None => Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?,
                 };
-                p.set_leadership(pi.leader, &pi.replicas, &pi.isr, REPLICA_LAG_TIME_MAX_MS, now_ms);
+                p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms);
                 parts.push(Arc::new(p));
             }
         }
@@ -258,13 +258,7 @@ impl ReplicaManager {
         acks: Acks,
         now_ms: i64,
     ) -> Result<AppendResult, PartitionError> {
-        let config = partition.config();
-        if acks == Acks::All {
-            let isr = partition.isr_size();
-            if isr < config.min_insync_replicas {
-                return Err(PartitionError::NotEnoughReplicas { isr, min_isr: config.min_insync_replicas });
-            }
-        }
+        let config = partition.produce_config(acks == Acks::All)?;
         let limits = config.produce_limits(now_ms);
         let framed = FramedRecords::check(records, &limits)?;
         let mut validated = if framed.needs_decompression(&limits) {

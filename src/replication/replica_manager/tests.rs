@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
+use crate::controller::PartitionImage;
 use crate::storage::test_util::{build_records_batch, TestRecord};
 
 fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManager>, Arc<Partition>) {
@@ -38,9 +39,21 @@ async fn parked<T>(manager: &ReplicaManager, write: &tokio::task::JoinHandle<T>)
     }
 }
 
+/// Broker 1 leads `replicas` with `isr` in sync, in epoch 0.
+fn leadership(replicas: &[i32], isr: &[i32]) -> PartitionImage {
+    PartitionImage {
+        partition: 0,
+        replicas: replicas.to_vec(),
+        isr: isr.to_vec(),
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+    }
+}
+
 /// Leader 1 with follower 2 in the ISR: acks=all waits for the follower.
 fn two_replicas(p: &Partition) {
-    p.set_leadership(1, &[1, 2], &[1, 2], REPLICA_LAG_TIME_MAX_MS, 0);
+    p.set_leadership(&leadership(&[1, 2], &[1, 2]), REPLICA_LAG_TIME_MAX_MS, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -95,7 +108,7 @@ async fn acks_all_times_out_with_the_write_kept_in_the_leader_log() {
 async fn acks_all_below_min_insync_replicas_is_refused_before_the_append() {
     let dir = tempfile::tempdir().unwrap();
     let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
-    p.set_leadership(1, &[1, 2], &[1], REPLICA_LAG_TIME_MAX_MS, 0);
+    p.set_leadership(&leadership(&[1, 2], &[1]), REPLICA_LAG_TIME_MAX_MS, 0);
     let err = manager.append(&p, records(1), Acks::All, far(), NOW).await.unwrap_err();
     assert!(matches!(err, PartitionError::NotEnoughReplicas { isr: 1, min_isr: 2 }), "{err:?}");
     assert_eq!(p.log_end_offset(), 0);
@@ -108,7 +121,7 @@ async fn acks_all_below_min_insync_replicas_is_refused_before_the_append() {
 async fn fsync_mode_answers_after_the_fsync_and_moves_what_is_flushed() {
     let dir = tempfile::tempdir().unwrap();
     let (manager, p) = setup(dir.path(), |c| c.flush_mode = FlushMode::Fsync);
-    p.set_leadership(1, &[1], &[1], REPLICA_LAG_TIME_MAX_MS, 0);
+    p.set_leadership(&leadership(&[1], &[1]), REPLICA_LAG_TIME_MAX_MS, 0);
     assert_eq!(p.flushed_through(), 0);
     manager.append(&p, records(4), Acks::Leader, far(), NOW).await.unwrap();
     assert_eq!(p.flushed_through(), 4);
@@ -129,4 +142,36 @@ async fn shutdown_releases_a_waiting_acks_all_write_with_a_retriable_error() {
     parked(&manager, &write).await;
     manager.purgatory().close();
     assert!(matches!(write.await.unwrap(), Err(PartitionError::ShuttingDown)));
+}
+
+/// A partition record for a partition already open (a new leader epoch, as after an
+/// election) reaches the local partition: its epoch is what Produce and Fetch check.
+#[test]
+fn a_new_leader_epoch_reaches_an_open_partition() {
+    use crate::controller::{MetadataImage, MetadataRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.path().to_owned();
+    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW));
+    let topic_id = Uuid::new_v4();
+    let partition = |leader_epoch| MetadataRecord::Partition {
+        topic_id,
+        partition: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        leader: 1,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+    };
+    let mut image = MetadataImage::default();
+    let created = [MetadataRecord::Topic { name: "t".into(), topic_id }, partition(0)];
+    created.iter().for_each(|r| image.apply(r));
+    manager.apply_delta(&image, &MetadataDelta::of(&created), NOW).unwrap();
+    let p = manager.partition(&topic_id, 0).unwrap();
+    assert_eq!(p.leader_epoch(), 0);
+    let elected = [partition(3)];
+    elected.iter().for_each(|r| image.apply(r));
+    manager.apply_delta(&image, &MetadataDelta::of(&elected), NOW).unwrap();
+    assert!(Arc::ptr_eq(&p, &manager.partition(&topic_id, 0).unwrap()), "the same partition, not reopened");
+    assert_eq!(p.leader_epoch(), 3);
 }
