@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::config::BrokerConfig;
-use crate::controller::{Controller, MetadataImage};
+use crate::controller::{Controller, ControllerError, MetadataImage};
 use crate::coordinator::GroupCoordinator;
 use crate::replication::ReplicaManager;
 
@@ -17,7 +17,7 @@ pub fn system_clock() -> Clock {
 
 pub struct Ctx {
     pub config: BrokerConfig,
-    pub controller: Controller,
+    pub controller: Arc<Controller>,
     /// Shared with the controller, which pushes every metadata commit to it.
     pub replicas: Arc<ReplicaManager>,
     pub groups: GroupCoordinator,
@@ -33,5 +33,23 @@ impl Ctx {
 
     pub fn image(&self) -> Arc<MetadataImage> {
         self.controller.image()
+    }
+
+    /// Runs a controller operation off the async workers. A commit appends to the
+    /// metadata log with an fsync and its listeners create or delete partitions' files
+    /// (CreateTopics of thousands of partitions takes seconds), so it runs on a blocking
+    /// thread while the workers go on serving other clients. Commits still happen one at
+    /// a time, under the controller's lock.
+    pub async fn controller_op<T, F>(&self, op: F) -> Result<T, ControllerError>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Controller) -> Result<T, ControllerError> + Send + 'static,
+    {
+        let controller = Arc::clone(&self.controller);
+        match tokio::task::spawn_blocking(move || op(&controller)).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(ControllerError::Internal("the broker is shutting down".into())),
+        }
     }
 }

@@ -105,27 +105,27 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
     use handlers::*;
     let resp = match request {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, v)),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, v).await),
         RequestKind::Produce(r) => match produce::handle(ctx, info, r, v).await {
             Some(resp) => ResponseKind::Produce(resp),
             None => return Ok(Reply::NoResponse),
         },
         RequestKind::Fetch(r) => return Ok(Reply::Fetch(Box::new(fetch::handle(ctx, r, v).await))),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, v).await),
-        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(ctx, r, v)),
+        RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(ctx, r, v).await),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, v).await),
-        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(create_partitions::handle(ctx, r, v)),
+        RequestKind::CreatePartitions(r) => ResponseKind::CreatePartitions(create_partitions::handle(ctx, r, v).await),
         RequestKind::DescribeConfigs(r) => ResponseKind::DescribeConfigs(configs::describe(ctx, r, v)),
-        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(configs::alter(ctx, r, v)),
+        RequestKind::AlterConfigs(r) => ResponseKind::AlterConfigs(configs::alter(ctx, r, v).await),
         RequestKind::IncrementalAlterConfigs(r) => {
-            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(ctx, r, v))
+            ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(ctx, r, v).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, v)),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(ctx, r, v)),
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r, v))
         }
-        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, v)),
+        RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, v).await),
         RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(groups::find_coordinator(ctx, r, v)),
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(ctx, info, r, v).await),
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(ctx, r, v).await),

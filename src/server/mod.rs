@@ -68,13 +68,13 @@ impl Broker {
         let local_addr =
             listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
         let (host, port) = advertised(&config, local_addr);
-        let controller = Controller::open(
+        let controller = Arc::new(Controller::open(
             &config.data_dir.join(METADATA_DIR),
             config.node_id,
             (&host, port),
             config.cluster_id.as_deref(),
             config.num_partitions,
-        )?;
+        )?);
         let clock = system_clock();
         let replicas = Arc::new(ReplicaManager::new(&config, clock.clone()));
         let image = controller.image();

@@ -164,20 +164,24 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
 
 /// Applies one resource's changes (or reports why they were refused): the error code and
 /// message its response carries.
-fn alter_resource(
+async fn alter_resource(
     ctx: &Ctx,
     resource_type: i8,
     name: &str,
     changes: Result<Vec<ConfigChange>, (ResponseError, String)>,
     validate_only: bool,
 ) -> (i16, Option<kafka_protocol::protocol::StrBytes>) {
-    match changes.and_then(|c| apply_changes(ctx, resource_type, name, c, validate_only)) {
+    let applied = match changes {
+        Ok(c) => apply_changes(ctx, resource_type, name, c, validate_only).await,
+        Err(e) => Err(e),
+    };
+    match applied {
         Ok(()) => (0, None),
         Err((code, msg)) => (code.code(), Some(str_bytes(msg))),
     }
 }
 
-fn apply_changes(
+async fn apply_changes(
     ctx: &Ctx,
     resource_type: i8,
     name: &str,
@@ -185,13 +189,16 @@ fn apply_changes(
     validate_only: bool,
 ) -> Result<(), (ResponseError, String)> {
     match resource_type {
-        RESOURCE_TOPIC => match ctx.controller.alter_topic_configs(name, &changes, validate_only) {
-            Ok(()) => Ok(()),
-            Err(e @ ControllerError::UnknownTopic(_)) => {
-                Err((controller_error(&e), format!("Topic {name} does not exist")))
+        RESOURCE_TOPIC => {
+            let topic = name.to_owned();
+            match ctx.controller_op(move |c| c.alter_topic_configs(&topic, &changes, validate_only)).await {
+                Ok(()) => Ok(()),
+                Err(e @ ControllerError::UnknownTopic(_)) => {
+                    Err((controller_error(&e), format!("Topic {name} does not exist")))
+                }
+                Err(e) => Err((controller_error(&e), e.to_string())),
             }
-            Err(e) => Err((controller_error(&e), e.to_string())),
-        },
+        }
         RESOURCE_BROKER => Err((
             ResponseError::InvalidRequest,
             "runnel does not support dynamic broker configs; set them in the config file".into(),
@@ -200,38 +207,38 @@ fn apply_changes(
     }
 }
 
-pub fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
-    let responses =
-        req.resources
-            .into_iter()
-            .map(|r| {
-                let name = r.resource_name.to_string();
-                // AlterConfigs replaces the whole set: overrides not named are removed.
-                let changes = (|| {
-                    let mut changes = Vec::new();
-                    for c in &r.configs {
-                        let value = c.value.as_ref().ok_or_else(|| {
-                            (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str()))
-                        })?;
-                        changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
+pub async fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterConfigsResponse {
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for r in req.resources {
+        let name = r.resource_name.to_string();
+        // AlterConfigs replaces the whole set: overrides not named are removed.
+        let changes = (|| {
+            let mut changes = Vec::new();
+            for c in &r.configs {
+                let value = c
+                    .value
+                    .as_ref()
+                    .ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str())))?;
+                changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
+            }
+            if let Some(t) = ctx.image().topic(&name) {
+                for k in t.configs.keys() {
+                    if !r.configs.iter().any(|c| c.name.as_str() == k) {
+                        changes.push(ConfigChange::Delete(k.clone()));
                     }
-                    if let Some(t) = ctx.image().topic(&name) {
-                        for k in t.configs.keys() {
-                            if !r.configs.iter().any(|c| c.name.as_str() == k) {
-                                changes.push(ConfigChange::Delete(k.clone()));
-                            }
-                        }
-                    }
-                    Ok(changes)
-                })();
-                let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only);
-                alter_configs_response::AlterConfigsResourceResponse::default()
-                    .with_resource_type(r.resource_type)
-                    .with_resource_name(r.resource_name)
-                    .with_error_code(code)
-                    .with_error_message(msg)
-            })
-            .collect();
+                }
+            }
+            Ok(changes)
+        })();
+        let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only).await;
+        responses.push(
+            alter_configs_response::AlterConfigsResourceResponse::default()
+                .with_resource_type(r.resource_type)
+                .with_resource_name(r.resource_name)
+                .with_error_code(code)
+                .with_error_message(msg),
+        );
+    }
     AlterConfigsResponse::default().with_responses(responses)
 }
 
@@ -240,15 +247,14 @@ const OP_DELETE: i8 = 1;
 const OP_APPEND: i8 = 2;
 const OP_SUBTRACT: i8 = 3;
 
-pub fn incremental_alter(
+pub async fn incremental_alter(
     ctx: &Ctx,
     req: IncrementalAlterConfigsRequest,
     _version: i16,
 ) -> IncrementalAlterConfigsResponse {
-    let responses = req
-        .resources
-        .into_iter()
-        .map(|r| {
+    let mut responses = Vec::with_capacity(req.resources.len());
+    for r in req.resources {
+        {
             let name = r.resource_name.to_string();
             let current = ctx.image().topic(&name).cloned();
             let changes = (|| {
@@ -305,13 +311,15 @@ pub fn incremental_alter(
                 }
                 Ok(changes)
             })();
-            let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only);
-            incremental_alter_configs_response::AlterConfigsResourceResponse::default()
-                .with_resource_type(r.resource_type)
-                .with_resource_name(r.resource_name)
-                .with_error_code(code)
-                .with_error_message(msg)
-        })
-        .collect();
+            let (code, msg) = alter_resource(ctx, r.resource_type, &name, changes, req.validate_only).await;
+            responses.push(
+                incremental_alter_configs_response::AlterConfigsResourceResponse::default()
+                    .with_resource_type(r.resource_type)
+                    .with_resource_name(r.resource_name)
+                    .with_error_code(code)
+                    .with_error_message(msg),
+            );
+        }
+    }
     IncrementalAlterConfigsResponse::default().with_responses(responses)
 }

@@ -7,11 +7,12 @@ use super::str_bytes;
 use crate::protocol::errors::controller_error;
 use crate::protocol::Ctx;
 
-pub fn handle(ctx: &Ctx, req: CreatePartitionsRequest, _version: i16) -> CreatePartitionsResponse {
+pub async fn handle(ctx: &Ctx, req: CreatePartitionsRequest, _version: i16) -> CreatePartitionsResponse {
     let mut results = Vec::with_capacity(req.topics.len());
     for t in req.topics {
         let base = CreatePartitionsTopicResult::default().with_name(t.name.clone());
-        match ctx.controller.create_partitions(t.name.0.as_str(), t.count, req.validate_only) {
+        let (name, count, validate_only) = (t.name.0.to_string(), t.count, req.validate_only);
+        match ctx.controller_op(move |c| c.create_partitions(&name, count, validate_only)).await {
             Ok(()) => {
                 results.push(base);
             }

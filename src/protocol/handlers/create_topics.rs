@@ -12,7 +12,7 @@ use crate::controller::NewTopic;
 use crate::protocol::errors::controller_error;
 use crate::protocol::Ctx;
 
-pub fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
+pub async fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopicsResponse {
     let mut counts: HashMap<String, usize> = HashMap::new();
     for t in &req.topics {
         *counts.entry(t.name.0.to_string()).or_default() += 1;
@@ -47,7 +47,8 @@ pub fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> CreateTopics
                 .collect(),
             configs: t.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect(),
         };
-        match ctx.controller.create_topic(&new_topic, req.validate_only) {
+        let validate_only = req.validate_only;
+        match ctx.controller_op(move |c| c.create_topic(&new_topic, validate_only)).await {
             Ok(topic) => {
                 let rf = topic.partitions.first().map_or(1, |p| p.replicas.len() as i16);
                 let mut r = base

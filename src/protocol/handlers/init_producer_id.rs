@@ -5,7 +5,7 @@ use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, Pr
 
 use crate::protocol::Ctx;
 
-pub fn handle(ctx: &Ctx, req: InitProducerIdRequest, _version: i16) -> InitProducerIdResponse {
+pub async fn handle(ctx: &Ctx, req: InitProducerIdRequest, _version: i16) -> InitProducerIdResponse {
     let fail = |e: ResponseError| {
         InitProducerIdResponse::default()
             .with_error_code(e.code())
@@ -22,7 +22,8 @@ pub fn handle(ctx: &Ctx, req: InitProducerIdRequest, _version: i16) -> InitProdu
     }
     // Without a transactional id Kafka always hands out a fresh producer id (an existing
     // id is never bumped for the asker: that would let any client fence any producer).
-    match ctx.controller.allocate_producer_id() {
+    // Mostly no I/O (ids are persisted a block at a time), but a new block is a commit.
+    match ctx.controller_op(|c| c.allocate_producer_id()).await {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::error!(error = %e, "could not allocate a producer id");

@@ -10,7 +10,7 @@ use super::{cluster_ops_all, str_bytes, topic_ops_all, topic_or_auto_create, OPS
 use crate::controller::TopicImage;
 use crate::protocol::Ctx;
 
-pub fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataResponse {
     let include_ops = req.include_topic_authorized_operations;
     let mut topics = Vec::new();
     let requested = match req.topics {
@@ -30,7 +30,7 @@ pub fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataResponse
             let allow = version < 4 || req.allow_auto_topic_creation;
             for rt in list {
                 let entry = match rt.name {
-                    Some(name) => match topic_or_auto_create(ctx, name.0.as_str(), allow) {
+                    Some(name) => match topic_or_auto_create(ctx, name.0.as_str(), allow).await {
                         Ok(t) => describe_topic(&t, include_ops),
                         Err(e) => error_topic(Some(name), rt.topic_id, e),
                     },

@@ -33,7 +33,11 @@ pub fn str_bytes(s: impl Into<String>) -> StrBytes {
 
 /// Look a topic up; when it is missing and auto-creation is allowed, create it with the
 /// broker defaults (synchronously: the caller can use it at once).
-pub fn topic_or_auto_create(ctx: &Ctx, name: &str, allow_auto_create: bool) -> Result<Arc<TopicImage>, ResponseError> {
+pub async fn topic_or_auto_create(
+    ctx: &Ctx,
+    name: &str,
+    allow_auto_create: bool,
+) -> Result<Arc<TopicImage>, ResponseError> {
     if let Some(t) = ctx.image().topic(name) {
         return Ok(t.clone());
     }
@@ -47,7 +51,7 @@ pub fn topic_or_auto_create(ctx: &Ctx, name: &str, allow_auto_create: bool) -> R
         assignments: vec![],
         configs: vec![],
     };
-    match ctx.controller.create_topic(&req, false) {
+    match ctx.controller_op(move |c| c.create_topic(&req, false)).await {
         Ok(t) => {
             tracing::info!(topic = name, partitions = t.partitions.len(), "auto-created topic");
             Ok(t)

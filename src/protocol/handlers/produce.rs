@@ -43,7 +43,7 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
         let mut parts = Vec::with_capacity(td.partition_data.len());
         let topic = match acks {
             None => Err(ResponseError::InvalidRequiredAcks),
-            Some(acks) => topic_or_auto_create(ctx, &name, true).map(|t| (t, acks)),
+            Some(acks) => topic_or_auto_create(ctx, &name, true).await.map(|t| (t, acks)),
         };
         for pd in td.partition_data {
             let (topic, acks) = match &topic {
