@@ -1,4 +1,17 @@
 //! The partitions this broker hosts, kept in step with the metadata image.
+//!
+//! Where disk work runs. An append writes to the page cache on the async worker that
+//! serves the request, and so does a fetch's read plan (index lookups, a few header
+//! reads); fsyncs (`flush_mode: fsync`, shutdown), decompression, retention, the
+//! cleaner and controller commits (`Ctx::controller_op`) run on blocking threads.
+//! The append stays inline because it is cheaper than the hop that would move it:
+//! measured on the 2-core project machine (2026-11-30, three runs, tokio with 2 workers),
+//! a `spawn_blocking` round trip costs p50 6–42 µs (p99 ≈ 90 µs) while appending a 16 KiB
+//! batch to the page cache costs p50 4.5 µs (p99 ≈ 150 µs) and a 1 KiB batch 0.5 µs. A
+//! 1 MiB append costs p50 ≈ 200 µs (p99 ≈ 420 µs) inline, which holds one worker about as
+//! long as one 1 MiB socket write does; the kernel's dirty-page throttling (writeback
+//! falling behind) is the case where an append blocks for longer, and then every
+//! producer of the broker is limited by the disk anyway.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

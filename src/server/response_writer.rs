@@ -5,10 +5,12 @@
 //!
 //! `sendfile` runs on the async worker, like the socket writes around it: the bytes it
 //! sends were written moments ago or read by the last fetch, so they are in the page
-//! cache, and a copy from there costs less than the hop to a blocking thread (numbers in
-//! DESIGN.md, "Where disk work runs"). A cold read (a consumer replaying old segments
-//! whose pages were evicted) does block the worker while the disk reads, as it blocks
-//! Kafka's network thread.
+//! cache, and a copy from there costs less than the hop to a blocking thread. Measured on
+//! the 2-core project machine (2026-11-30, three runs, tokio with 2 workers): a
+//! `spawn_blocking` round trip p50 6–42 µs, p99 ≈ 90 µs; `sendfile` of 16 KiB from the
+//! page cache to a loopback socket p50 ≈ 1.1 µs (pread + write of the same: 3–4.5 µs).
+//! A cold read (a consumer replaying old segments whose pages were evicted) does block
+//! the worker while the disk reads, as it blocks Kafka's network thread.
 
 use std::collections::VecDeque;
 use std::io;

@@ -1,6 +1,7 @@
 //! Kafka's on-disk log layout: per partition, segments of v2 record batches with sparse
-//! offset and time indexes, crash recovery, retention. Synchronous `std::fs` only; callers
-//! run it off the async runtime.
+//! offset and time indexes, crash recovery, retention. Synchronous `std::fs` only; the
+//! replica manager decides where each call runs (its module comment says which run on
+//! the async workers and why).
 //!
 //! # Layout
 //!
