@@ -337,6 +337,16 @@ impl Group {
         }
     }
 
+    /// Keep the later session time of each member that `live` also has (see
+    /// `Shard::apply`).
+    pub fn keep_fresher_heartbeats(&mut self, live: &Group) {
+        for (id, m) in self.members.iter_mut() {
+            if let Some(l) = live.members.get(id) {
+                m.last_heartbeat_ms = m.last_heartbeat_ms.max(l.last_heartbeat_ms);
+            }
+        }
+    }
+
     fn set_state(&mut self, state: GroupState, now: i64) {
         self.state = state;
         self.state_timestamp_ms = now;

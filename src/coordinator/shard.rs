@@ -10,7 +10,9 @@
 //! record says (parked requests, deadlines, pending member ids), so it runs on a clone
 //! that is installed after the write and dropped when the write fails. Kafka keeps such
 //! uncommitted state in a snapshot timeline and reverts it on failure; with one decision in
-//! flight at a time (the shell serializes them) the clone is that timeline with one entry.
+//! flight at a time per group (the shell serializes them per group) the clone is that
+//! timeline with one entry. Every decision reads and writes the state of one group only
+//! (its group record and its offsets), which is what lets groups decide concurrently.
 
 use std::collections::HashMap;
 
@@ -107,11 +109,21 @@ impl Shard {
     /// Make a written decision real: its records replay as at load, then the group copies
     /// it decided on replace what a replayed group record restored (they also carry what a
     /// record does not: parked requests, deadlines).
+    ///
+    /// Heartbeats do not wait for a group's decisions (they write nothing), so one may have
+    /// refreshed a member of the live group while the decision's copy was being written;
+    /// the installed copy keeps the fresher session time.
     pub fn apply(&mut self, staged: Staged, now: i64) {
+        let mut groups = staged.groups;
+        for g in &mut groups {
+            if let Some(live) = self.groups.get(&g.id) {
+                g.keep_fresher_heartbeats(live);
+            }
+        }
         for r in staged.records {
             self.replay(r, now);
         }
-        for g in staged.groups {
+        for g in groups {
             self.groups.insert(g.id.clone(), g);
         }
     }
@@ -175,7 +187,10 @@ impl Shard {
         Self::group_result(vec![(g, fx)], ())
     }
 
-    /// Heartbeats change only session times, never a record, so they apply in place.
+    /// Heartbeats change only session times, never a record, so they apply in place, on
+    /// the committed state, without waiting for the group's decisions in flight (Kafka's
+    /// new coordinator runs them against uncommitted state; here a heartbeat that races a
+    /// rebalance learns of it on its next beat instead).
     pub fn heartbeat(
         &mut self,
         group_id: &str,
@@ -213,22 +228,34 @@ impl Shard {
         Self::group_result(vec![(g, effects)], Ok(results))
     }
 
-    /// Expire sessions, finish timed-out rebalances, expire old offsets of empty groups.
-    pub fn tick(&self, now: i64) -> CoordinatorResult<()> {
-        let ticked: Vec<(Group, Vec<Effect>)> = self
-            .groups
-            .values()
-            .filter(|g| !g.is_idle())
-            .map(|g| {
+    /// The groups the clock has something to do for: members or handed-out member ids to
+    /// watch, or offsets past retention.
+    pub fn due_for_tick(&self, now: i64) -> Vec<String> {
+        let mut due: Vec<String> = self.groups.values().filter(|g| !g.is_idle()).map(|g| g.id.clone()).collect();
+        for id in self.offsets.groups_with_expired(&self.groups, now, self.offsets_retention_ms) {
+            if self.groups.get(&id).is_none_or(|g| g.is_idle()) {
+                due.push(id);
+            }
+        }
+        due
+    }
+
+    /// One group's clock: expire sessions, finish a timed-out rebalance, expire old
+    /// offsets once the group has been empty long enough.
+    pub fn tick(&self, group_id: &str, now: i64) -> CoordinatorResult<()> {
+        let live = self.groups.get(group_id);
+        let ticked = match live {
+            Some(g) if !g.is_idle() => {
                 let mut g = g.clone();
                 let fx = g.tick(now);
-                (g, fx)
-            })
-            .collect();
+                vec![(g, fx)]
+            }
+            _ => vec![],
+        };
         let mut result = Self::group_result(ticked, ());
-        // Expiry looks at the groups as they are before this tick; a group that empties
-        // now starts its retention clock now and expires on a later tick.
-        result.records.extend(self.offsets.expiry_tombstones(&self.groups, now, self.offsets_retention_ms));
+        // Expiry looks at the group as it is before this tick; a group that empties now
+        // starts its retention clock now and expires on a later tick.
+        result.records.extend(self.offsets.expiry_tombstones(group_id, live, now, self.offsets_retention_ms));
         result
     }
 
@@ -331,11 +358,16 @@ impl Shard {
         CoordinatorResult { records, effects: vec![], reply: Ok(results), groups: vec![] }
     }
 
-    /// Tombstones for every group's committed offsets of a deleted topic, so a replay does
+    /// The groups with committed offsets of `topic`.
+    pub fn groups_with_topic(&self, topic: &str) -> Vec<String> {
+        self.offsets.groups_with_topic(topic)
+    }
+
+    /// Tombstones for `group_id`'s committed offsets of a deleted topic, so a replay does
     /// not bring them back and a re-created topic starts without them.
-    pub fn delete_topic_offsets(&self, topic: &str) -> CoordinatorResult<()> {
+    pub fn delete_topic_offsets(&self, group_id: &str, topic: &str) -> CoordinatorResult<()> {
         let mut r = CoordinatorResult::reply(());
-        r.records = self.offsets.topic_tombstones(topic);
+        r.records = self.offsets.topic_tombstones(group_id, topic);
         r
     }
 }
