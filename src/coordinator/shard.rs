@@ -17,10 +17,9 @@
 use std::collections::HashMap;
 
 use super::error::CoordinatorError;
-use super::group::RestoredMember;
 use super::group::{Effect, Group, GroupError, GroupLimits, GroupState, JoinParams, SyncOutcome, SyncParams, Token};
 use super::offsets::{validate_commit, CommittedOffsets, MemberRef, OffsetCommit, MAX_METADATA_BYTES};
-use super::offsets_codec::{CommittedOffset, GroupValue, OffsetsRecord};
+use super::offsets_codec::{CommittedOffset, OffsetsRecord};
 
 /// What a decision asks of the shell: write `records`, then install `groups`, answer
 /// `effects` (parked JoinGroup/SyncGroup requests) and return `reply`.
@@ -155,7 +154,7 @@ impl Shard {
         let mut groups = Vec::new();
         for (g, fx) in results.drain(..) {
             if fx.contains(&Effect::PersistGroup) {
-                records.push(group_record(&g));
+                records.push(g.record());
             }
             effects.extend(fx.into_iter().filter(|e| !matches!(e, Effect::PersistGroup)));
             groups.push(g);
@@ -369,34 +368,5 @@ impl Shard {
         let mut r = CoordinatorResult::reply(());
         r.records = self.offsets.topic_tombstones(group_id, topic);
         r
-    }
-}
-
-/// The group metadata record of a group as it is now.
-fn group_record(g: &Group) -> OffsetsRecord {
-    let protocol = g.protocol_name.clone().unwrap_or_default();
-    OffsetsRecord::Group {
-        group: g.id.clone(),
-        value: Some(GroupValue {
-            protocol_type: g.protocol_type.clone().unwrap_or_default(),
-            generation: g.generation_id,
-            protocol: g.protocol_name.clone(),
-            leader: g.leader_id.clone(),
-            state_timestamp: g.state_timestamp_ms,
-            members: g
-                .members
-                .values()
-                .map(|m| RestoredMember {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.group_instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    session_timeout_ms: m.session_timeout_ms,
-                    subscription: m.metadata_for(&protocol),
-                    assignment: m.assignment.clone(),
-                })
-                .collect(),
-        }),
     }
 }
