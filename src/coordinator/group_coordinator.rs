@@ -3,7 +3,8 @@
 //! decision returns through its [`OffsetsWriter`], and only then makes the decision real
 //! and answers: parked JoinGroup/SyncGroup requests through oneshot channels, the rest as
 //! return values. A failed write changes nothing and every request the decision would
-//! have answered gets the write error.
+//! have answered gets the write error; the one exception is Kafka's own reaction to a
+//! failed assignment write, which makes the group rebalance ([`super::shard::OnWriteError`]).
 //!
 //! Locks: `state` (a std mutex) guards the shard and the parked requests and is never held
 //! across an `.await`; a group's turn in `turns` ([`GroupLocks`]) is held from a decision
@@ -160,6 +161,8 @@ impl GroupCoordinator {
                     .collect();
                 tokens.extend(own);
                 st.fail(tokens, e);
+                let reaction = st.shard.write_failed(staged, now);
+                st.answer(reaction);
                 Err(e)
             }
         }

@@ -248,15 +248,55 @@ async fn a_failed_assignment_write_answers_every_syncing_member_with_the_error()
     let failed = Some(GroupError::Write(OffsetsWriteError::Unavailable));
     assert_eq!(leader_rx.try_recv().unwrap().error, failed);
     assert_eq!(follower_rx.try_recv().unwrap().error, failed);
-    // Nothing of the failed decision is visible, nor in the log.
-    assert_eq!(c.describe("g").unwrap().state, GroupState::CompletingRebalance);
+    // Nothing of the failed decision is visible (no member has an assignment, the group
+    // is not Stable), nor in the log.
+    let d = c.describe("g").unwrap();
+    assert_ne!(d.state, GroupState::Stable);
+    assert!(d.members.iter().all(|m| m.assignment.is_empty()));
     assert!(log.records().is_empty());
-    // Both sync again once the log takes writes.
+}
+
+#[tokio::test]
+async fn a_failed_assignment_write_makes_the_group_rebalance() {
+    let (c, log) = coordinator();
+    let mut a = c.join("g", params(None), 0).await;
+    let mut b = c.join("g", params(None), 0).await;
+    c.tick(0).await;
+    let (a, b) = (a.try_recv().unwrap(), b.try_recv().unwrap());
+    let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+    let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 1).await;
+    log.fail_with(Some(OffsetsWriteError::Storage));
+    let assignments = vec![
+        (leader.member_id.clone(), Bytes::from_static(b"l")),
+        (follower.member_id.clone(), Bytes::from_static(b"f")),
+    ];
+    let mut leader_rx = c.sync("g", sync_params(&leader.member_id, assignments.clone()), 2).await;
+    let failed = Some(GroupError::Write(OffsetsWriteError::Storage));
+    assert_eq!(leader_rx.try_recv().unwrap().error, failed);
+    assert_eq!(follower_rx.try_recv().unwrap().error, failed);
     log.fail_with(None);
-    let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 3).await;
-    let mut leader_rx = c.sync("g", sync_params(&leader.member_id, assignments), 3).await;
-    assert_eq!(leader_rx.try_recv().unwrap().assignment, Bytes::from_static(b"l"));
-    assert_eq!(follower_rx.try_recv().unwrap().error, None);
+    // As Kafka's classic coordinator: the generation's assignment is given up and the
+    // group prepares a rebalance, which the members learn from their next request.
+    assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
+    assert_eq!(c.heartbeat("g", &follower.member_id, 1, None, 3).await, Err(GroupError::RebalanceInProgress));
+    let mut resync = c.sync("g", sync_params(&leader.member_id, assignments), 3).await;
+    assert_eq!(resync.try_recv().unwrap().error, Some(GroupError::RebalanceInProgress));
+    // Both rejoin: generation 2, then the leader's assignment is written and delivered.
+    let rejoin = |id: &str| JoinParams { member_id: id.to_owned(), ..params(None) };
+    let mut leader_join = c.join("g", rejoin(&leader.member_id), 4).await;
+    let mut follower_join = c.join("g", rejoin(&follower.member_id), 4).await;
+    let (leader_join, follower_join) = (leader_join.try_recv().unwrap(), follower_join.try_recv().unwrap());
+    assert_eq!((leader_join.error, leader_join.generation_id), (None, 2));
+    assert_eq!((follower_join.error, follower_join.generation_id), (None, 2));
+    let mut follower_sync = sync_params(&follower.member_id, vec![]);
+    follower_sync.generation_id = 2;
+    let mut follower_rx = c.sync("g", follower_sync, 5).await;
+    let assignments = vec![(follower.member_id.clone(), Bytes::from_static(b"f2"))];
+    let mut leader_sync = sync_params(&leader_join.leader, assignments);
+    leader_sync.generation_id = 2;
+    let mut leader_rx = c.sync("g", leader_sync, 5).await;
+    assert_eq!(leader_rx.try_recv().unwrap().error, None);
+    assert_eq!(follower_rx.try_recv().unwrap().assignment, Bytes::from_static(b"f2"));
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
     assert!(matches!(log.records().as_slice(), [OffsetsRecord::Group { value: Some(_), .. }]));
 }

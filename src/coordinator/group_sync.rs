@@ -88,6 +88,25 @@ impl Group {
         }
     }
 
+    /// The leader's assignment did not reach `__consumer_offsets` (Kafka's
+    /// `classicGroupSyncToLeader` when its append fails): if the group is still in the
+    /// generation the assignment was for, every member's assignment is reset and the group
+    /// prepares a rebalance (`resetAndPropagateAssignmentWithError`, then
+    /// `maybePrepareRebalanceOrCompleteJoin`), so the members rejoin rather than wait for
+    /// an assignment that will not come. The members waiting in SyncGroup have been
+    /// answered with the write error already (by the shell, which owns those requests).
+    pub fn assignment_not_stored(&mut self, now: i64, generation_id: i32) -> Vec<Effect> {
+        let mut fx = Vec::new();
+        if self.state != GroupState::CompletingRebalance || self.generation_id != generation_id {
+            return fx;
+        }
+        for m in self.members.values_mut() {
+            m.assignment = Bytes::new();
+        }
+        self.prepare_rebalance(now, &mut fx);
+        fx
+    }
+
     fn sync_outcome(&self, assignment: Bytes) -> SyncOutcome {
         SyncOutcome {
             error: None,

@@ -22,7 +22,8 @@ use super::offsets::{validate_commit, CommittedOffsets, MemberRef, OffsetCommit,
 use super::offsets_codec::{CommittedOffset, OffsetsRecord};
 
 /// What a decision asks of the shell: write `records`, then install `groups`, answer
-/// `effects` (parked JoinGroup/SyncGroup requests) and return `reply`.
+/// `effects` (parked JoinGroup/SyncGroup requests) and return `reply`; if the write
+/// fails, carry out `on_write_error` instead.
 #[derive(Debug)]
 pub struct CoordinatorResult<T> {
     pub records: Vec<OffsetsRecord>,
@@ -30,24 +31,38 @@ pub struct CoordinatorResult<T> {
     pub effects: Vec<Effect>,
     pub reply: T,
     groups: Vec<Group>,
+    on_write_error: Option<OnWriteError>,
+}
+
+/// What a failed write still changes. Most decisions leave everything as it was when
+/// their records do not reach the log; Kafka reacts to a few (its append futures'
+/// error callbacks), and those reactions write nothing themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnWriteError {
+    /// The leader's assignment was not stored: the group rebalances, if it is still in
+    /// the generation the assignment was for (see [`Group::assignment_not_stored`]).
+    Rebalance { group: String, generation_id: i32 },
 }
 
 impl<T> CoordinatorResult<T> {
     fn reply(reply: T) -> CoordinatorResult<T> {
-        CoordinatorResult { records: vec![], effects: vec![], reply, groups: vec![] }
+        CoordinatorResult { records: vec![], effects: vec![], reply, groups: vec![], on_write_error: None }
     }
 
     /// Split into the state change, the answers to parked requests, and the reply.
     pub fn into_staged(self) -> (Staged, Vec<Effect>, T) {
-        (Staged { records: self.records, groups: self.groups }, self.effects, self.reply)
+        let staged = Staged { records: self.records, groups: self.groups, on_write_error: self.on_write_error };
+        (staged, self.effects, self.reply)
     }
 }
 
-/// The state change of a decision, to apply once its records are written.
+/// The state change of a decision, to apply once its records are written (or its
+/// reaction, if they are not).
 #[derive(Debug)]
 pub struct Staged {
     records: Vec<OffsetsRecord>,
     groups: Vec<Group>,
+    on_write_error: Option<OnWriteError>,
 }
 
 impl Staged {
@@ -127,6 +142,18 @@ impl Shard {
         }
     }
 
+    /// A decision's write failed: nothing of it is applied, only its reaction, if it has
+    /// one. Returns the answers that reaction gives to parked requests.
+    pub fn write_failed(&mut self, staged: Staged, now: i64) -> Vec<Effect> {
+        match staged.on_write_error {
+            Some(OnWriteError::Rebalance { group, generation_id }) => match self.groups.get_mut(&group) {
+                Some(g) => g.assignment_not_stored(now, generation_id),
+                None => vec![],
+            },
+            None => vec![],
+        }
+    }
+
     /// See [`Group::forget_parked`]; the tokens may belong to any group.
     pub fn forget_parked(&mut self, tokens: &[Token]) {
         if tokens.is_empty() {
@@ -159,7 +186,7 @@ impl Shard {
             effects.extend(fx.into_iter().filter(|e| !matches!(e, Effect::PersistGroup)));
             groups.push(g);
         }
-        CoordinatorResult { records, effects, reply, groups }
+        CoordinatorResult { records, effects, reply, groups, on_write_error: None }
     }
 
     pub fn join(
@@ -183,7 +210,13 @@ impl Shard {
         };
         let mut g = g.clone();
         let fx = g.sync(now, token, params);
-        Self::group_result(vec![(g, fx)], ())
+        // Only the leader's sync in CompletingRebalance persists the group (its assignment).
+        let on_write_error = fx
+            .contains(&Effect::PersistGroup)
+            .then(|| OnWriteError::Rebalance { group: g.id.clone(), generation_id: g.generation_id });
+        let mut result = Self::group_result(vec![(g, fx)], ());
+        result.on_write_error = on_write_error;
+        result
     }
 
     /// Heartbeats change only session times, never a record, so they apply in place, on
@@ -298,7 +331,7 @@ impl Shard {
         // A commit to a group not seen before creates it (Empty), once the commit lands.
         let is_new = !self.groups.get(group_id).is_some_and(|g| g.state != GroupState::Dead);
         let groups = if is_new && !records.is_empty() { vec![g] } else { vec![] };
-        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups }
+        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups, on_write_error: None }
     }
 
     pub fn fetch_offsets(
@@ -321,7 +354,7 @@ impl Shard {
         }
         let mut records = self.offsets.group_tombstones(group_id);
         records.push(OffsetsRecord::Group { group: group_id.to_owned(), value: None });
-        CoordinatorResult { records, effects: vec![], reply: Ok(()), groups: vec![] }
+        CoordinatorResult { records, effects: vec![], reply: Ok(()), groups: vec![], on_write_error: None }
     }
 
     /// OffsetDelete. `subscribed(group, topic)` tells whether a non-empty group still
@@ -354,7 +387,7 @@ impl Shard {
                 Ok(())
             })
             .collect();
-        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups: vec![] }
+        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups: vec![], on_write_error: None }
     }
 
     /// The groups with committed offsets of `topic`.
