@@ -3,16 +3,23 @@
 //! decision returns through its [`OffsetsWriter`], and only then makes the decision real
 //! and answers: parked JoinGroup/SyncGroup requests through oneshot channels, the rest as
 //! return values. A failed write changes nothing and every request the decision would
-//! have answered gets the write error.
+//! have answered gets the write error; the one exception is Kafka's own reaction to a
+//! failed assignment write, which makes the group rebalance ([`super::shard::OnWriteError`]).
 //!
 //! Locks: `state` (a std mutex) guards the shard and the parked requests and is never held
-//! across an `.await`; `decisions` (a tokio mutex) is held from a decision through its
-//! write to its apply, so decisions apply in the order they were taken and a decision
-//! always sees the state its predecessors left. A request future dropped while it holds
-//! `decisions` (only at shutdown) abandons its decision; the log is then at most ahead of
-//! memory, never behind, and the next start replays it.
+//! across an `.await`; a group's turn in `turns` ([`GroupLocks`]) is held from a decision
+//! through its write to its apply, so a group's decisions apply in the order they were
+//! taken and each sees the state its predecessors left, while other groups decide and
+//! write meanwhile. Every decision touches one group's state only (its group record and
+//! its offsets; the clock and topic deletion decide group by group), so records of
+//! different groups may reach the log in any order without changing what a replay
+//! builds. Heartbeats write nothing and take no turn. A request future dropped while it
+//! holds a turn (only at shutdown) abandons its decision; the log is then at most ahead
+//! of memory, never behind, and the next start replays it.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -20,6 +27,7 @@ use tokio::sync::oneshot;
 
 use super::error::CoordinatorError;
 use super::group::{Effect, Group, GroupError, GroupLimits, JoinOutcome, JoinParams, SyncOutcome, SyncParams, Token};
+use super::group_locks::GroupLocks;
 use super::offsets::{MemberRef, OffsetCommit};
 use super::offsets_codec::{CommittedOffset, OffsetsRecord};
 use super::shard::{CoordinatorResult, Shard};
@@ -77,7 +85,7 @@ impl State {
 
 pub struct GroupCoordinator {
     state: Mutex<State>,
-    decisions: tokio::sync::Mutex<()>,
+    turns: GroupLocks,
     writer: Arc<dyn OffsetsWriter>,
     next_token: AtomicU64,
 }
@@ -86,7 +94,7 @@ impl GroupCoordinator {
     pub fn new(limits: GroupLimits, offsets_retention_ms: i64, writer: Arc<dyn OffsetsWriter>) -> GroupCoordinator {
         GroupCoordinator {
             state: Mutex::new(State { shard: Shard::new(limits, offsets_retention_ms), waiters: HashMap::new() }),
-            decisions: tokio::sync::Mutex::new(()),
+            turns: GroupLocks::default(),
             writer,
             next_token: AtomicU64::new(1),
         }
@@ -111,15 +119,17 @@ impl GroupCoordinator {
         tracing::info!(groups = st.shard.groups.len(), "group coordinator loaded __consumer_offsets");
     }
 
-    /// Take a decision, write its records, then apply it and answer. `parked` is the
-    /// caller's own request when it may wait past this decision.
+    /// In `group_id`'s turn: take a decision about that group, write its records, then
+    /// apply it and answer. `parked` is the caller's own request when it may wait past
+    /// this decision.
     async fn decide<T>(
         &self,
+        group_id: &str,
         now: i64,
         parked: Option<(Token, Waiter)>,
         decide: impl FnOnce(&Shard) -> CoordinatorResult<T>,
     ) -> Result<T, OffsetsWriteError> {
-        let _in_order = self.decisions.lock().await;
+        let _turn = self.turns.lock(group_id).await;
         let own = parked.as_ref().map(|(t, _)| *t);
         let result = {
             let mut st = self.lock();
@@ -151,6 +161,8 @@ impl GroupCoordinator {
                     .collect();
                 tokens.extend(own);
                 st.fail(tokens, e);
+                let reaction = st.shard.write_failed(staged, now);
+                st.answer(reaction);
                 Err(e)
             }
         }
@@ -165,8 +177,9 @@ impl GroupCoordinator {
         let prefix = params.group_instance_id.clone().unwrap_or_else(|| params.client_id.clone());
         let new_id = || format!("{prefix}-{}", uuid::Uuid::new_v4());
         // A failed write has answered the request already.
-        let _ =
-            self.decide(now, Some((token, Waiter::Join(tx))), |s| s.join(group_id, token, params, now, new_id)).await;
+        let _ = self
+            .decide(group_id, now, Some((token, Waiter::Join(tx))), |s| s.join(group_id, token, params, now, new_id))
+            .await;
         rx
     }
 
@@ -174,12 +187,14 @@ impl GroupCoordinator {
     pub async fn sync(&self, group_id: &str, params: SyncParams<'_>, now: i64) -> oneshot::Receiver<SyncOutcome> {
         let token = self.token();
         let (tx, rx) = oneshot::channel();
-        let _ = self.decide(now, Some((token, Waiter::Sync(tx))), |s| s.sync(group_id, token, params, now)).await;
+        let _ =
+            self.decide(group_id, now, Some((token, Waiter::Sync(tx))), |s| s.sync(group_id, token, params, now)).await;
         rx
     }
 
-    /// Heartbeat. It writes nothing, but waits its turn behind decisions being written
-    /// (as Kafka's heartbeat is a write operation), so it never sees uncommitted state.
+    /// Heartbeat. It writes nothing, so it waits for no write: it reads and refreshes the
+    /// committed state at once, also while a decision of its group is being written
+    /// (`Shard::apply` keeps the refreshed session time).
     pub async fn heartbeat(
         &self,
         group_id: &str,
@@ -188,7 +203,6 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
         now: i64,
     ) -> Result<(), GroupError> {
-        let _in_order = self.decisions.lock().await;
         self.lock().shard.heartbeat(group_id, member_id, generation_id, group_instance_id, now)
     }
 
@@ -200,13 +214,19 @@ impl GroupCoordinator {
         members: &[(String, Option<String>)],
         now: i64,
     ) -> Result<Vec<Result<(), GroupError>>, GroupError> {
-        self.decide(now, None, |s| s.leave(group_id, members, now)).await?
+        self.decide(group_id, now, None, |s| s.leave(group_id, members, now)).await?
     }
 
-    /// The clock: session expiry, rebalance and sync timeouts, offset expiry. A failed
-    /// write leaves everything as it was; the next tick decides again.
+    /// The clock: session expiry, rebalance and sync timeouts, offset expiry, decided
+    /// group by group in each group's turn, all groups at once (a group whose write is
+    /// slow delays only its own timers). A failed write leaves that group as it was; the
+    /// next tick decides again.
     pub async fn tick(&self, now: i64) {
-        let _ = self.decide(now, None, |s| s.tick(now)).await;
+        let due = self.lock().shard.due_for_tick(now);
+        join_all(due.iter().map(|id| async move {
+            let _ = self.decide(id, now, None, |s| s.tick(id, now)).await;
+        }))
+        .await;
     }
 
     /// OffsetCommit: `Err` for the whole request (member checks, a failed write), else a
@@ -218,7 +238,7 @@ impl GroupCoordinator {
         offsets: Vec<OffsetCommit>,
         now: i64,
     ) -> Result<Vec<Result<(), CoordinatorError>>, CoordinatorError> {
-        self.decide(now, None, |s| s.commit_offsets(group_id, member, offsets, now)).await?
+        self.decide(group_id, now, None, |s| s.commit_offsets(group_id, member, offsets, now)).await?
     }
 
     /// Committed offsets of a group: for the given partitions, or all it has.
@@ -240,7 +260,7 @@ impl GroupCoordinator {
 
     /// DeleteGroups of one group: only an empty one.
     pub async fn delete_group(&self, group_id: &str, now: i64) -> Result<(), CoordinatorError> {
-        self.decide(now, None, |s| s.delete_group(group_id)).await?
+        self.decide(group_id, now, None, |s| s.delete_group(group_id)).await?
     }
 
     /// OffsetDelete; see [`Shard::delete_offsets`].
@@ -251,13 +271,41 @@ impl GroupCoordinator {
         subscribed: impl Fn(&Group, &str) -> bool,
         now: i64,
     ) -> Result<Vec<Result<(), CoordinatorError>>, CoordinatorError> {
-        self.decide(now, None, |s| s.delete_offsets(group_id, partitions, subscribed)).await?
+        self.decide(group_id, now, None, |s| s.delete_offsets(group_id, partitions, subscribed)).await?
     }
 
-    /// Remove every group's committed offsets for a deleted topic.
+    /// Remove every group's committed offsets for a deleted topic, group by group in
+    /// each group's turn; `Err` if any group's write failed (the others are done).
     pub async fn delete_topic_offsets(&self, topic: &str, now: i64) -> Result<(), CoordinatorError> {
-        Ok(self.decide(now, None, |s| s.delete_topic_offsets(topic)).await?)
+        let groups = self.lock().shard.groups_with_topic(topic);
+        let results =
+            join_all(groups.iter().map(|id| self.decide(id, now, None, |s| s.delete_topic_offsets(id, topic)))).await;
+        Ok(results.into_iter().collect::<Result<Vec<()>, _>>().map(drop)?)
     }
+}
+
+/// Run the futures concurrently on this task and collect their outputs in order.
+async fn join_all<F: Future>(futures: impl IntoIterator<Item = F>) -> Vec<F::Output> {
+    let mut pending: Vec<Pin<Box<F>>> = futures.into_iter().map(Box::pin).collect();
+    let mut done: Vec<Option<F::Output>> = pending.iter().map(|_| None).collect();
+    std::future::poll_fn(|cx| {
+        let mut all = true;
+        for (f, out) in pending.iter_mut().zip(done.iter_mut()) {
+            if out.is_none() {
+                match f.as_mut().poll(cx) {
+                    std::task::Poll::Ready(v) => *out = Some(v),
+                    std::task::Poll::Pending => all = false,
+                }
+            }
+        }
+        if all {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    })
+    .await;
+    done.into_iter().map(|o| o.expect("every future completed")).collect()
 }
 
 /// Await a parked response, or the given fallback if the coordinator dropped it.

@@ -19,6 +19,8 @@ struct TestWriter {
     /// While set, each append waits for a permit of `gate`.
     gated: AtomicBool,
     gate: Semaphore,
+    /// Appends with a record of this group wait for a permit of `gate`.
+    held_group: Mutex<Option<String>>,
 }
 
 impl Default for TestWriter {
@@ -28,6 +30,7 @@ impl Default for TestWriter {
             fail: Mutex::default(),
             gated: AtomicBool::new(false),
             gate: Semaphore::new(0),
+            held_group: Mutex::default(),
         }
     }
 }
@@ -39,12 +42,21 @@ impl TestWriter {
     fn fail_with(&self, e: Option<OffsetsWriteError>) {
         *self.fail.lock().unwrap() = e;
     }
+    fn hold_group(&self, group: &str) {
+        *self.held_group.lock().unwrap() = Some(group.to_owned());
+    }
+    fn holds(&self, records: &[OffsetsRecord]) -> bool {
+        let held = self.held_group.lock().unwrap();
+        records.iter().any(|r| match r {
+            OffsetsRecord::Offset { group, .. } | OffsetsRecord::Group { group, .. } => Some(group) == held.as_ref(),
+        })
+    }
 }
 
 impl OffsetsWriter for TestWriter {
     fn append<'a>(&'a self, records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
         Box::pin(async move {
-            if self.gated.load(Ordering::SeqCst) {
+            if self.gated.load(Ordering::SeqCst) || self.holds(records) {
                 self.gate.acquire().await.expect("gate open").forget();
             }
             if let Some(e) = *self.fail.lock().unwrap() {
@@ -108,7 +120,11 @@ fn member(id: &str) -> MemberRef<'_> {
 
 /// One member, generation 1, CompletingRebalance (the leader has not synced yet).
 async fn joined(c: &GroupCoordinator, instance: Option<&str>) -> String {
-    let mut rx = c.join("g", params(instance), 0).await;
+    joined_in(c, "g", instance).await
+}
+
+async fn joined_in(c: &GroupCoordinator, group: &str, instance: Option<&str>) -> String {
+    let mut rx = c.join(group, params(instance), 0).await;
     assert!(rx.try_recv().is_err(), "the first join completes on a clock tick");
     c.tick(0).await;
     let joined = rx.try_recv().unwrap();
@@ -117,8 +133,12 @@ async fn joined(c: &GroupCoordinator, instance: Option<&str>) -> String {
 }
 
 async fn stable(c: &GroupCoordinator, instance: Option<&str>) -> String {
-    let id = joined(c, instance).await;
-    let mut rx = c.sync("g", sync_params(&id, vec![(id.clone(), Bytes::from_static(b"a"))]), 1).await;
+    stable_in(c, "g", instance).await
+}
+
+async fn stable_in(c: &GroupCoordinator, group: &str, instance: Option<&str>) -> String {
+    let id = joined_in(c, group, instance).await;
+    let mut rx = c.sync(group, sync_params(&id, vec![(id.clone(), Bytes::from_static(b"a"))]), 1).await;
     assert_eq!(rx.try_recv().unwrap().error, None);
     id
 }
@@ -228,15 +248,55 @@ async fn a_failed_assignment_write_answers_every_syncing_member_with_the_error()
     let failed = Some(GroupError::Write(OffsetsWriteError::Unavailable));
     assert_eq!(leader_rx.try_recv().unwrap().error, failed);
     assert_eq!(follower_rx.try_recv().unwrap().error, failed);
-    // Nothing of the failed decision is visible, nor in the log.
-    assert_eq!(c.describe("g").unwrap().state, GroupState::CompletingRebalance);
+    // Nothing of the failed decision is visible (no member has an assignment, the group
+    // is not Stable), nor in the log.
+    let d = c.describe("g").unwrap();
+    assert_ne!(d.state, GroupState::Stable);
+    assert!(d.members.iter().all(|m| m.assignment.is_empty()));
     assert!(log.records().is_empty());
-    // Both sync again once the log takes writes.
+}
+
+#[tokio::test]
+async fn a_failed_assignment_write_makes_the_group_rebalance() {
+    let (c, log) = coordinator();
+    let mut a = c.join("g", params(None), 0).await;
+    let mut b = c.join("g", params(None), 0).await;
+    c.tick(0).await;
+    let (a, b) = (a.try_recv().unwrap(), b.try_recv().unwrap());
+    let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+    let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 1).await;
+    log.fail_with(Some(OffsetsWriteError::Storage));
+    let assignments = vec![
+        (leader.member_id.clone(), Bytes::from_static(b"l")),
+        (follower.member_id.clone(), Bytes::from_static(b"f")),
+    ];
+    let mut leader_rx = c.sync("g", sync_params(&leader.member_id, assignments.clone()), 2).await;
+    let failed = Some(GroupError::Write(OffsetsWriteError::Storage));
+    assert_eq!(leader_rx.try_recv().unwrap().error, failed);
+    assert_eq!(follower_rx.try_recv().unwrap().error, failed);
     log.fail_with(None);
-    let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 3).await;
-    let mut leader_rx = c.sync("g", sync_params(&leader.member_id, assignments), 3).await;
-    assert_eq!(leader_rx.try_recv().unwrap().assignment, Bytes::from_static(b"l"));
-    assert_eq!(follower_rx.try_recv().unwrap().error, None);
+    // As Kafka's classic coordinator: the generation's assignment is given up and the
+    // group prepares a rebalance, which the members learn from their next request.
+    assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
+    assert_eq!(c.heartbeat("g", &follower.member_id, 1, None, 3).await, Err(GroupError::RebalanceInProgress));
+    let mut resync = c.sync("g", sync_params(&leader.member_id, assignments), 3).await;
+    assert_eq!(resync.try_recv().unwrap().error, Some(GroupError::RebalanceInProgress));
+    // Both rejoin: generation 2, then the leader's assignment is written and delivered.
+    let rejoin = |id: &str| JoinParams { member_id: id.to_owned(), ..params(None) };
+    let mut leader_join = c.join("g", rejoin(&leader.member_id), 4).await;
+    let mut follower_join = c.join("g", rejoin(&follower.member_id), 4).await;
+    let (leader_join, follower_join) = (leader_join.try_recv().unwrap(), follower_join.try_recv().unwrap());
+    assert_eq!((leader_join.error, leader_join.generation_id), (None, 2));
+    assert_eq!((follower_join.error, follower_join.generation_id), (None, 2));
+    let mut follower_sync = sync_params(&follower.member_id, vec![]);
+    follower_sync.generation_id = 2;
+    let mut follower_rx = c.sync("g", follower_sync, 5).await;
+    let assignments = vec![(follower.member_id.clone(), Bytes::from_static(b"f2"))];
+    let mut leader_sync = sync_params(&leader_join.leader, assignments);
+    leader_sync.generation_id = 2;
+    let mut leader_rx = c.sync("g", leader_sync, 5).await;
+    assert_eq!(leader_rx.try_recv().unwrap().error, None);
+    assert_eq!(follower_rx.try_recv().unwrap().assignment, Bytes::from_static(b"f2"));
     assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
     assert!(matches!(log.records().as_slice(), [OffsetsRecord::Group { value: Some(_), .. }]));
 }
@@ -315,4 +375,73 @@ async fn load_and_written_decisions_reach_the_same_state() {
     );
     assert_eq!(live.members[0].assignment, back.members[0].assignment);
     assert_eq!(c.fetch_offsets("g", None), replayed.fetch_offsets("g", None));
+}
+
+#[tokio::test]
+async fn a_write_held_for_one_group_holds_up_no_other_group() {
+    let (c, log) = coordinator();
+    let x = stable_in(&c, "x", None).await;
+    let y = stable_in(&c, "y", None).await;
+    log.hold_group("y");
+    let mut y_commit = Box::pin(c.commit_offsets("y", member(&y), vec![oc("t", 0, 1)], 2));
+    assert!(poll_once(&mut y_commit).is_none(), "y's commit waits for its write");
+    // Group x decides, writes and answers while y's write is held.
+    let mut x_commit = Box::pin(c.commit_offsets("x", member(&x), vec![oc("t", 0, 7)], 3));
+    assert_eq!(poll_once(&mut x_commit), Some(Ok(vec![Ok(())])));
+    assert_eq!(c.fetch_offsets("x", None), vec![("t".into(), 0, Some(co(7, 3)))]);
+    let mut x_join = Box::pin(c.join("x", params(None), 3));
+    assert!(poll_once(&mut x_join).is_some(), "x's join is decided without waiting for y");
+    // Heartbeats write nothing and wait for no write, not even their own group's.
+    let mut x_beat = Box::pin(c.heartbeat("x", &x, 1, None, 4));
+    assert_eq!(poll_once(&mut x_beat), Some(Err(GroupError::RebalanceInProgress)));
+    let mut y_beat = Box::pin(c.heartbeat("y", &y, 1, None, 4));
+    assert_eq!(poll_once(&mut y_beat), Some(Ok(())));
+    // y's own decisions still wait their turn behind its held write.
+    let mut y_commit_2 = Box::pin(c.commit_offsets("y", member(&y), vec![oc("t", 0, 2)], 5));
+    assert!(poll_once(&mut y_commit_2).is_none());
+    log.gate.add_permits(1);
+    assert_eq!(y_commit.await, Ok(vec![Ok(())]));
+    log.gate.add_permits(1);
+    assert_eq!(y_commit_2.await, Ok(vec![Ok(())]));
+    assert_eq!(c.fetch_offsets("y", None), vec![("t".into(), 0, Some(co(2, 5)))]);
+}
+
+#[tokio::test]
+async fn the_clock_expires_one_group_while_another_groups_write_is_held() {
+    let (c, log) = coordinator();
+    stable_in(&c, "x", None).await;
+    let y = stable_in(&c, "y", None).await;
+    log.hold_group("y");
+    let mut y_commit = Box::pin(c.commit_offsets("y", member(&y), vec![oc("t", 0, 1)], 2));
+    assert!(poll_once(&mut y_commit).is_none());
+    // Past x's session: x's member expires and x is written Empty, while the tick's turn
+    // for y waits behind y's held write.
+    let mut tick = Box::pin(c.tick(20_000));
+    assert!(poll_once(&mut tick).is_none(), "y's part of the tick waits its turn");
+    assert_eq!(c.describe("x").unwrap().state, GroupState::Empty);
+    assert_eq!(c.describe("y").unwrap().state, GroupState::Stable);
+    log.gate.add_permits(2);
+    assert_eq!(y_commit.await, Ok(vec![Ok(())]));
+    tick.await;
+    assert_eq!(c.describe("y").unwrap().state, GroupState::Empty, "y's member expired too, in y's turn");
+}
+
+#[tokio::test]
+async fn a_heartbeat_during_a_groups_write_is_not_lost_when_the_write_applies() {
+    let (c, log) = coordinator();
+    let id = joined(&c, None).await;
+    log.hold_group("g");
+    // The leader's sync decides on a copy of the group with the session as of time 1.
+    let assignments = vec![(id.clone(), Bytes::from_static(b"a"))];
+    let mut sync = Box::pin(c.sync("g", sync_params(&id, assignments), 1));
+    assert!(poll_once(&mut sync).is_none(), "the sync waits for its group record");
+    assert_eq!(c.heartbeat("g", &id, 1, None, 9_000).await, Ok(()));
+    log.gate.add_permits(1);
+    assert_eq!(sync.await.try_recv().unwrap().error, None);
+    *log.held_group.lock().unwrap() = None;
+    // Session 10 s: expired at 10_001 if counted from the sync, alive if from the beat.
+    c.tick(15_000).await;
+    assert_eq!(c.describe("g").unwrap().members.len(), 1, "the heartbeat at 9 s kept the member");
+    c.tick(19_000).await;
+    assert!(c.describe("g").unwrap().members.is_empty());
 }

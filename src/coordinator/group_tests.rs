@@ -1,5 +1,7 @@
 //! State-machine tests: feed events with a hand-moved clock, assert the effects.
 
+use bytes::Bytes;
+
 use super::*;
 
 const SESSION: i32 = 10_000;

@@ -8,8 +8,8 @@
 //!   records to write plus the reply ([`shard::CoordinatorResult`]) and changes nothing
 //!   until applied; one replay path for load and for written decisions.
 //! * [`group_coordinator`]: the shell: parks JoinGroup/SyncGroup requests, takes decisions
-//!   one at a time, writes their records through an [`OffsetsWriter`] and answers only
-//!   after the write.
+//!   one at a time per group ([`group_locks`]), writes their records through an
+//!   [`OffsetsWriter`] and answers only after the write.
 //! * [`writer`]: the [`OffsetsWriter`] trait (`protocol::offsets_topic` implements it on
 //!   the `__consumer_offsets` partition).
 //! * [`offsets_codec`]: the `__consumer_offsets` record formats (Kafka's), one record and a
@@ -22,6 +22,7 @@
 pub mod error;
 pub mod group;
 pub mod group_coordinator;
+pub mod group_locks;
 pub mod offsets;
 pub mod offsets_codec;
 pub mod shard;

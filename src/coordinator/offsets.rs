@@ -130,41 +130,57 @@ impl CommittedOffsets {
         self.by_group.get(group).map(|o| o.keys().map(|(t, p)| tombstone(group, t, *p)).collect()).unwrap_or_default()
     }
 
-    /// Tombstones for every group's offsets of `topic` (the topic was deleted).
-    pub fn topic_tombstones(&self, topic: &str) -> Vec<OffsetsRecord> {
-        let mut out = Vec::new();
-        for (group, offsets) in &self.by_group {
-            out.extend(offsets.keys().filter(|(t, _)| t == topic).map(|(t, p)| tombstone(group, t, *p)));
-        }
-        out
+    /// The groups with a committed offset of `topic`.
+    pub fn groups_with_topic(&self, topic: &str) -> Vec<String> {
+        self.by_group.iter().filter(|(_, o)| o.keys().any(|(t, _)| t == topic)).map(|(g, _)| g.clone()).collect()
     }
 
-    /// Tombstones for offsets past retention, as Kafka expires them: only for groups that
-    /// have been Empty for the retention period (or have no group at all), and only offsets
-    /// committed longer ago than the retention.
+    /// Tombstones for `group`'s offsets of `topic` (the topic was deleted).
+    pub fn topic_tombstones(&self, group: &str, topic: &str) -> Vec<OffsetsRecord> {
+        let Some(offsets) = self.by_group.get(group) else { return vec![] };
+        offsets.keys().filter(|(t, _)| t == topic).map(|(t, p)| tombstone(group, t, *p)).collect()
+    }
+
+    /// The groups with an offset past retention (see [`CommittedOffsets::expiry_tombstones`]).
+    pub fn groups_with_expired(&self, groups: &HashMap<String, Group>, now: i64, retention_ms: i64) -> Vec<String> {
+        self.by_group
+            .keys()
+            .filter(|gid| self.expired(gid, groups.get(*gid), now, retention_ms).next().is_some())
+            .cloned()
+            .collect()
+    }
+
+    /// Tombstones for `group_id`'s offsets past retention, as Kafka expires them: only
+    /// when the group has been Empty for the retention period (or has no group at all),
+    /// and only offsets committed longer ago than the retention.
     pub fn expiry_tombstones(
         &self,
-        groups: &HashMap<String, Group>,
+        group_id: &str,
+        group: Option<&Group>,
         now: i64,
         retention_ms: i64,
     ) -> Vec<OffsetsRecord> {
-        let mut out = Vec::new();
-        for (gid, offsets) in &self.by_group {
-            let empty_since = match groups.get(gid) {
-                Some(g) if g.state == GroupState::Empty => g.state_timestamp_ms,
-                Some(_) => continue,
-                None => 0,
-            };
-            if empty_since + retention_ms > now {
-                continue;
-            }
-            out.extend(
-                offsets
-                    .iter()
-                    .filter(|(_, o)| o.commit_timestamp + retention_ms <= now)
-                    .map(|((t, p), _)| tombstone(gid, t, *p)),
-            );
-        }
-        out
+        self.expired(group_id, group, now, retention_ms).map(|(t, p)| tombstone(group_id, t, *p)).collect()
+    }
+
+    fn expired<'a>(
+        &'a self,
+        group_id: &str,
+        group: Option<&Group>,
+        now: i64,
+        retention_ms: i64,
+    ) -> impl Iterator<Item = &'a (String, i32)> + 'a {
+        let empty_since = match group {
+            Some(g) if g.state == GroupState::Empty => Some(g.state_timestamp_ms),
+            Some(_) => None,
+            None => Some(0),
+        };
+        let offsets = match empty_since {
+            Some(since) if since + retention_ms <= now => self.by_group.get(group_id),
+            _ => None,
+        };
+        offsets
+            .into_iter()
+            .flat_map(move |o| o.iter().filter(move |(_, c)| c.commit_timestamp + retention_ms <= now).map(|(k, _)| k))
     }
 }

@@ -10,18 +10,20 @@
 //! record says (parked requests, deadlines, pending member ids), so it runs on a clone
 //! that is installed after the write and dropped when the write fails. Kafka keeps such
 //! uncommitted state in a snapshot timeline and reverts it on failure; with one decision in
-//! flight at a time (the shell serializes them) the clone is that timeline with one entry.
+//! flight at a time per group (the shell serializes them per group) the clone is that
+//! timeline with one entry. Every decision reads and writes the state of one group only
+//! (its group record and its offsets), which is what lets groups decide concurrently.
 
 use std::collections::HashMap;
 
 use super::error::CoordinatorError;
-use super::group::RestoredMember;
 use super::group::{Effect, Group, GroupError, GroupLimits, GroupState, JoinParams, SyncOutcome, SyncParams, Token};
 use super::offsets::{validate_commit, CommittedOffsets, MemberRef, OffsetCommit, MAX_METADATA_BYTES};
-use super::offsets_codec::{CommittedOffset, GroupValue, OffsetsRecord};
+use super::offsets_codec::{CommittedOffset, OffsetsRecord};
 
 /// What a decision asks of the shell: write `records`, then install `groups`, answer
-/// `effects` (parked JoinGroup/SyncGroup requests) and return `reply`.
+/// `effects` (parked JoinGroup/SyncGroup requests) and return `reply`; if the write
+/// fails, carry out `on_write_error` instead.
 #[derive(Debug)]
 pub struct CoordinatorResult<T> {
     pub records: Vec<OffsetsRecord>,
@@ -29,24 +31,38 @@ pub struct CoordinatorResult<T> {
     pub effects: Vec<Effect>,
     pub reply: T,
     groups: Vec<Group>,
+    on_write_error: Option<OnWriteError>,
+}
+
+/// What a failed write still changes. Most decisions leave everything as it was when
+/// their records do not reach the log; Kafka reacts to a few (its append futures'
+/// error callbacks), and those reactions write nothing themselves.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OnWriteError {
+    /// The leader's assignment was not stored: the group rebalances, if it is still in
+    /// the generation the assignment was for (see [`Group::assignment_not_stored`]).
+    Rebalance { group: String, generation_id: i32 },
 }
 
 impl<T> CoordinatorResult<T> {
     fn reply(reply: T) -> CoordinatorResult<T> {
-        CoordinatorResult { records: vec![], effects: vec![], reply, groups: vec![] }
+        CoordinatorResult { records: vec![], effects: vec![], reply, groups: vec![], on_write_error: None }
     }
 
     /// Split into the state change, the answers to parked requests, and the reply.
     pub fn into_staged(self) -> (Staged, Vec<Effect>, T) {
-        (Staged { records: self.records, groups: self.groups }, self.effects, self.reply)
+        let staged = Staged { records: self.records, groups: self.groups, on_write_error: self.on_write_error };
+        (staged, self.effects, self.reply)
     }
 }
 
-/// The state change of a decision, to apply once its records are written.
+/// The state change of a decision, to apply once its records are written (or its
+/// reaction, if they are not).
 #[derive(Debug)]
 pub struct Staged {
     records: Vec<OffsetsRecord>,
     groups: Vec<Group>,
+    on_write_error: Option<OnWriteError>,
 }
 
 impl Staged {
@@ -107,12 +123,34 @@ impl Shard {
     /// Make a written decision real: its records replay as at load, then the group copies
     /// it decided on replace what a replayed group record restored (they also carry what a
     /// record does not: parked requests, deadlines).
+    ///
+    /// Heartbeats do not wait for a group's decisions (they write nothing), so one may have
+    /// refreshed a member of the live group while the decision's copy was being written;
+    /// the installed copy keeps the fresher session time.
     pub fn apply(&mut self, staged: Staged, now: i64) {
+        let mut groups = staged.groups;
+        for g in &mut groups {
+            if let Some(live) = self.groups.get(&g.id) {
+                g.keep_fresher_heartbeats(live);
+            }
+        }
         for r in staged.records {
             self.replay(r, now);
         }
-        for g in staged.groups {
+        for g in groups {
             self.groups.insert(g.id.clone(), g);
+        }
+    }
+
+    /// A decision's write failed: nothing of it is applied, only its reaction, if it has
+    /// one. Returns the answers that reaction gives to parked requests.
+    pub fn write_failed(&mut self, staged: Staged, now: i64) -> Vec<Effect> {
+        match staged.on_write_error {
+            Some(OnWriteError::Rebalance { group, generation_id }) => match self.groups.get_mut(&group) {
+                Some(g) => g.assignment_not_stored(now, generation_id),
+                None => vec![],
+            },
+            None => vec![],
         }
     }
 
@@ -143,12 +181,12 @@ impl Shard {
         let mut groups = Vec::new();
         for (g, fx) in results.drain(..) {
             if fx.contains(&Effect::PersistGroup) {
-                records.push(group_record(&g));
+                records.push(g.record());
             }
             effects.extend(fx.into_iter().filter(|e| !matches!(e, Effect::PersistGroup)));
             groups.push(g);
         }
-        CoordinatorResult { records, effects, reply, groups }
+        CoordinatorResult { records, effects, reply, groups, on_write_error: None }
     }
 
     pub fn join(
@@ -172,10 +210,19 @@ impl Shard {
         };
         let mut g = g.clone();
         let fx = g.sync(now, token, params);
-        Self::group_result(vec![(g, fx)], ())
+        // Only the leader's sync in CompletingRebalance persists the group (its assignment).
+        let on_write_error = fx
+            .contains(&Effect::PersistGroup)
+            .then(|| OnWriteError::Rebalance { group: g.id.clone(), generation_id: g.generation_id });
+        let mut result = Self::group_result(vec![(g, fx)], ());
+        result.on_write_error = on_write_error;
+        result
     }
 
-    /// Heartbeats change only session times, never a record, so they apply in place.
+    /// Heartbeats change only session times, never a record, so they apply in place, on
+    /// the committed state, without waiting for the group's decisions in flight (Kafka's
+    /// new coordinator runs them against uncommitted state; here a heartbeat that races a
+    /// rebalance learns of it on its next beat instead).
     pub fn heartbeat(
         &mut self,
         group_id: &str,
@@ -213,22 +260,34 @@ impl Shard {
         Self::group_result(vec![(g, effects)], Ok(results))
     }
 
-    /// Expire sessions, finish timed-out rebalances, expire old offsets of empty groups.
-    pub fn tick(&self, now: i64) -> CoordinatorResult<()> {
-        let ticked: Vec<(Group, Vec<Effect>)> = self
-            .groups
-            .values()
-            .filter(|g| !g.is_idle())
-            .map(|g| {
+    /// The groups the clock has something to do for: members or handed-out member ids to
+    /// watch, or offsets past retention.
+    pub fn due_for_tick(&self, now: i64) -> Vec<String> {
+        let mut due: Vec<String> = self.groups.values().filter(|g| !g.is_idle()).map(|g| g.id.clone()).collect();
+        for id in self.offsets.groups_with_expired(&self.groups, now, self.offsets_retention_ms) {
+            if self.groups.get(&id).is_none_or(|g| g.is_idle()) {
+                due.push(id);
+            }
+        }
+        due
+    }
+
+    /// One group's clock: expire sessions, finish a timed-out rebalance, expire old
+    /// offsets once the group has been empty long enough.
+    pub fn tick(&self, group_id: &str, now: i64) -> CoordinatorResult<()> {
+        let live = self.groups.get(group_id);
+        let ticked = match live {
+            Some(g) if !g.is_idle() => {
                 let mut g = g.clone();
                 let fx = g.tick(now);
-                (g, fx)
-            })
-            .collect();
+                vec![(g, fx)]
+            }
+            _ => vec![],
+        };
         let mut result = Self::group_result(ticked, ());
-        // Expiry looks at the groups as they are before this tick; a group that empties
-        // now starts its retention clock now and expires on a later tick.
-        result.records.extend(self.offsets.expiry_tombstones(&self.groups, now, self.offsets_retention_ms));
+        // Expiry looks at the group as it is before this tick; a group that empties now
+        // starts its retention clock now and expires on a later tick.
+        result.records.extend(self.offsets.expiry_tombstones(group_id, live, now, self.offsets_retention_ms));
         result
     }
 
@@ -272,7 +331,7 @@ impl Shard {
         // A commit to a group not seen before creates it (Empty), once the commit lands.
         let is_new = !self.groups.get(group_id).is_some_and(|g| g.state != GroupState::Dead);
         let groups = if is_new && !records.is_empty() { vec![g] } else { vec![] };
-        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups }
+        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups, on_write_error: None }
     }
 
     pub fn fetch_offsets(
@@ -295,7 +354,7 @@ impl Shard {
         }
         let mut records = self.offsets.group_tombstones(group_id);
         records.push(OffsetsRecord::Group { group: group_id.to_owned(), value: None });
-        CoordinatorResult { records, effects: vec![], reply: Ok(()), groups: vec![] }
+        CoordinatorResult { records, effects: vec![], reply: Ok(()), groups: vec![], on_write_error: None }
     }
 
     /// OffsetDelete. `subscribed(group, topic)` tells whether a non-empty group still
@@ -328,43 +387,19 @@ impl Shard {
                 Ok(())
             })
             .collect();
-        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups: vec![] }
+        CoordinatorResult { records, effects: vec![], reply: Ok(results), groups: vec![], on_write_error: None }
     }
 
-    /// Tombstones for every group's committed offsets of a deleted topic, so a replay does
+    /// The groups with committed offsets of `topic`.
+    pub fn groups_with_topic(&self, topic: &str) -> Vec<String> {
+        self.offsets.groups_with_topic(topic)
+    }
+
+    /// Tombstones for `group_id`'s committed offsets of a deleted topic, so a replay does
     /// not bring them back and a re-created topic starts without them.
-    pub fn delete_topic_offsets(&self, topic: &str) -> CoordinatorResult<()> {
+    pub fn delete_topic_offsets(&self, group_id: &str, topic: &str) -> CoordinatorResult<()> {
         let mut r = CoordinatorResult::reply(());
-        r.records = self.offsets.topic_tombstones(topic);
+        r.records = self.offsets.topic_tombstones(group_id, topic);
         r
-    }
-}
-
-/// The group metadata record of a group as it is now.
-fn group_record(g: &Group) -> OffsetsRecord {
-    let protocol = g.protocol_name.clone().unwrap_or_default();
-    OffsetsRecord::Group {
-        group: g.id.clone(),
-        value: Some(GroupValue {
-            protocol_type: g.protocol_type.clone().unwrap_or_default(),
-            generation: g.generation_id,
-            protocol: g.protocol_name.clone(),
-            leader: g.leader_id.clone(),
-            state_timestamp: g.state_timestamp_ms,
-            members: g
-                .members
-                .values()
-                .map(|m| RestoredMember {
-                    member_id: m.member_id.clone(),
-                    group_instance_id: m.group_instance_id.clone(),
-                    client_id: m.client_id.clone(),
-                    client_host: m.client_host.clone(),
-                    rebalance_timeout_ms: m.rebalance_timeout_ms,
-                    session_timeout_ms: m.session_timeout_ms,
-                    subscription: m.metadata_for(&protocol),
-                    assignment: m.assignment.clone(),
-                })
-                .collect(),
-        }),
     }
 }

@@ -20,7 +20,7 @@ use connections::ConnectionTable;
 
 use crate::config::BrokerConfig;
 use crate::controller::{Controller, ControllerError};
-use crate::coordinator::{GroupCoordinator, GroupLimits};
+use crate::coordinator::{GroupCoordinator, GroupLimits, OffsetsWriter};
 use crate::protocol::context::system_clock;
 use crate::protocol::offsets_topic;
 use crate::protocol::Ctx;
@@ -59,6 +59,20 @@ pub struct Broker {
 impl Broker {
     /// Start a broker: bind, recover metadata and partitions, serve.
     pub async fn start(config: BrokerConfig) -> Result<Broker, StartError> {
+        Self::start_inner(config, None).await
+    }
+
+    /// Start a broker whose group coordinator writes its records through `writer`
+    /// instead of the `__consumer_offsets` partition (tests inject a writer that fails or
+    /// holds appends; loading still reads the partition).
+    pub async fn start_with_offsets_writer(
+        config: BrokerConfig,
+        writer: Arc<dyn OffsetsWriter>,
+    ) -> Result<Broker, StartError> {
+        Self::start_inner(config, Some(writer)).await
+    }
+
+    async fn start_inner(config: BrokerConfig, writer: Option<Arc<dyn OffsetsWriter>>) -> Result<Broker, StartError> {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|source| StartError::DataDir { path: config.data_dir.display().to_string(), source })?;
         let lock = lock_data_dir(&config.data_dir)?;
@@ -91,7 +105,7 @@ impl Broker {
         };
         let retention_ms = config.offsets_retention_minutes.saturating_mul(60_000);
         let ctx = Arc::new_cyclic(|me| {
-            let writer = Arc::new(offsets_topic::ConsumerOffsetsWriter::new(me.clone()));
+            let writer = writer.unwrap_or_else(|| Arc::new(offsets_topic::ConsumerOffsetsWriter::new(me.clone())));
             let groups = GroupCoordinator::new(limits, retention_ms, writer);
             Ctx { config, controller, replicas, groups, clock, refusals: Default::default() }
         });

@@ -8,6 +8,7 @@
 pub mod batches;
 pub mod requests;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
@@ -15,6 +16,7 @@ use bytes::{Buf, BufMut, Bytes, BytesMut};
 use kafka_protocol::messages::{RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, HeaderVersion, Request, StrBytes};
 use runnel::config::BrokerConfig;
+use runnel::coordinator::OffsetsWriter;
 use runnel::Broker;
 use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -47,6 +49,20 @@ impl TestBroker {
         tweak(&mut config);
         config.validate().expect("test config is valid");
         let broker = Broker::start(config.clone()).await.expect("broker starts");
+        TestBroker { dir, config, broker: Some(broker) }
+    }
+
+    /// Start with the test defaults and `writer` in place of the group coordinator's
+    /// `__consumer_offsets` writer. Restarts go back to the real writer.
+    pub async fn start_with_offsets_writer(writer: Arc<dyn OffsetsWriter>) -> TestBroker {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = BrokerConfig {
+            listen: "127.0.0.1:0".into(),
+            data_dir: dir.path().to_path_buf(),
+            ..BrokerConfig::default()
+        };
+        config.validate().expect("test config is valid");
+        let broker = Broker::start_with_offsets_writer(config.clone(), writer).await.expect("broker starts");
         TestBroker { dir, config, broker: Some(broker) }
     }
 
