@@ -4,9 +4,10 @@
 //!
 //! * [`config`]: broker configuration from defaults, a YAML file, `RUNNEL_*` environment
 //!   variables and command-line flags, validated once at start.
-//! * [`server`]: the TCP listener, per-connection framing, graceful shutdown, and
-//!   [`Broker`], the handle that ties the layers together; [`EmbeddedBroker`] runs one
-//!   inside a test process on a free port with a temporary data dir.
+//! * [`server`]: the TCP listener, per-connection framing, response writing (record
+//!   bytes sent from the page cache with `sendfile`), graceful shutdown, and [`Broker`],
+//!   the handle that ties the layers together; [`EmbeddedBroker`] runs one inside a test
+//!   process on a free port with a temporary data dir.
 //! * [`protocol`]: request decoding (guarded against hostile lengths), dispatch by API key,
 //!   one handler per Kafka API, and the single place where domain errors become Kafka
 //!   error codes.
@@ -20,7 +21,8 @@
 //!   pure ISR/high-watermark state machine (`isr.rs`). One node today; the follower
 //!   fetcher will live here too.
 //! * [`storage`]: Kafka's on-disk layout: segments of v2 record batches, sparse offset and
-//!   time indexes, recovery, retention.
+//!   time indexes, recovery, retention; reads planned as file slices under a partition's
+//!   lock and carried out after it; the broker's bounded cache of open segment files.
 //!
 //! Imports point one way: `server → protocol → {coordinator, replication, controller} →
 //! storage`.

@@ -132,6 +132,19 @@ async fn joined_in(c: &GroupCoordinator, group: &str, instance: Option<&str>) ->
     joined.member_id
 }
 
+/// Two members, generation 1, CompletingRebalance: (leader, follower).
+async fn two_joined(c: &GroupCoordinator) -> (JoinOutcome, JoinOutcome) {
+    let mut a = c.join("g", params(None), 0).await;
+    let mut b = c.join("g", params(None), 0).await;
+    c.tick(0).await;
+    let (a, b) = (a.try_recv().unwrap(), b.try_recv().unwrap());
+    if a.leader == a.member_id {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
 async fn stable(c: &GroupCoordinator, instance: Option<&str>) -> String {
     stable_in(c, "g", instance).await
 }
@@ -235,11 +248,7 @@ async fn a_failed_commit_write_is_an_error_and_not_visible() {
 #[tokio::test]
 async fn a_failed_assignment_write_answers_every_syncing_member_with_the_error() {
     let (c, log) = coordinator();
-    let mut a = c.join("g", params(None), 0).await;
-    let mut b = c.join("g", params(None), 0).await;
-    c.tick(0).await;
-    let (a, b) = (a.try_recv().unwrap(), b.try_recv().unwrap());
-    let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+    let (leader, follower) = two_joined(&c).await;
     let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 1).await;
     assert!(follower_rx.try_recv().is_err(), "the follower waits for the leader's assignment");
     log.fail_with(Some(OffsetsWriteError::Unavailable));
@@ -259,11 +268,7 @@ async fn a_failed_assignment_write_answers_every_syncing_member_with_the_error()
 #[tokio::test]
 async fn a_failed_assignment_write_makes_the_group_rebalance() {
     let (c, log) = coordinator();
-    let mut a = c.join("g", params(None), 0).await;
-    let mut b = c.join("g", params(None), 0).await;
-    c.tick(0).await;
-    let (a, b) = (a.try_recv().unwrap(), b.try_recv().unwrap());
-    let (leader, follower) = if a.leader == a.member_id { (a, b) } else { (b, a) };
+    let (leader, follower) = two_joined(&c).await;
     let mut follower_rx = c.sync("g", sync_params(&follower.member_id, vec![]), 1).await;
     log.fail_with(Some(OffsetsWriteError::Storage));
     let assignments = vec![
