@@ -292,6 +292,13 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
 pub fn set_log_append_time(batch: &mut [u8], ts: i64) {
     let attributes = be_i16(batch, OFF_ATTRIBUTES) | TIMESTAMP_TYPE_BIT;
     batch[OFF_ATTRIBUTES..OFF_ATTRIBUTES + 2].copy_from_slice(&attributes.to_be_bytes());
+    set_max_timestamp(batch, ts);
+}
+
+/// Sets a batch's max timestamp and recomputes its CRC: Kafka's validator does this for
+/// CreateTime batches with the largest record timestamp, so a header that misstates it
+/// cannot steer time-based retention or timestamp lookups.
+pub fn set_max_timestamp(batch: &mut [u8], ts: i64) {
     batch[OFF_MAX_TIMESTAMP..OFF_MAX_TIMESTAMP + 8].copy_from_slice(&ts.to_be_bytes());
     let declared = usize::try_from(be_i32(batch, 8)).unwrap_or(0) + LOG_OVERHEAD;
     let end = declared.min(batch.len());

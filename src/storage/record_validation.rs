@@ -79,13 +79,14 @@ pub fn needs_decompression(header: &BatchHeader) -> bool {
 }
 
 /// Check one batch of a Produce request. `batch` is the whole batch, header included.
-/// `require_keys` (compacted topics): every record must have a key.
+/// `require_keys` (compacted topics): every record must have a key. Returns the largest
+/// record timestamp (what the header's max timestamp must say for CreateTime).
 pub fn validate_produce_batch(
     header: &BatchHeader,
     batch: &[u8],
     bounds: &TimestampBounds,
     require_keys: bool,
-) -> Result<(), BatchError> {
+) -> Result<i64, BatchError> {
     if let Compression::Unknown(c) = header.compression() {
         return Err(BatchError::UnsupportedCompression(c));
     }
@@ -112,19 +113,21 @@ pub fn validate_produce_batch(
 }
 
 /// Walks the `header.records_count` records of a record section (`data[start..]`, in
-/// place or decompressed), which they must fill exactly.
+/// place or decompressed), which they must fill exactly. Returns the largest record
+/// timestamp.
 fn walk_records(
     header: &BatchHeader,
     data: &[u8],
     start: usize,
     bounds: &TimestampBounds,
     require_keys: bool,
-) -> Result<(), BatchError> {
+) -> Result<i64, BatchError> {
     let end = data.len();
     let check_ts = !header.uses_log_append_time();
     let mut c = Cursor { buf: data, pos: start };
     // Bounded by the records actually present (each takes at least one byte).
     let mut keyless = Vec::new();
+    let mut max_timestamp = i64::MIN;
     for expected_delta in 0..header.records_count {
         if c.pos == end {
             return Err(BatchError::InvalidRecord("fewer records in the batch than its header counts"));
@@ -164,6 +167,7 @@ fn walk_records(
         if check_ts {
             bounds.check(ts)?;
         }
+        max_timestamp = max_timestamp.max(ts);
         c.pos = body_end;
     }
     if c.pos != end {
@@ -172,7 +176,7 @@ fn walk_records(
     if !keyless.is_empty() {
         return Err(BatchError::RecordsWithoutKey(keyless));
     }
-    Ok(())
+    Ok(max_timestamp)
 }
 
 #[cfg(test)]
@@ -196,7 +200,7 @@ mod tests {
 
     fn check(b: &[u8]) -> Result<(), BatchError> {
         let h = BatchHeader::parse(b).unwrap();
-        validate_produce_batch(&h, b, &ANY_TIME, false)
+        validate_produce_batch(&h, b, &ANY_TIME, false).map(|_| ())
     }
 
     /// A batch claiming `count` records around `section` (plain records), compressed by `codec`.
@@ -342,7 +346,7 @@ mod tests {
             let prepare = |b: Vec<u8>| if compress { gzipped(&b) } else { b };
             let keyed = prepare(batch(&[Some(b"a"), Some(b"b")]));
             let h = BatchHeader::parse(&keyed).unwrap();
-            assert_eq!(validate_produce_batch(&h, &keyed, &ANY_TIME, true), Ok(()));
+            assert_eq!(validate_produce_batch(&h, &keyed, &ANY_TIME, true), Ok(1));
             let mixed = prepare(batch(&[Some(b"a"), None, Some(b"c"), None]));
             let h = BatchHeader::parse(&mixed).unwrap();
             assert_eq!(
@@ -350,7 +354,7 @@ mod tests {
                 Err(BatchError::RecordsWithoutKey(vec![1, 3]))
             );
             // Only compacted topics require keys.
-            assert_eq!(validate_produce_batch(&h, &mixed, &ANY_TIME, false), Ok(()));
+            assert_eq!(validate_produce_batch(&h, &mixed, &ANY_TIME, false), Ok(1));
         }
         // A batch flagged compressed whose data does not decompress is refused everywhere.
         let mut bogus = batch(&[Some(b"a")]);
