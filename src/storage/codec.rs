@@ -1,5 +1,6 @@
-//! Bounded decompression of a batch's record section, and compression back with the same
-//! codec, for the log cleaner (the produce and fetch paths never decompress).
+//! Bounded decompression of a batch's record section (Produce validation looks inside
+//! every compressed batch; the log cleaner rewrites them), and compression back with the
+//! same codec for the cleaner. Fetch never decompresses.
 //!
 //! Kafka's codecs: gzip (one or more gzip members), snappy (the xerial framing Java
 //! producers write, or a raw snappy block as librdkafka writes), LZ4 frames and zstd
@@ -23,6 +24,13 @@ pub enum DecompressError {
 
 /// The smallest window cap for zstd frames (zstd's level 19 uses 8 MiB windows).
 const ZSTD_MIN_WINDOW_CAP: usize = 8 << 20;
+/// Kafka's default `compression.zstd.level`.
+const ZSTD_LEVEL: i32 = 3;
+
+/// The base-2 log of the smallest power of two ≥ `bytes`, within what zstd accepts.
+fn window_log(bytes: usize) -> u32 {
+    bytes.next_power_of_two().trailing_zeros().clamp(10, 31)
+}
 
 const XERIAL_MAGIC: [u8; 8] = [0x82, b'S', b'N', b'A', b'P', b'P', b'Y', 0];
 /// Magic, version and compatible version.
@@ -37,9 +45,8 @@ pub fn decompress(codec: Compression, data: &[u8], max_bytes: usize) -> Result<V
         Compression::Zstd => {
             // A frame's window (what the decoder reserves) is capped like the output, but
             // not below 8 MiB: encoders size windows by level, not by the content.
-            let mut frame = ruzstd::decoding::FrameDecoder::new();
-            frame.set_max_window_size(max_bytes.max(ZSTD_MIN_WINDOW_CAP) as u64);
-            let decoder = ruzstd::decoding::StreamingDecoder::new_with_decoder(data, frame).map_err(corrupt)?;
+            let mut decoder = zstd::stream::read::Decoder::with_buffer(data).map_err(corrupt)?;
+            decoder.window_log_max(window_log(max_bytes.max(ZSTD_MIN_WINDOW_CAP))).map_err(corrupt)?;
             bounded(decoder, max_bytes)
         }
         Compression::Snappy => snappy(data, max_bytes),
@@ -62,7 +69,7 @@ pub fn compress(codec: Compression, data: &[u8]) -> Option<Vec<u8>> {
             w.write_all(data).ok()?;
             w.finish().ok()
         }
-        Compression::Zstd => Some(ruzstd::encoding::compress_to_vec(data, ruzstd::encoding::CompressionLevel::Fastest)),
+        Compression::Zstd => zstd::bulk::compress(data, ZSTD_LEVEL).ok(),
         Compression::Snappy => {
             let mut out = XERIAL_MAGIC.to_vec();
             out.extend_from_slice(&1i32.to_be_bytes()); // version
@@ -177,5 +184,25 @@ mod tests {
             assert!(packed.len() < plain.len(), "{codec:?} compresses");
             assert_eq!(decompress(codec, &packed, plain.len()).unwrap(), plain, "{codec:?}");
         }
+    }
+
+    /// A zstd frame that declares a window beyond the cap is refused before the decoder
+    /// reserves it; the same data in a small window decodes.
+    #[test]
+    fn zstd_windows_beyond_the_cap_are_refused() {
+        let plain = sample();
+        let frame = |log: u32| {
+            let mut w = zstd::stream::write::Encoder::new(Vec::new(), 3).unwrap();
+            w.include_contentsize(false).unwrap();
+            w.window_log(log).unwrap();
+            w.write_all(&plain).unwrap();
+            w.finish().unwrap()
+        };
+        // 32 MiB: above the 8 MiB cap that a 1 MiB output limit gets, below libzstd's own
+        // default limit (128 MiB), so only the cap refuses it.
+        let huge = frame(25);
+        let got = decompress(Compression::Zstd, &huge, 1 << 20);
+        assert!(matches!(got, Err(DecompressError::Corrupt(_))), "{got:?}");
+        assert_eq!(decompress(Compression::Zstd, &frame(20), 1 << 20).unwrap(), plain);
     }
 }
