@@ -80,6 +80,9 @@ pub struct BrokerConfig {
     /// Segment `.log` descriptors held open at once, by all partitions together; 0 =
     /// half the open-file soft limit at start.
     pub max_open_log_files: usize,
+    /// Send Fetch record bytes with `sendfile(2)` instead of copying them from the page
+    /// cache into the response first (both read them outside the partition's lock).
+    pub fetch_sendfile: bool,
     pub min_insync_replicas: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -116,6 +119,7 @@ impl Default for BrokerConfig {
             request_read_timeout_ms: 30_000,
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_open_log_files: 0,
+            fetch_sendfile: false,
             min_insync_replicas: 1,
             group_min_session_timeout_ms: 6_000,
             group_max_session_timeout_ms: 1_800_000,
@@ -156,6 +160,7 @@ pub struct ConfigOverrides {
     pub request_read_timeout_ms: Option<u64>,
     pub queued_max_request_bytes: Option<i64>,
     pub max_open_log_files: Option<usize>,
+    pub fetch_sendfile: Option<bool>,
     pub min_insync_replicas: Option<i32>,
     pub group_min_session_timeout_ms: Option<i32>,
     pub group_max_session_timeout_ms: Option<i32>,
@@ -217,6 +222,7 @@ impl BrokerConfig {
                     request_read_timeout_ms,
                     queued_max_request_bytes,
                     max_open_log_files,
+                    fetch_sendfile,
                     min_insync_replicas,
                     group_min_session_timeout_ms,
                     group_max_session_timeout_ms,

@@ -4,8 +4,8 @@
 //!
 //! * [`config`]: broker configuration from defaults, a YAML file, `RUNNEL_*` environment
 //!   variables and command-line flags, validated once at start.
-//! * [`server`]: the TCP listener, per-connection framing, response writing (record
-//!   bytes sent from the page cache with `sendfile`), graceful shutdown, and [`Broker`],
+//! * [`server`]: the TCP listener, per-connection framing, response writing (vectored
+//!   writes, or `sendfile` for record bytes), graceful shutdown, and [`Broker`],
 //!   the handle that ties the layers together; [`EmbeddedBroker`] runs one inside a test
 //!   process on a free port with a temporary data dir.
 //! * [`protocol`]: request decoding (guarded against hostile lengths), dispatch by API key,

@@ -14,9 +14,16 @@ use kafka_protocol::messages::*;
 
 const NO_AUTO_CREATE: fn(&mut runnel::config::BrokerConfig) = |c| c.auto_create_topics = false;
 
+/// Record bytes reach the client the same whether they are copied into the response or
+/// sent from the segment file with sendfile (`fetch_sendfile`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keyed_records_with_headers_round_trip_per_partition() {
-    let broker = TestBroker::start().await;
+    for sendfile in [false, true] {
+        round_trip_per_partition(TestBroker::start_with(|c| c.fetch_sendfile = sendfile).await).await;
+    }
+}
+
+async fn round_trip_per_partition(broker: TestBroker) {
     let mut c = broker.client().await;
     c.create_topic_ok("orders", 3, &[]).await;
     for p in 0..3 {

@@ -1,6 +1,7 @@
-//! Fetch responses encoded as a list of chunks, so the record bytes go from the log's
-//! files to the socket as they are (the connection sends a [`Chunk::File`] with
-//! `sendfile`) instead of being copied into one response buffer by the codec.
+//! Fetch responses encoded as a list of chunks, so the record bytes go to the socket as
+//! their own chunks instead of being copied into one response buffer by the codec: read
+//! from the page cache into memory chunks (the default), or left as [`Chunk::File`]s that
+//! the connection sends with `sendfile` (`fetch_sendfile`).
 //!
 //! Everything but the records is encoded with kafka-protocol: each partition is encoded
 //! with `records: None` and the null marker is replaced by the length prefix, followed by
@@ -74,8 +75,14 @@ fn chunkable(resp: &FetchResponse) -> bool {
         && resp.responses.iter().all(|t| t.unknown_tagged_fields.is_empty())
 }
 
-/// Encode a Fetch response frame (size prefix included) as chunks.
-pub fn encode_fetch(reply: FetchReply, version: i16, correlation_id: i32) -> Result<Vec<Chunk>, ProtocolError> {
+/// Encode a Fetch response frame (size prefix included) as chunks. With `sendfile`, the
+/// record bytes stay file chunks; without, they are read into memory chunks here.
+pub fn encode_fetch(
+    reply: FetchReply,
+    version: i16,
+    correlation_id: i32,
+    sendfile: bool,
+) -> Result<Vec<Chunk>, ProtocolError> {
     let FetchReply { response: mut resp, records } = reply;
     if !chunkable(&resp) {
         // The codec needs the bytes in the response: copy them in.
@@ -117,7 +124,7 @@ pub fn encode_fetch(reply: FetchReply, version: i16, correlation_id: i32) -> Res
         put_array_len(&mut cur, topic.partitions.len(), flexible);
         let topic_records = records.get(t).unwrap_or(&none);
         for (i, p) in topic.partitions.iter().enumerate() {
-            encode_partition(p, topic_records.get(i), version, &mut cur, &mut chunks)?;
+            encode_partition(p, topic_records.get(i), sendfile, version, &mut cur, &mut chunks)?;
         }
         if flexible {
             put_uvarint(&mut cur, 0); // topic tagged fields
@@ -143,6 +150,7 @@ pub fn encode_fetch(reply: FetchReply, version: i16, correlation_id: i32) -> Res
 fn encode_partition(
     p: &PartitionData,
     slices: Option<&LogSlices>,
+    sendfile: bool,
     version: i16,
     cur: &mut BytesMut,
     chunks: &mut Vec<Chunk>,
@@ -168,7 +176,8 @@ fn encode_partition(
     cur.put_slice(&enc[..cut]);
     let slices = slices.filter(|s| !s.is_empty());
     let body: Option<(usize, Vec<Chunk>)> = match (slices, &p.records) {
-        (Some(s), _) => Some((s.len(), s.slices().iter().cloned().map(Chunk::File).collect())),
+        (Some(s), _) if sendfile => Some((s.len(), s.slices().iter().cloned().map(Chunk::File).collect())),
+        (Some(s), _) => Some((s.len(), vec![Chunk::Mem(s.read().map_err(encode_err)?)])),
         (None, Some(r)) => Some((r.len(), vec![Chunk::Mem(r.clone())])),
         (None, None) => None,
     };
@@ -272,7 +281,7 @@ mod tests {
             }
             let expected =
                 super::super::encode(ApiKey::Fetch, version, 77, &ResponseKind::Fetch(resp.clone())).unwrap();
-            let chunks = encode_fetch(in_memory(&resp), version, 77).unwrap();
+            let chunks = encode_fetch(in_memory(&resp), version, 77, true).unwrap();
             assert_eq!(joined(&chunks), expected.to_vec(), "version {version}");
             assert!(chunks.len() > 2, "records travel as their own chunks (v{version})");
         }
@@ -287,7 +296,7 @@ mod tests {
             t.topic_id = uuid::Uuid::nil();
         }
         let expected = super::super::encode(ApiKey::Fetch, 12, 1, &ResponseKind::Fetch(resp.clone())).unwrap();
-        assert_eq!(joined(&encode_fetch(in_memory(&resp), 12, 1).unwrap()), expected.to_vec());
+        assert_eq!(joined(&encode_fetch(in_memory(&resp), 12, 1, true).unwrap()), expected.to_vec());
     }
 
     /// Records still in files (two slices of one partition, one of another) encode to the
@@ -327,11 +336,14 @@ mod tests {
                 vec![slices(&a), LogSlices::default(), LogSlices::default(), LogSlices::default()],
                 vec![slices(&b)],
             ];
-            let chunks =
-                encode_fetch(FetchReply { response: placeholder.clone(), records: records.clone() }, version, 9)
-                    .unwrap();
+            let reply = || FetchReply { response: placeholder.clone(), records: records.clone() };
+            let chunks = encode_fetch(reply(), version, 9, true).unwrap();
             assert_eq!(chunks.iter().filter(|c| matches!(c, Chunk::File(_))).count(), 3, "v{version}");
             assert_eq!(joined(&chunks), expected, "v{version}");
+            // Without sendfile the same bytes are read into memory chunks.
+            let copied = encode_fetch(reply(), version, 9, false).unwrap();
+            assert!(copied.iter().all(|c| matches!(c, Chunk::Mem(_))));
+            assert_eq!(joined(&copied), expected, "v{version} (copied)");
             // A response the chunked path cannot take copies the file bytes in instead.
             placeholder.responses[0].partitions[0].current_leader.leader_id = kafka_protocol::messages::BrokerId(1);
             let mut with_tag = with_bytes.clone();
@@ -340,7 +352,7 @@ mod tests {
             with_tag.node_endpoints.push(Default::default());
             let expected =
                 super::super::encode(ApiKey::Fetch, version, 9, &ResponseKind::Fetch(with_tag)).unwrap().to_vec();
-            let chunks = encode_fetch(FetchReply { response: placeholder, records }, version, 9).unwrap();
+            let chunks = encode_fetch(FetchReply { response: placeholder, records }, version, 9, true).unwrap();
             assert!(chunks.iter().all(|c| matches!(c, Chunk::Mem(_))));
             assert_eq!(joined(&chunks), expected, "v{version} (codec path)");
         }

@@ -94,7 +94,9 @@ pub async fn handle_frame(
     let reply = dispatch(ctx, &info, request, version).await?;
     match reply {
         Reply::NoResponse => Ok(None),
-        Reply::Fetch(reply) => fetch_encoding::encode_fetch(*reply, version, correlation_id).map(Some),
+        Reply::Fetch(reply) => {
+            fetch_encoding::encode_fetch(*reply, version, correlation_id, ctx.config.fetch_sendfile).map(Some)
+        }
         Reply::Response(body) => {
             encode(api, version, correlation_id, &body).map(|b| Some(vec![Chunk::Mem(b.freeze())]))
         }
