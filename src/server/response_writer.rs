@@ -4,10 +4,11 @@
 //! Kafka's `FileRecords.writeTo` does with `transferTo`).
 //!
 //! Why that is not the default: over loopback on the 2-core project machine (2026-11-30,
-//! librdkafka's rdkafka_performance consuming 400k 1 KiB records from 8 partitions, three
-//! rounds of three runs each, binaries alternated) copying reached a median 1,520 MiB/s
-//! and sendfile 1,272–1,298 MiB/s (with or without `TCP_CORK`), for the same broker CPU
-//! per MiB within the measurement's resolution. Both read outside the partition's lock.
+//! librdkafka's rdkafka_performance consuming 400k 1 KiB records from 8 partitions, two or
+//! three rounds of three runs each, binaries alternated) copying reached a median
+//! 1,526 MiB/s and sendfile 1,272–1,298 MiB/s (with or without `TCP_CORK`), for the same
+//! broker CPU per MiB within the measurement's resolution. Both read outside the
+//! partition's lock.
 //!
 //! `sendfile` runs on the async worker, like the socket writes around it: the bytes it
 //! sends were written moments ago or read by the last fetch, so they are in the page
