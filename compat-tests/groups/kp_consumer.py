@@ -38,6 +38,13 @@ def main():
                       session_timeout_ms=int(session_ms),
                       heartbeat_interval_ms=max(500, int(session_ms) // 6),
                       partition_assignment_strategy=[assignor], max_poll_records=50)
+    # Know the topic's partitions before joining. kafka-python 3.0 (3.0.12 here) can stall
+    # for good when a leader's first assignment is computed without topic metadata: the
+    # metadata that arrives next makes it rejoin only through its snapshot comparison, and
+    # once the leader has assigned again, a poll that returned early while SyncGroup was in
+    # flight never completes the join (no heartbeats, no partitions, the session expires).
+    # Seen against runnel and possible against Kafka; see test_groups_staggered_join.py.
+    c.partitions_for_topic(topic)
     c.subscribe([topic], listener=Listener())
     emit(e="started")
     while not os.path.exists(os.path.join(ctl, "stop")):
