@@ -109,11 +109,11 @@ def balanced(members, partitions=PARTITIONS):
                                -(-partitions // len(members))) for o in owned))
 
 
-def produce_phase(bootstrap, topic, phase, per_partition):
+def produce_phase(bootstrap, topic, phase, per_partition, partitions=PARTITIONS):
     """per_partition records to every partition; returns {(p, o): value}."""
     from test_confluent_kafka import produce_all
-    records = [(i % PARTITIONS, f"k{i}".encode(), f"{phase}-{i}".encode(), None, None)
-               for i in range(per_partition * PARTITIONS)]
+    records = [(i % partitions, f"k{i}".encode(), f"{phase}-{i}".encode(), None, None)
+               for i in range(per_partition * partitions)]
     reports = produce_all(bootstrap, topic, records)
     out = {}
     for (err, p, o), rec in zip(reports, records):
@@ -129,11 +129,11 @@ def end_offsets(produced):
     return dict(ends)
 
 
-def committed_offsets(bootstrap, group, topic):
+def committed_offsets(bootstrap, group, topic, partitions=PARTITIONS):
     """OffsetFetch through librdkafka: {partition: offset} (negative = none)."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
     try:
-        res = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=20)
+        res = c.committed([TopicPartition(topic, p) for p in range(partitions)], timeout=20)
         return {tp.partition: tp.offset for tp in res}
     finally:
         c.close()

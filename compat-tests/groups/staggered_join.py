@@ -14,32 +14,18 @@ Every wait has a deadline; nothing depends on how fast a step is.
 """
 from collections import Counter
 
-from groups.harness import balanced, wait_for
+from groups.harness import balanced, committed_offsets, produce_phase, wait_for
 
 PARTITIONS = 3
 PER_PARTITION = 4
 
 
 def _produce(bootstrap, topic, phase):
-    from test_confluent_kafka import produce_all
-    records = [(i % PARTITIONS, None, f"{phase}-{i}".encode(), None, None)
-               for i in range(PER_PARTITION * PARTITIONS)]
-    reports = produce_all(bootstrap, topic, records)
-    out = {}
-    for (err, p, o), rec in zip(reports, records):
-        assert err is None, err
-        out[(p, o)] = rec[2].decode()
-    return out
+    return produce_phase(bootstrap, topic, phase, PER_PARTITION, PARTITIONS)
 
 
 def _committed(bootstrap, group, topic):
-    from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group})
-    try:
-        res = c.committed([TopicPartition(topic, p) for p in range(PARTITIONS)], timeout=20)
-        return {tp.partition: tp.offset for tp in res}
-    finally:
-        c.close()
+    return committed_offsets(bootstrap, group, topic, PARTITIONS)
 
 
 def _seen(members):
