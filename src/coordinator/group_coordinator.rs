@@ -229,6 +229,14 @@ impl GroupCoordinator {
         .await;
     }
 
+    /// One group's clock, now: what a JoinGroup runs after its decision, so that a new
+    /// group's initial delayed join whose delay has already passed (0 ms, the default)
+    /// completes at once, as Kafka's fires on its 1 ms timer, instead of waiting up to a
+    /// period of the broker's shared clock. A longer delay is left to that clock.
+    pub async fn tick_group(&self, group_id: &str, now: i64) {
+        let _ = self.decide(group_id, now, None, |s| s.tick(group_id, now)).await;
+    }
+
     /// OffsetCommit: `Err` for the whole request (member checks, a failed write), else a
     /// result per partition in the order given.
     pub async fn commit_offsets(

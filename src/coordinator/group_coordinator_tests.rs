@@ -450,3 +450,17 @@ async fn a_heartbeat_during_a_groups_write_is_not_lost_when_the_write_applies() 
     c.tick(19_000).await;
     assert!(c.describe("g").unwrap().members.is_empty());
 }
+
+/// What a JoinGroup runs after its decision: its own group's clock, so a new group's
+/// initial join with no delay completes at once; other groups are not ticked.
+#[tokio::test]
+async fn a_joins_own_tick_completes_a_new_groups_initial_join() {
+    let (c, _log) = coordinator();
+    let mut other = c.join("other", params(None), 0).await;
+    let mut rx = c.join("g", params(None), 0).await;
+    assert!(rx.try_recv().is_err(), "the join decision alone does not complete it");
+    c.tick_group("g", 0).await;
+    let joined = rx.try_recv().unwrap();
+    assert_eq!((joined.generation_id, joined.error), (1, None));
+    assert!(other.try_recv().is_err(), "another group's initial join waits for its own tick");
+}

@@ -126,7 +126,9 @@ pub async fn join_group(ctx: &Ctx, info: &RequestInfo, req: JoinGroupRequest, ve
         protocols: req.protocols.iter().map(|p| (p.name.to_string(), p.metadata.clone())).collect(),
         require_known_member_id: version >= 4,
     };
-    let rx = ctx.groups.join(&group_id, params, ctx.now_ms()).await;
+    let now = ctx.now_ms();
+    let rx = ctx.groups.join(&group_id, params, now).await;
+    ctx.groups.tick_group(&group_id, now).await;
     let limit = Duration::from_millis(rebalance_timeout.clamp(0, 600_000) as u64 + 5_000);
     let fallback = JoinOutcome {
         error: Some(GroupError::RebalanceInProgress),
