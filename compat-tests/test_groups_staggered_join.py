@@ -8,11 +8,10 @@ subscribes: without that, kafka-python 3.0.12 stalled for good in about one run 
 (a client race after a leader's assignment made without metadata; see kp_consumer.py).
 """
 import sys
-import subprocess
 
 import pytest
 
-from groups.harness import HERE as GROUPS, Member
+from groups.harness import HERE as GROUPS, Member, stop_members
 from groups.staggered_join import staggered_join_scenario
 from test_franz_go import franz  # noqa: F401  (session fixture: builds the helper)
 from test_groups_clients import SESSION_MS, group_id
@@ -30,12 +29,7 @@ def run(runnel, topic, group, tmp_path, spawn_cmd):
     try:
         staggered_join_scenario(runnel.bootstrap, topic, group, spawn)
     finally:
-        (ctl / "stop").touch()
-        for m in members:
-            try:
-                m.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                m.kill()
+        stop_members(ctl, members)
 
 
 @pytest.mark.parametrize("strategy", ["range", "cooperative-sticky"])

@@ -148,12 +148,17 @@ def kill_scenario(bootstrap, topic, group, ctl: Path, spawn, session_ms, per_pha
     try:
         _run(bootstrap, topic, group, ctl, members, session_ms, per_phase)
     finally:
-        (ctl / "stop").touch()
-        for m in members:
-            try:
-                m.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                m.kill()
+        stop_members(ctl, members)
+
+
+def stop_members(ctl: Path, members):
+    """Ask every member to stop (the ctl dir's stop file); kill those still running after 30 s."""
+    (ctl / "stop").touch()
+    for m in members:
+        try:
+            m.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            m.kill()
 
 
 def _consumed_ok(members, produced, owners):

@@ -55,7 +55,7 @@ impl PartitionLog {
                 end = seg.batch_end_within(pos, pos + budget)?;
                 if end == pos && taken == 0 {
                     // The first batch is returned whole even when larger than max_bytes.
-                    let header = seg.read_header(pos)?.ok_or_else(|| self.out_of_range(offset))?;
+                    let header = file.read_header(pos)?.ok_or_else(|| self.out_of_range(offset))?;
                     end = pos + header.total_len() as u64;
                 }
             }
