@@ -14,6 +14,7 @@ CACHE="${RUNNEL_CACHE:-$HOME/.cache/runnel}"
 export RUNNEL_BIN="${RUNNEL_BIN:-$REPO/target/debug/runnel}"
 
 bash "$HERE/setup/kcat.sh"
+bash "$HERE/setup/netns.sh"
 bash "$HERE/setup/kafka.sh"
 bash "$HERE/setup/python.sh"
 bash "$HERE/setup/go.sh"
