@@ -4,9 +4,11 @@
 //! Single-node runnel runs this with one voter: the controller's decisions are appended to
 //! a local, fsynced metadata log. The Raft quorum (later) replicates that same log.
 
+pub mod broker_liveness;
 pub mod delta;
 pub mod image;
 pub mod metadata_log;
+pub mod partition_change;
 mod quorum;
 pub mod records;
 pub mod topic_config;

@@ -1,0 +1,177 @@
+//! Which brokers the controller counts as alive: heartbeats in, fencing decisions out.
+//! A pure state machine with the time passed in (Kafka's `BrokerHeartbeatManager`).
+//!
+//! * A broker is unfenced by a heartbeat from its current registration (the incarnation
+//!   it registered with); it is fenced when no heartbeat arrived for
+//!   `broker.session.timeout.ms` (Kafka's default 9 s, heartbeats every 2 s), or at once
+//!   when it re-registers with a new incarnation (it restarted: what it had in memory is
+//!   gone, so it must catch up again before it may lead).
+//! * A broker that asks to shut down (`want_shut_down`) keeps heartbeating while its
+//!   leadership moves off; it is reported as shutting down, not fenced.
+//! * A controller that just became leader has heard from nobody yet: every broker gets a
+//!   full session timeout from that moment before it can be fenced (Kafka does the same
+//!   on controller failover), so a controller election never fences healthy brokers.
+
+use std::collections::BTreeMap;
+
+use uuid::Uuid;
+
+/// Kafka's `broker.session.timeout.ms` default.
+pub const BROKER_SESSION_TIMEOUT_MS: i64 = 9_000;
+/// Kafka's `broker.heartbeat.interval.ms` default.
+pub const BROKER_HEARTBEAT_INTERVAL_MS: i64 = 2_000;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Broker {
+    incarnation: Uuid,
+    last_heartbeat_ms: i64,
+    fenced: bool,
+    shutting_down: bool,
+}
+
+/// What a heartbeat changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HeartbeatOutcome {
+    /// The broker was fenced and is now alive again: elect it where it can lead.
+    Unfenced,
+    /// The broker asked to shut down for the first time: move its leadership off.
+    ShutdownRequested,
+    Unchanged,
+    /// The heartbeat is from an old incarnation, or a broker that never registered
+    /// (Kafka answers STALE_BROKER_EPOCH / it must register again).
+    Stale,
+}
+
+#[derive(Debug, Clone)]
+pub struct BrokerLiveness {
+    brokers: BTreeMap<i32, Broker>,
+    session_timeout_ms: i64,
+}
+
+impl BrokerLiveness {
+    pub fn new(session_timeout_ms: i64) -> BrokerLiveness {
+        BrokerLiveness { brokers: BTreeMap::new(), session_timeout_ms }
+    }
+
+    /// A broker registered (or registered again). A new incarnation starts fenced; the
+    /// same incarnation (a retried registration) changes nothing.
+    pub fn register(&mut self, node: i32, incarnation: Uuid, now_ms: i64) {
+        match self.brokers.get(&node) {
+            Some(b) if b.incarnation == incarnation => {}
+            _ => {
+                self.brokers.insert(
+                    node,
+                    Broker { incarnation, last_heartbeat_ms: now_ms, fenced: true, shutting_down: false },
+                );
+            }
+        }
+    }
+
+    /// This controller just became the quorum leader: it knows of `nodes` (from the
+    /// image) but has heard from none of them; each gets a full session from now.
+    pub fn became_leader(&mut self, nodes: impl IntoIterator<Item = (i32, Uuid, bool)>, now_ms: i64) {
+        self.brokers = nodes
+            .into_iter()
+            .map(|(node, incarnation, fenced)| {
+                (node, Broker { incarnation, last_heartbeat_ms: now_ms, fenced, shutting_down: false })
+            })
+            .collect();
+    }
+
+    pub fn heartbeat(&mut self, node: i32, incarnation: Uuid, want_shut_down: bool, now_ms: i64) -> HeartbeatOutcome {
+        let Some(b) = self.brokers.get_mut(&node).filter(|b| b.incarnation == incarnation) else {
+            return HeartbeatOutcome::Stale;
+        };
+        b.last_heartbeat_ms = now_ms;
+        if want_shut_down && !b.shutting_down {
+            b.shutting_down = true;
+            return HeartbeatOutcome::ShutdownRequested;
+        }
+        if b.fenced && !b.shutting_down {
+            b.fenced = false;
+            return HeartbeatOutcome::Unfenced;
+        }
+        HeartbeatOutcome::Unchanged
+    }
+
+    /// Brokers whose session expired at `now`; they are fenced from now on.
+    pub fn expire(&mut self, now_ms: i64) -> Vec<i32> {
+        let mut out = Vec::new();
+        for (node, b) in self.brokers.iter_mut() {
+            if !b.fenced && now_ms - b.last_heartbeat_ms > self.session_timeout_ms {
+                b.fenced = true;
+                out.push(*node);
+            }
+        }
+        out
+    }
+
+    /// Alive: registered, not fenced, not shutting down (may lead and join ISRs).
+    pub fn is_alive(&self, node: i32) -> bool {
+        self.brokers.get(&node).is_some_and(|b| !b.fenced && !b.shutting_down)
+    }
+
+    pub fn is_fenced(&self, node: i32) -> bool {
+        self.brokers.get(&node).is_none_or(|b| b.fenced)
+    }
+
+    pub fn is_shutting_down(&self, node: i32) -> bool {
+        self.brokers.get(&node).is_some_and(|b| b.shutting_down)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const A: Uuid = Uuid::from_u128(1);
+    const B: Uuid = Uuid::from_u128(2);
+
+    #[test]
+    fn a_registered_broker_is_unfenced_by_its_first_heartbeat_and_fenced_after_the_session() {
+        let mut l = BrokerLiveness::new(9_000);
+        l.register(1, A, 0);
+        assert!(l.is_fenced(1) && !l.is_alive(1));
+        assert_eq!(l.heartbeat(1, A, false, 100), HeartbeatOutcome::Unfenced);
+        assert!(l.is_alive(1));
+        assert_eq!(l.heartbeat(1, A, false, 2_100), HeartbeatOutcome::Unchanged);
+        assert!(l.expire(11_100).is_empty(), "exactly the session timeout is not past it");
+        assert_eq!(l.expire(11_101), vec![1]);
+        assert!(l.is_fenced(1));
+        assert!(l.expire(30_000).is_empty(), "fenced once");
+        assert_eq!(l.heartbeat(1, A, false, 30_001), HeartbeatOutcome::Unfenced);
+    }
+
+    #[test]
+    fn a_restarted_broker_is_a_new_incarnation_and_starts_fenced() {
+        let mut l = BrokerLiveness::new(9_000);
+        l.register(1, A, 0);
+        l.heartbeat(1, A, false, 1);
+        l.register(1, A, 5);
+        assert!(l.is_alive(1), "a retried registration changes nothing");
+        l.register(1, B, 10);
+        assert!(l.is_fenced(1));
+        assert_eq!(l.heartbeat(1, A, false, 11), HeartbeatOutcome::Stale);
+        assert_eq!(l.heartbeat(9, A, false, 11), HeartbeatOutcome::Stale);
+        assert_eq!(l.heartbeat(1, B, false, 12), HeartbeatOutcome::Unfenced);
+    }
+
+    #[test]
+    fn a_shutting_down_broker_is_not_alive_but_not_fenced() {
+        let mut l = BrokerLiveness::new(9_000);
+        l.register(1, A, 0);
+        l.heartbeat(1, A, false, 1);
+        assert_eq!(l.heartbeat(1, A, true, 2), HeartbeatOutcome::ShutdownRequested);
+        assert_eq!(l.heartbeat(1, A, true, 3), HeartbeatOutcome::Unchanged);
+        assert!(!l.is_alive(1) && !l.is_fenced(1) && l.is_shutting_down(1));
+    }
+
+    #[test]
+    fn a_new_controller_leader_gives_every_broker_a_full_session() {
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader([(1, A, false), (2, B, true)], 50_000);
+        assert!(l.is_alive(1) && l.is_fenced(2));
+        assert!(l.expire(59_000).is_empty());
+        assert_eq!(l.expire(59_001), vec![1]);
+    }
+}

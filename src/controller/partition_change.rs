@@ -1,0 +1,324 @@
+//! Leader and ISR decisions: pure functions from the image (and which brokers are alive)
+//! to the partition records the controller commits. No I/O, no clock.
+//!
+//! Kafka's rules (`PartitionChangeBuilder`, `ReplicationControlManager`):
+//! * a partition keeps its leader while the leader is alive and in the ISR; otherwise the
+//!   first replica (in assignment order) that is alive and in the ISR leads; failing that,
+//!   with `unclean.leader.election.enable`, the first alive replica (the ISR becomes that
+//!   replica alone: records it never had may be lost, which is why it is off by default);
+//!   failing that the partition has no leader (-1) until an ISR member comes back;
+//! * a fenced or shutting-down broker leaves every ISR, except that an ISR never becomes
+//!   empty: its last member stays, so it can lead again when it returns with everything
+//!   the ISR acknowledged;
+//! * the leader epoch moves only when the leader changes; the partition epoch moves on
+//!   every change (AlterPartition requests carry it to detect stale proposals).
+
+use uuid::Uuid;
+
+use super::image::{MetadataImage, PartitionImage, TopicImage};
+use super::records::MetadataRecord;
+
+/// No leader: every ISR member is offline (Kafka's `NO_LEADER`).
+pub const NO_LEADER: i32 = -1;
+
+/// A partition's replica set after a change, before it is a record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    isr: Vec<i32>,
+    leader: i32,
+}
+
+fn record(topic_id: Uuid, pi: &PartitionImage, target: Target) -> Option<MetadataRecord> {
+    if target.isr == pi.isr && target.leader == pi.leader {
+        return None;
+    }
+    let leader_epoch = if target.leader != pi.leader { pi.leader_epoch + 1 } else { pi.leader_epoch };
+    Some(MetadataRecord::Partition {
+        topic_id,
+        partition: pi.partition,
+        replicas: pi.replicas.clone(),
+        isr: target.isr,
+        leader: target.leader,
+        leader_epoch,
+        partition_epoch: pi.partition_epoch + 1,
+    })
+}
+
+/// The leader for `isr` among `replicas`: the current one if it may stay, else the first
+/// eligible replica in assignment order; unclean election only when nothing in the ISR
+/// is eligible. Returns the leader and the ISR to go with it.
+fn elect(pi: &PartitionImage, isr: Vec<i32>, eligible: &dyn Fn(i32) -> bool, unclean: bool) -> Target {
+    if pi.leader != NO_LEADER && isr.contains(&pi.leader) && eligible(pi.leader) {
+        return Target { isr, leader: pi.leader };
+    }
+    if let Some(&leader) = pi.replicas.iter().find(|r| isr.contains(r) && eligible(**r)) {
+        return Target { isr, leader };
+    }
+    if unclean {
+        if let Some(&leader) = pi.replicas.iter().find(|r| eligible(**r)) {
+            return Target { isr: vec![leader], leader };
+        }
+    }
+    Target { isr, leader: NO_LEADER }
+}
+
+/// `isr` without `gone`, keeping the last member (an ISR never empties).
+fn shrink(isr: &[i32], gone: &dyn Fn(i32) -> bool) -> Vec<i32> {
+    let kept: Vec<i32> = isr.iter().copied().filter(|r| !gone(*r)).collect();
+    if kept.is_empty() {
+        isr.to_vec()
+    } else {
+        kept
+    }
+}
+
+fn unclean_allowed(topic: &TopicImage) -> bool {
+    topic.configs.get("unclean.leader.election.enable").is_some_and(|v| v == "true")
+}
+
+/// Broker `node` is fenced (missed its heartbeats) or shutting down: it leaves every ISR
+/// (but the last member) and every partition it led gets a new leader from the ISR
+/// among the brokers `alive` says are up (the broker itself counts as down).
+pub fn remove_broker(image: &MetadataImage, node: i32, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {
+    let eligible = |r: i32| r != node && alive(r);
+    let gone = |r: i32| r == node;
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for pi in topic.partitions.iter().filter(|p| p.replicas.contains(&node)) {
+            let isr = shrink(&pi.isr, &gone);
+            let target = elect(pi, isr, &eligible, unclean_allowed(topic));
+            out.extend(record(topic.topic_id, pi, target));
+        }
+    }
+    out
+}
+
+/// Partitions without a leader whose ISR (or, where the topic allows unclean election,
+/// replica set) has a broker that is alive again: elect it.
+pub fn elect_leaderless(image: &MetadataImage, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for pi in topic.partitions.iter().filter(|p| p.leader == NO_LEADER) {
+            let target = elect(pi, pi.isr.clone(), alive, unclean_allowed(topic));
+            out.extend(record(topic.topic_id, pi, target));
+        }
+    }
+    out
+}
+
+/// Preferred-replica election (ElectLeaders PREFERRED): the first replica leads if it is
+/// alive and in the ISR. Returns the record, or why not (Kafka's error names).
+pub fn elect_preferred(
+    topic: &TopicImage,
+    partition: i32,
+    alive: &dyn Fn(i32) -> bool,
+) -> Result<Option<MetadataRecord>, ElectionError> {
+    let pi = topic.partitions.get(partition as usize).ok_or(ElectionError::UnknownPartition)?;
+    let preferred = *pi.replicas.first().ok_or(ElectionError::UnknownPartition)?;
+    if pi.leader == preferred {
+        return Ok(None);
+    }
+    if !pi.isr.contains(&preferred) || !alive(preferred) {
+        return Err(ElectionError::PreferredLeaderNotAvailable);
+    }
+    Ok(record(topic.topic_id, pi, Target { isr: pi.isr.clone(), leader: preferred }))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ElectionError {
+    UnknownPartition,
+    PreferredLeaderNotAvailable,
+}
+
+/// A leader's AlterPartition proposal: replace the ISR of one partition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrProposal {
+    pub broker: i32,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub new_isr: Vec<i32>,
+}
+
+/// Why an AlterPartition is refused, named as Kafka's error codes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AlterPartitionError {
+    UnknownTopicOrPartition,
+    /// The sender does not lead the partition (NOT_LEADER_OR_FOLLOWER).
+    NotLeader,
+    /// The sender's leader epoch is not the current one.
+    FencedLeaderEpoch,
+    /// The proposal was made against an older partition epoch (INVALID_UPDATE_VERSION).
+    InvalidUpdateVersion,
+    /// A proposed ISR member is not a replica, or is fenced (INELIGIBLE_REPLICA).
+    IneligibleReplica,
+    /// The ISR leaves out the leader (INVALID_REQUEST).
+    InvalidRequest,
+}
+
+/// Validate an AlterPartition against the image. Ok(None): the ISR already is the
+/// proposal (a retry of a committed change); Ok(Some(record)): commit it.
+pub fn alter_partition(
+    image: &MetadataImage,
+    p: &IsrProposal,
+    alive: &dyn Fn(i32) -> bool,
+) -> Result<Option<MetadataRecord>, AlterPartitionError> {
+    let topic = image.topic_by_id(&p.topic_id).ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
+    let pi = usize::try_from(p.partition)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+        .ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
+    if pi.leader != p.broker {
+        return Err(AlterPartitionError::NotLeader);
+    }
+    if p.leader_epoch != pi.leader_epoch {
+        return Err(AlterPartitionError::FencedLeaderEpoch);
+    }
+    let mut isr = p.new_isr.clone();
+    isr.sort_unstable();
+    isr.dedup();
+    let mut current = pi.isr.clone();
+    current.sort_unstable();
+    if p.partition_epoch != pi.partition_epoch {
+        // A retry whose change already committed is answered with the current state.
+        return if isr == current { Ok(None) } else { Err(AlterPartitionError::InvalidUpdateVersion) };
+    }
+    if !isr.contains(&p.broker) {
+        return Err(AlterPartitionError::InvalidRequest);
+    }
+    // A broker may join the ISR only if it is a live replica; members already in it stay
+    // eligible to remain (the leader shrinks them out itself).
+    if isr.iter().any(|r| !pi.replicas.contains(r) || (!pi.isr.contains(r) && !alive(*r))) {
+        return Err(AlterPartitionError::IneligibleReplica);
+    }
+    // Keep assignment order, as Kafka lists ISR members.
+    let ordered: Vec<i32> = pi.replicas.iter().copied().filter(|r| isr.contains(r)).collect();
+    Ok(record(topic.topic_id, pi, Target { isr: ordered, leader: pi.leader }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::sync::Arc;
+
+    use super::*;
+
+    const T: Uuid = Uuid::from_u128(7);
+
+    fn image(parts: &[(&[i32], &[i32], i32)], configs: &[(&str, &str)]) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        let topic = TopicImage {
+            name: "t".into(),
+            topic_id: T,
+            partitions: parts
+                .iter()
+                .enumerate()
+                .map(|(i, (replicas, isr, leader))| PartitionImage {
+                    partition: i as i32,
+                    replicas: replicas.to_vec(),
+                    isr: isr.to_vec(),
+                    leader: *leader,
+                    leader_epoch: 5,
+                    partition_epoch: 9,
+                })
+                .collect(),
+            configs: configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
+        };
+        img.topic_names_by_id.insert(T, "t".into());
+        img.topics.insert("t".into(), Arc::new(topic));
+        img
+    }
+
+    fn parts(records: &[MetadataRecord]) -> Vec<(i32, Vec<i32>, i32, i32, i32)> {
+        records
+            .iter()
+            .map(|r| match r {
+                MetadataRecord::Partition { partition, isr, leader, leader_epoch, partition_epoch, .. } => {
+                    (*partition, isr.clone(), *leader, *leader_epoch, *partition_epoch)
+                }
+                other => panic!("unexpected record {other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_fenced_leader_is_replaced_from_the_isr_in_assignment_order() {
+        let img = image(&[(&[1, 2, 3], &[1, 3, 2], 1), (&[2, 1, 3], &[2, 1, 3], 2), (&[2, 3], &[2, 3], 2)], &[]);
+        let recs = remove_broker(&img, 1, &|_| true);
+        // p0: new leader 2 (first replica in order), epoch bumped; p1: 1 leaves the ISR,
+        // leader stays (epoch kept); p2 does not involve broker 1.
+        assert_eq!(parts(&recs), vec![(0, vec![3, 2], 2, 6, 10), (1, vec![2, 3], 2, 5, 10)]);
+    }
+
+    #[test]
+    fn the_last_isr_member_stays_and_the_partition_goes_leaderless() {
+        let img = image(&[(&[1, 2], &[1], 1)], &[]);
+        let recs = remove_broker(&img, 1, &|_| true);
+        assert_eq!(parts(&recs), vec![(0, vec![1], NO_LEADER, 6, 10)]);
+    }
+
+    #[test]
+    fn only_live_isr_members_are_elected() {
+        let img = image(&[(&[1, 2, 3], &[1, 2, 3], 1)], &[]);
+        let recs = remove_broker(&img, 1, &|r| r != 2);
+        assert_eq!(parts(&recs), vec![(0, vec![2, 3], 3, 6, 10)]);
+    }
+
+    #[test]
+    fn unclean_election_only_when_the_topic_allows_it() {
+        let clean = image(&[(&[1, 2], &[1], 1)], &[]);
+        assert_eq!(parts(&remove_broker(&clean, 1, &|_| true))[0].2, NO_LEADER);
+        let unclean = image(&[(&[1, 2], &[1], 1)], &[("unclean.leader.election.enable", "true")]);
+        assert_eq!(parts(&remove_broker(&unclean, 1, &|_| true)), vec![(0, vec![2], 2, 6, 10)]);
+    }
+
+    #[test]
+    fn a_returning_isr_member_leads_a_leaderless_partition() {
+        let img = image(&[(&[1, 2], &[1], NO_LEADER), (&[2, 1], &[2], 2)], &[]);
+        assert!(elect_leaderless(&img, &|r| r == 2).is_empty());
+        assert_eq!(parts(&elect_leaderless(&img, &|r| r == 1)), vec![(0, vec![1], 1, 6, 10)]);
+    }
+
+    #[test]
+    fn preferred_election() {
+        let img = image(&[(&[1, 2], &[1, 2], 2), (&[1, 2], &[2], 2), (&[1, 2], &[1, 2], 1)], &[]);
+        let t = img.topic("t").unwrap();
+        assert_eq!(parts(&[elect_preferred(t, 0, &|_| true).unwrap().unwrap()]), vec![(0, vec![1, 2], 1, 6, 10)]);
+        assert_eq!(elect_preferred(t, 0, &|r| r != 1), Err(ElectionError::PreferredLeaderNotAvailable));
+        assert_eq!(elect_preferred(t, 1, &|_| true), Err(ElectionError::PreferredLeaderNotAvailable));
+        assert_eq!(elect_preferred(t, 2, &|_| true), Ok(None));
+        assert_eq!(elect_preferred(t, 9, &|_| true), Err(ElectionError::UnknownPartition));
+    }
+
+    fn proposal(broker: i32, leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> IsrProposal {
+        IsrProposal { broker, topic_id: T, partition: 0, leader_epoch, partition_epoch, new_isr: isr.to_vec() }
+    }
+
+    #[test]
+    fn alter_partition_checks_the_sender_and_the_epochs() {
+        use AlterPartitionError::*;
+        let img = image(&[(&[1, 2, 3], &[1, 2], 1)], &[]);
+        let alive = |r: i32| r != 3;
+        assert_eq!(alter_partition(&img, &proposal(2, 5, 9, &[1, 2]), &alive), Err(NotLeader));
+        assert_eq!(alter_partition(&img, &proposal(1, 4, 9, &[1]), &alive), Err(FencedLeaderEpoch));
+        assert_eq!(alter_partition(&img, &proposal(1, 5, 8, &[1]), &alive), Err(InvalidUpdateVersion));
+        assert_eq!(alter_partition(&img, &proposal(1, 5, 9, &[2]), &alive), Err(InvalidRequest));
+        assert_eq!(alter_partition(&img, &proposal(1, 5, 9, &[1, 2, 3]), &alive), Err(IneligibleReplica));
+        assert_eq!(alter_partition(&img, &proposal(1, 5, 9, &[1, 4]), &|_| true), Err(IneligibleReplica));
+        let mut missing = proposal(1, 5, 9, &[1]);
+        missing.partition = 3;
+        assert_eq!(alter_partition(&img, &missing, &alive), Err(UnknownTopicOrPartition));
+    }
+
+    #[test]
+    fn alter_partition_shrinks_and_expands_keeping_the_leader_epoch() {
+        let img = image(&[(&[1, 2, 3], &[1, 2], 1)], &[]);
+        let shrink = alter_partition(&img, &proposal(1, 5, 9, &[1]), &|_| true).unwrap().unwrap();
+        assert_eq!(parts(&[shrink]), vec![(0, vec![1], 1, 5, 10)]);
+        let expand = alter_partition(&img, &proposal(1, 5, 9, &[3, 1, 2]), &|_| true).unwrap().unwrap();
+        assert_eq!(parts(&[expand]), vec![(0, vec![1, 2, 3], 1, 5, 10)]);
+        // A retry of a change that already committed (older partition epoch, same ISR).
+        assert_eq!(alter_partition(&img, &proposal(1, 5, 8, &[2, 1]), &|_| true), Ok(None));
+    }
+}
