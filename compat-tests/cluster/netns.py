@@ -153,10 +153,16 @@ class Node:
         return f"{self.net.ips[self.host]}:{self.port}"
 
     def start(self, timeout=30.0):
+        return self.launch().wait_listening(timeout)
+
+    def launch(self):
         log = open(self.log_path, "ab")
         args = [self.binary, "--listen", self.address, "--data-dir", self.data_dir] + self.extra_args
         self.proc = self.net.popen(self.host, args, stdout=log, stderr=subprocess.STDOUT)
         self.starts += 1
+        return self
+
+    def wait_listening(self, timeout=30.0):
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

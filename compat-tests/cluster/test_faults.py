@@ -9,6 +9,7 @@ and, with FAULT_RESULTS=<file>, appended as JSON lines (scripts/faults-soak.sh).
 """
 import json
 import os
+import random
 import subprocess
 import threading
 import time
@@ -100,8 +101,13 @@ class Nemesis:
         self._thread.join(timeout=60)
 
 
-def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=3, rf=1, min_isr=0):
-    topic = f"faults-{nemesis.name}-{uuid.uuid4().hex[:8]}"
+def new_topic(scenario):
+    return f"faults-{scenario}-{uuid.uuid4().hex[:8]}"
+
+
+def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=3, rf=1, min_isr=0,
+                 topic=None):
+    topic = topic or new_topic(nemesis.name)
     acks, observed = tmp_path / "acks.jsonl", tmp_path / "observed.jsonl"
     bootstrap = ",".join(n.address for n in nodes)
     err = open(tmp_path / "workload.err", "wb")
@@ -177,3 +183,151 @@ def test_the_harness_cuts_and_heals_links(single):
     assert net.run("client", probe, timeout=10, capture_output=True).returncode == 0
     assert node.proc.pid == int(Path(f"/proc/{node.proc.pid}/stat").read_text().split()[0])
     assert os.path.basename(os.readlink(f"/proc/{node.proc.pid}/exe")).startswith("runnel")
+
+
+# ---- a replicated cluster: three brokers, combined broker+controller roles -------------
+
+CONTROLLER_PORT = 9093
+# Long enough for the controller to fence a dead broker (broker.session.timeout.ms, 9 s)
+# and for the partition to get a new leader before the fault heals.
+CLUSTER_HOLD = float(os.environ.get("FAULT_CLUSTER_HOLD", "12"))
+
+
+def supports_cluster(binary):
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30)
+    return "--controller-quorum-voters" in out.stdout
+
+
+@pytest.fixture
+def cluster3(tmp_path, runnel_bin):
+    if not supports_cluster(runnel_bin):
+        pytest.skip("this runnel has no --controller-quorum-voters (no controller quorum yet)")
+    hosts = ["n1", "n2", "n3"]
+    net = netns.Network(hosts + ["client"]).up()
+    voters = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(hosts))
+    nodes = [netns.Node(net, h, runnel_bin, tmp_path / h,
+                        extra_args=["--node-id", i + 1,
+                                    "--controller-listen", f"{net.ips[h]}:{CONTROLLER_PORT}",
+                                    "--controller-quorum-voters", voters])
+             for i, h in enumerate(hosts)]
+    try:
+        for n in nodes:
+            n.launch()
+        for n in nodes:
+            n.wait_listening(60)
+        yield net, nodes
+    finally:
+        for n in nodes:
+            n.stop()
+        net.down()
+
+
+def partition_leader(net, nodes, franz, topic, partition=0):
+    """The node leading `partition` of `topic`, as Metadata says (retried while there is
+    none, e.g. right after creation)."""
+    bootstrap = ",".join(n.address for n in nodes)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        p = net.run("client", [franz, "leaders", "-brokers", bootstrap, "-topic", topic],
+                    timeout=30, capture_output=True, text=True)
+        if p.returncode == 0:
+            for row in map(json.loads, p.stdout.splitlines()):
+                if row["p"] == partition and row["leader"] >= 1:
+                    return nodes[row["leader"] - 1]
+        time.sleep(0.5)
+    raise AssertionError(f"no leader for {topic}[{partition}]")
+
+
+class Target:
+    """The node a fault hit, so `heal` undoes exactly that fault."""
+
+    def __init__(self):
+        self.node = None
+
+
+def cluster_scenario(tmp_path, net, nodes, franz, name, topic, fault, heal, hold=CLUSTER_HOLD):
+    nemesis = Nemesis(name, fault, heal, hold=hold, gap=4.0)
+    return run_scenario(tmp_path, net, nodes, franz, nemesis, writers=3, partitions=3, rf=3, min_isr=2,
+                        topic=topic)
+
+
+def test_cluster_leader_kill(tmp_path, cluster3, franz_bin):
+    """SIGKILL the leader of partition 0; a new leader is elected from the ISR; the old
+    one restarts, truncates to the new leader's log and rejoins."""
+    net, nodes = cluster3
+    hit = Target()
+    topic = new_topic("leader")
+
+    def find():
+        return partition_leader(net, nodes, franz_bin, topic)
+
+    def fault():
+        hit.node = find()
+        hit.node.kill()
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-kill", topic, fault,
+                     lambda: hit.node.start(60))
+
+
+def test_cluster_random_kill(tmp_path, cluster3, franz_bin):
+    net, nodes = cluster3
+    hit = Target()
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+
+    def fault():
+        hit.node = rng.choice(nodes)
+        hit.node.kill()
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "random-kill", new_topic("random"), fault,
+                     lambda: hit.node.start(60))
+
+
+def test_cluster_leader_pause(tmp_path, cluster3, franz_bin):
+    """SIGSTOP the leader past the broker session timeout: it is fenced and replaced;
+    when it resumes, nothing it accepts as a stale leader may be acknowledged."""
+    net, nodes = cluster3
+    hit = Target()
+    topic = new_topic("leader")
+
+    def find():
+        return partition_leader(net, nodes, franz_bin, topic)
+
+    def fault():
+        hit.node = find()
+        hit.node.pause()
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-pause", topic, fault,
+                     lambda: hit.node.resume())
+
+
+def test_cluster_leader_isolated(tmp_path, cluster3, franz_bin):
+    """Cut the leader off from the other brokers (clients still reach it)."""
+    net, nodes = cluster3
+    hit = Target()
+    topic = new_topic("leader")
+
+    def find():
+        return partition_leader(net, nodes, franz_bin, topic)
+
+    def fault():
+        hit.node = find()
+        for other in nodes:
+            if other is not hit.node:
+                net.partition(hit.node.host, other.host)
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-isolated", topic, fault, net.heal)
+
+
+def test_cluster_rolling_restart(tmp_path, cluster3, franz_bin):
+    """SIGTERM each broker in turn (controlled shutdown moves leadership off first) and
+    start it again."""
+    net, nodes = cluster3
+    order = iter(nodes * 10)
+    hit = Target()
+
+    def fault():
+        hit.node = next(order)
+        hit.node.stop()
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "rolling-restart", new_topic("rolling"), fault,
+                     lambda: hit.node.start(60), hold=1.0)

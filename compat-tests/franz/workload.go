@@ -307,3 +307,34 @@ func readall(args []string) {
 		})
 	}
 }
+
+// leaders prints {"p","leader","leader_epoch","replicas","isr"} per partition of a topic,
+// as the Metadata answer of the brokers gives it (the fault harness aims its nemeses
+// at leaders with it).
+func leaders(args []string) {
+	fs := flag.NewFlagSet("leaders", flag.ExitOnError)
+	brokers := fs.String("brokers", "127.0.0.1:9092", "bootstrap brokers")
+	topic := fs.String("topic", "", "topic")
+	timeout := fs.Duration("timeout", 10*time.Second, "overall timeout")
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(*brokers))
+	if err != nil {
+		fail("client: %v", err)
+	}
+	defer cl.Close()
+	meta, err := kadm.NewClient(cl).Metadata(ctx, *topic)
+	if err != nil {
+		fail("metadata: %v", err)
+	}
+	d, ok := meta.Topics[*topic]
+	if !ok || d.Err != nil {
+		fail("metadata for %s: %v", *topic, d.Err)
+	}
+	enc := json.NewEncoder(os.Stdout)
+	for _, p := range d.Partitions.Sorted() {
+		enc.Encode(map[string]any{"p": p.Partition, "leader": p.Leader, "leader_epoch": p.LeaderEpoch,
+			"replicas": p.Replicas, "isr": p.ISR, "controller": meta.Controller})
+	}
+}
