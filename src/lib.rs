@@ -24,12 +24,15 @@
 //!   time indexes, recovery, retention; reads planned as file slices under a partition's
 //!   lock and carried out after it; the broker's bounded cache of open segment files.
 //!
+//! * [`dev_cluster`]: `runnel dev-cluster`, a local cluster of child processes.
+//!
 //! Imports point one way: `server → protocol → {coordinator, replication, controller} →
 //! storage`.
 
 pub mod config;
 pub mod controller;
 pub mod coordinator;
+pub mod dev_cluster;
 pub mod protocol;
 pub mod replication;
 pub mod server;
