@@ -92,3 +92,22 @@ def test_no_arguments_is_a_dev_broker_on_9092(tmp_path):
     finally:
         proc.terminate()
         assert proc.wait(20) == 0, "SIGTERM is a clean shutdown"
+
+
+def test_logs_to_a_file_carry_no_escape_codes_and_json_logs_are_json(tmp_path):
+    """Text logs written to a file (or `docker logs`) have no ANSI colour codes;
+    --log-format json writes one JSON object per line."""
+    for fmt, data in (("text", "t"), ("json", "j")):
+        broker = RunnelProcess(tmp_path / data, extra_args=["--log-format", fmt])
+        broker.start()
+        broker.stop()
+        log = broker.log_path.read_text()
+        lines = [line for line in log.splitlines() if line.strip()]
+        assert any("runnel broker started" in line for line in lines), log[-2000:]
+        assert "\x1b[" not in log, log[-2000:]
+        if fmt == "json":
+            import json
+            # The harness copies stdout's ready line into the same file.
+            parsed = [json.loads(line) for line in lines if not line.startswith("runnel ready:")]
+            assert any(p.get("fields", {}).get("message") == "runnel broker started" for p in parsed), parsed[-5:]
+            assert all("level" in p and "timestamp" in p for p in parsed)

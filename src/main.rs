@@ -37,6 +37,11 @@ struct ServeArgs {
     /// YAML config file (see config/runnel.yaml).
     #[arg(long, env = "RUNNEL_CONFIG")]
     config: Option<PathBuf>,
+    /// Log lines on stderr as `text` (colored only when stderr is a terminal) or `json`
+    /// (one object per line). Levels and filters: RUNNEL_LOG (e.g. `info`,
+    /// `runnel::replication=debug`).
+    #[arg(long, env = "RUNNEL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
     /// Address to listen on, ip:port (port 0 = any free port).
     #[arg(long, env = "RUNNEL_LISTEN")]
     listen: Option<String>,
@@ -162,16 +167,31 @@ impl ServeArgs {
     }
 }
 
+#[derive(Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_env("RUNNEL_LOG").unwrap_or_else(|_| "info".into());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        // Escape codes only for a person at a terminal, never into files or `docker logs`.
+        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
+        LogFormat::Json => builder.json().with_current_span(false).init(),
+    }
+}
+
 fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("RUNNEL_LOG").unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .init();
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(a)) => a,
         None => cli.serve,
     };
+    init_logging(args.log_format);
     let mut layers = Vec::new();
     if let Some(path) = &args.config {
         layers.push(ConfigOverrides::from_yaml_file(path)?);
