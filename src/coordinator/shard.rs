@@ -138,6 +138,7 @@ impl Shard {
             self.replay(r, now);
         }
         for g in groups {
+            log_transition(self.groups.get(&g.id), &g);
             self.groups.insert(g.id.clone(), g);
         }
     }
@@ -401,5 +402,34 @@ impl Shard {
         let mut r = CoordinatorResult::reply(());
         r.records = self.offsets.topic_tombstones(group_id, topic);
         r
+    }
+}
+
+/// Rebalances at info, logged where a decision becomes real (never for a decision whose
+/// write failed).
+fn log_transition(before: Option<&Group>, after: &Group) {
+    let (state, generation) = before.map_or((GroupState::Empty, 0), |g| (g.state, g.generation_id));
+    if state == after.state && generation == after.generation_id {
+        return;
+    }
+    let members = after.members.len();
+    match after.state {
+        GroupState::PreparingRebalance if state != GroupState::PreparingRebalance => {
+            tracing::info!(group = %after.id, generation = after.generation_id, members, "group rebalance started");
+        }
+        GroupState::CompletingRebalance | GroupState::Stable if generation != after.generation_id => {
+            tracing::info!(
+                group = %after.id,
+                generation = after.generation_id,
+                members,
+                protocol = after.protocol_name.as_deref().unwrap_or(""),
+                leader = after.leader_id.as_deref().unwrap_or(""),
+                "group rebalance completed"
+            );
+        }
+        GroupState::Empty if state != GroupState::Empty => {
+            tracing::info!(group = %after.id, generation = after.generation_id, "group is empty");
+        }
+        _ => {}
     }
 }
