@@ -97,6 +97,20 @@ def test_topics_create_and_describe(shared_runnel, topic_name):
     assert_single_leader(partitions, 3)
 
 
+def test_topics_describe_pages_partitions(shared_runnel, topic_name):
+    """Kafka 4's kafka-topics --describe reads DescribeTopicPartitions, a page of at
+    most --partition-size-limit-per-response partitions at a time, following the
+    broker's cursor: every partition of every matching topic is listed once."""
+    create_topic(shared_runnel.bootstrap, topic_name, 7)
+    create_topic(shared_runnel.bootstrap, topic_name + "-b", 3)
+    proc = topics(shared_runnel.bootstrap, "--describe", "--topic", topic_name + ".*",
+                  "--partition-size-limit-per-response", "2")
+    assert proc.returncode == 0, describe(proc)
+    listed = [(m.group(1), int(m.group(2))) for m in map(PARTITION_LINE.match, proc.stdout.splitlines()) if m]
+    want = [(topic_name, p) for p in range(7)] + [(topic_name + "-b", p) for p in range(3)]
+    assert sorted(listed) == sorted(want), describe(proc)
+
+
 def test_topics_create_existing_fails(shared_runnel, topic_name):
     b = shared_runnel.bootstrap
     create_topic(b, topic_name, 1)

@@ -84,6 +84,7 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::CreatePartitions => create_partitions(c, broker, v).await,
         ApiKey::IncrementalAlterConfigs => incremental_alter_configs(c, broker, v).await,
         ApiKey::DescribeCluster => describe_cluster(c, fx, v).await,
+        ApiKey::DescribeTopicPartitions => describe_topic_partitions(c, fx, v).await,
         ApiKey::FindCoordinator => groups::find_coordinator(c, fx.port, v).await,
         ApiKey::JoinGroup => groups::join_group(c, v).await,
         ApiKey::SyncGroup => groups::sync_group(c, v).await,
@@ -407,6 +408,18 @@ async fn describe_cluster(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Resul
     ensure(resp.brokers.len() == 1 && resp.brokers[0].broker_id.0 == 1 && resp.brokers[0].port == fx.port, || {
         format!("brokers {:?}", resp.brokers)
     })
+}
+
+async fn describe_topic_partitions(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::describe_topic_partitions_request::TopicRequest;
+    let req = DescribeTopicPartitionsRequest::default()
+        .with_topics(vec![TopicRequest::default().with_name(TopicName(str(TOPIC)))])
+        .with_response_partition_limit(10);
+    let resp = c.try_send(v, req).await?;
+    let t = resp.topics.first().context("no topic")?;
+    ensure(t.error_code == 0 && t.topic_id == fx.topic_id, || format!("topic {t:?}"))?;
+    ensure(t.partitions.len() == 1 && t.partitions[0].leader_id.0 == 1, || format!("partitions {:?}", t.partitions))?;
+    ensure(resp.next_cursor.is_none(), || format!("cursor {:?}", resp.next_cursor))
 }
 
 /// A client newer than the broker asks for ApiVersions v99: Kafka answers with a v0

@@ -15,7 +15,7 @@ pub mod topic_config;
 
 pub use delta::{MetadataDelta, MetadataListener};
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
-pub use quorum::{ConfigChange, Controller, NewTopic};
+pub use quorum::{validate_topic_name, ConfigChange, Controller, NewTopic};
 pub use records::MetadataRecord;
 
 use thiserror::Error;

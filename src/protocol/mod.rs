@@ -123,6 +123,9 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(ctx, r, v).await)
         }
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, v)),
+        RequestKind::DescribeTopicPartitions(r) => {
+            ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(ctx, r, v))
+        }
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(ctx, r, v)),
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r, v))

@@ -573,3 +573,18 @@ pub mod consumer_group_describe {
     static CONSUMER_GROUP_DESCRIBE_REQUEST: Layout =
         Layout { fields: &[f("group_ids", Strs, 0, 1), f("include_authorized_operations", Bool, 0, 1)], tags: &[] };
 }
+pub mod describe_topic_partitions {
+    use super::*;
+    pub static API: Api = Api { key: 75, min: 0, max: 0, flexible_from: 0, body: &DESCRIBE_TOPIC_PARTITIONS_REQUEST };
+    static DESCRIBE_TOPIC_PARTITIONS_REQUEST: Layout = Layout {
+        fields: &[
+            f("topics", Array(&TOPIC_REQUEST), 0, 0),
+            f("response_partition_limit", I32, 0, 0),
+            f("cursor", NOne(&CURSOR), 0, 0),
+        ],
+        tags: &[],
+    };
+    static TOPIC_REQUEST: Layout = Layout { fields: &[f("name", Str, 0, 0)], tags: &[] };
+    static CURSOR: Layout =
+        Layout { fields: &[f("topic_name", Str, 0, 0), f("partition_index", I32, 0, 0)], tags: &[] };
+}

@@ -146,9 +146,10 @@ enum Ty {
     NStrs,
     Array(&'static Layout),
     NArray(&'static Layout),
-    /// A nested struct, always present. (Kafka's nullable structs, an `i8` marker then
-    /// the struct, appear in none of these requests.)
+    /// A nested struct, always present.
     One(&'static Layout),
+    /// A nullable struct: an `i8` marker (negative: null) then, if present, the struct.
+    NOne(&'static Layout),
 }
 
 const I8: Ty = Ty::Fixed(1);
@@ -291,6 +292,10 @@ fn walk_value(cursor: &mut Cursor<'_>, ty: Ty, version: i16, flexible: bool) -> 
             (0..n).try_for_each(|_| walk_layout(cursor, layout, version, flexible))
         }
         Ty::One(layout) => walk_layout(cursor, layout, version, flexible),
+        Ty::NOne(layout) => match cursor.read::<1>()? {
+            [m] if (m as i8) < 0 => Ok(()),
+            _ => walk_layout(cursor, layout, version, flexible),
+        },
     }
 }
 
@@ -365,6 +370,7 @@ static APIS: &[&Api] = &[
     &layouts::list_transactions::API,
     &layouts::consumer_group_heartbeat::API,
     &layouts::consumer_group_describe::API,
+    &layouts::describe_topic_partitions::API,
 ];
 
 mod layouts;

@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 38] = [
+const BRIEF_KEYS: [i16; 39] = [
     0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 35, 36, 37, 42,
-    44, 47, 60, 61, 65, 66, 68, 69,
+    44, 47, 60, 61, 65, 66, 68, 69, 75,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -47,6 +47,7 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         60 => DescribeClusterRequest, 61 => DescribeProducersRequest,
         65 => DescribeTransactionsRequest, 66 => ListTransactionsRequest,
         68 => ConsumerGroupHeartbeatRequest, 69 => ConsumerGroupDescribeRequest,
+        75 => DescribeTopicPartitionsRequest,
     }
 }
 
@@ -139,6 +140,10 @@ fn put_value(out: &mut Vec<u8>, ty: Ty, version: i16, flexible: bool) {
             }
         }
         Ty::One(layout) => put_layout(out, layout, version, flexible),
+        Ty::NOne(layout) => {
+            out.push(1);
+            put_layout(out, layout, version, flexible);
+        }
     }
 }
 
@@ -191,7 +196,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 204);
+    assert_eq!(checked, 205);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.
@@ -231,6 +236,14 @@ fn builder_made_requests_pass() {
     check_built(3, &metadata, 4..=13);
     check_built(0, &produce, 3..=12);
     check_built(19, &create, 2..=7);
+
+    use kafka_protocol::messages::describe_topic_partitions_request::*;
+    let page = DescribeTopicPartitionsRequest::default()
+        .with_topics(vec![TopicRequest::default().with_name(topic_name())])
+        .with_response_partition_limit(10);
+    let cursor = Cursor::default().with_topic_name(topic_name()).with_partition_index(7);
+    check_built(75, &page.clone().with_cursor(Some(cursor)), 0..=0);
+    check_built(75, &page, 0..=0);
 }
 
 fn check_built<T>(key: i16, body: &T, versions: std::ops::RangeInclusive<i16>)
@@ -265,7 +278,7 @@ fn every_array_element_takes_at_least_one_byte() {
                 let element_fields = inner.fields.iter().filter(|f| (f.min..=f.max).contains(&version));
                 assert!(flexible || element_fields.count() > 0, "{} v{version}", field.name);
             }
-            if let Ty::Array(inner) | Ty::NArray(inner) | Ty::One(inner) = field.ty {
+            if let Ty::Array(inner) | Ty::NArray(inner) | Ty::One(inner) | Ty::NOne(inner) = field.ty {
                 check(inner, version, flexible);
             }
         }
