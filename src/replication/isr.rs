@@ -89,6 +89,11 @@ impl IsrState {
         &self.isr
     }
 
+    /// Whether `replica` is one of this leader's followers.
+    pub fn is_replica(&self, replica: i32) -> bool {
+        self.followers.contains_key(&replica)
+    }
+
     /// The leader appended: its log end offset is now `log_end_offset`. Returns the new
     /// high watermark if it moved.
     pub fn on_leader_append(&mut self, log_end_offset: i64) -> Option<i64> {

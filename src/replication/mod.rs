@@ -18,16 +18,22 @@
 
 pub mod blocking_pool;
 pub mod isr;
+pub mod isr_sink;
 pub mod partition;
 pub mod partition_config;
 pub mod producer_state;
 pub mod purgatory;
+pub mod replica_fetch;
 pub mod replica_manager;
 pub mod validated;
 
 pub use blocking_pool::{BlockingPool, PoolError};
-pub use partition::{AppendResult, FetchResult, Partition, PartitionError};
+pub use isr_sink::{IsrChange, IsrChangeSink, LoggingIsrChangeSink};
+pub use partition::{AppendResult, FetchResult, FollowerFetchState, Partition, PartitionError, ReplicaRead, Role};
 pub use partition_config::PartitionConfig;
 pub use purgatory::{DelayedOperations, PartitionKey, WaitOutcome};
+pub use replica_fetch::{
+    FetchedData, FetchedPartition, PartitionFetch, ReplicaFetchError, ReplicaFetchRequest, ReplicaPartitionRead,
+};
 pub use replica_manager::{Acks, ReplicaManager};
 pub use validated::{FramedRecords, ProduceLimits, ValidatedRecords};
