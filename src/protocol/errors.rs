@@ -49,9 +49,9 @@ pub fn partition_error(e: &PartitionError) -> ResponseError {
         PartitionError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
         PartitionError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
         // A follower's own races (its fetch answered after a role change): never sent.
-        PartitionError::LeaderEpochChanged { .. } | PartitionError::FetchOffsetMoved { .. } => {
-            ResponseError::NotLeaderOrFollower
-        }
+        PartitionError::LeaderEpochChanged { .. }
+        | PartitionError::FetchOffsetMoved { .. }
+        | PartitionError::Replica(_) => ResponseError::NotLeaderOrFollower,
     }
 }
 

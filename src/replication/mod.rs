@@ -17,8 +17,11 @@
 //! `ReplicaManager::follower_fetched` on the leader side's Fetch path.
 
 pub mod blocking_pool;
+pub mod fetcher;
+pub mod fetcher_manager;
 pub mod isr;
 pub mod isr_sink;
+pub mod leader_endpoint;
 pub mod partition;
 pub mod partition_config;
 pub mod producer_state;
@@ -28,7 +31,9 @@ pub mod replica_manager;
 pub mod validated;
 
 pub use blocking_pool::{BlockingPool, PoolError};
+pub use fetcher_manager::FetcherManager;
 pub use isr_sink::{IsrChange, IsrChangeSink, LoggingIsrChangeSink};
+pub use leader_endpoint::{EndpointError, EndpointFuture, LeaderEndpoint, LeaderEndpoints};
 pub use partition::{AppendResult, FetchResult, FollowerFetchState, Partition, PartitionError, ReplicaRead, Role};
 pub use partition_config::PartitionConfig;
 pub use purgatory::{DelayedOperations, PartitionKey, WaitOutcome};
@@ -37,3 +42,6 @@ pub use replica_fetch::{
 };
 pub use replica_manager::{Acks, ReplicaManager};
 pub use validated::{FramedRecords, ProduceLimits, ValidatedRecords};
+
+#[cfg(test)]
+mod cluster_tests;

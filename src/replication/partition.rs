@@ -57,6 +57,8 @@ pub enum PartitionError {
     NotAReplica(i32),
     #[error("fetched in leader epoch {fetched}, but the partition is now in epoch {current}")]
     LeaderEpochChanged { fetched: i32, current: i32 },
+    #[error("the leader answered the replica fetch with: {0}")]
+    Replica(super::replica_fetch::ReplicaFetchError),
     #[error("fetched from offset {fetch_offset}, but the log end offset is now {log_end_offset}")]
     FetchOffsetMoved { fetch_offset: i64, log_end_offset: i64 },
 }

@@ -268,6 +268,11 @@ impl ReplicaManager {
         self.roles.subscribe()
     }
 
+    /// Wall-clock milliseconds, from the injected clock.
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
     /// This broker's node id.
     pub fn node_id(&self) -> i32 {
         self.node_id

@@ -111,6 +111,33 @@ impl Partition {
         s.after_truncation()
     }
 
+    /// The leader says this follower's log diverges from its own after `epoch`, which
+    /// ends at `end_offset` in the leader's log. Truncates to where the two agree, as far
+    /// as this follower can tell (Kafka's `getOffsetTruncationState`): when the follower
+    /// knows `epoch`, to the smaller end of it; when its largest epoch below is another,
+    /// to that one's end (the next fetch names that epoch and the leader checks again);
+    /// when it knows no epoch that old, to the leader's end offset. Returns the new log
+    /// end offset.
+    pub fn truncate_diverging_tail(
+        &self,
+        fetched: &FollowerFetchState,
+        epoch: i32,
+        end_offset: i64,
+    ) -> Result<i64, PartitionError> {
+        let mut s = self.lock();
+        s.check_fetched_under(fetched)?;
+        let leo = s.log.log_end_offset();
+        let to = match s.log.end_offset_for_epoch(epoch) {
+            Some((own_epoch, own_end)) if own_epoch == epoch => own_end.min(end_offset),
+            Some((_, own_end)) => own_end,
+            None => end_offset,
+        }
+        .min(leo);
+        s.log.truncate_to(to)?;
+        s.after_truncation()?;
+        Ok(s.log.log_end_offset())
+    }
+
     /// The leader's log starts past this follower's end (OFFSET_OUT_OF_RANGE): starts
     /// over, empty, at the leader's log start offset.
     pub fn truncate_fully_as_follower(&self, fetched: &FollowerFetchState, offset: i64) -> Result<(), PartitionError> {
@@ -190,6 +217,20 @@ impl Partition {
         let proposal = s.isr.lagging(now_ms);
         s.note_proposal(proposal);
         s.unsent_isr_proposal.take()
+    }
+}
+
+#[cfg(test)]
+impl Partition {
+    /// Every batch in the log, whatever the role (tests compare replicas byte for byte).
+    pub(crate) fn log_bytes(&self) -> bytes::Bytes {
+        let s = self.lock();
+        s.log.read(s.log.log_start_offset(), usize::MAX, i64::MAX).unwrap()
+    }
+
+    /// The leader epoch cache's end of `epoch`, whatever the role.
+    pub(crate) fn log_end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.lock().log.end_offset_for_epoch(epoch)
     }
 }
 
