@@ -278,3 +278,105 @@ async fn a_new_leader_makes_the_old_leader_drop_the_tail_it_never_got() {
         n.stop_fetching().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_waiting_for_followers_fails_when_its_leader_is_replaced() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_cluster, mut nodes) = cluster(dir.path(), &image(&[1, 2], 1, 0), &[1, 2]);
+    nodes.get_mut(&2).unwrap().stop_fetching().await;
+    let leader = nodes[&1].manager.clone();
+    let write = tokio::spawn(async move {
+        let now = leader.now_ms();
+        let p = leader.partition(&TOPIC_ID, 0).unwrap();
+        leader.append(&p, batch("w", 1, now), Acks::All, Instant::now() + PATIENCE, now).await
+    });
+    eventually("the write waits for follower 2", || nodes[&1].manager.purgatory().parked() > 0).await;
+    let elected = image(&[1, 2], 2, 1);
+    nodes[&1].manager.apply_image(&elected, nodes[&1].manager.now_ms()).unwrap();
+    let err = write.await.unwrap().unwrap_err();
+    assert!(matches!(err, PartitionError::NotLeaderOrFollower), "{err}");
+    nodes.get_mut(&1).unwrap().stop_fetching().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_leader_exposes_nothing_its_followers_have_not_confirmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(&[1, 2], 1, 0);
+    let (_cluster, mut nodes) = cluster(dir.path(), &img, &[1, 2]);
+    nodes.get_mut(&2).unwrap().stop_fetching().await;
+    for i in 0..3 {
+        produce(&nodes[&1], &format!("u{i}"), Acks::Leader, PATIENCE).await.unwrap();
+    }
+    assert_eq!(nodes[&1].partition().high_watermark(), 0, "follower 2 has nothing yet");
+    nodes.get_mut(&1).unwrap().stop_fetching().await;
+    nodes.remove(&1);
+    // Broker 1 restarts (the high watermark is not persisted).
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.path().join("broker-1");
+    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()));
+    manager.apply_image(&img, manager.now_ms()).unwrap();
+    let p = manager.partition(&TOPIC_ID, 0).unwrap();
+    assert_eq!(p.log_end_offset(), 9);
+    assert_eq!(p.high_watermark(), 0, "a restart does not expose the unreplicated tail");
+    assert!(p.fetch(0, 1 << 20).unwrap().records.is_empty());
+}
+
+/// Records what the leaders propose.
+#[derive(Default)]
+struct Proposals(Mutex<Vec<super::IsrChange>>);
+
+impl super::IsrChangeSink for Proposals {
+    fn propose(&self, change: super::IsrChange) {
+        self.0.lock().unwrap().push(change);
+    }
+}
+
+#[test]
+fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
+    use super::isr::IsrProposal;
+    use super::replica_manager::REPLICA_LAG_TIME_MAX_MS;
+
+    let dir = tempfile::tempdir().unwrap();
+    let now = Arc::new(AtomicI64::new(1_000));
+    let clock = now.clone();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.path().to_owned();
+    let manager = ReplicaManager::new(&broker, Arc::new(move || clock.load(Ordering::SeqCst)));
+    let sink = Arc::new(Proposals::default());
+    manager.set_isr_sink(sink.clone());
+    manager.apply_image(&image(&[1, 2, 3], 1, 0), 1_000).unwrap();
+    let p = manager.partition(&TOPIC_ID, 0).unwrap();
+    let mut records =
+        super::ValidatedRecords::validate(batch("x", 2, 1_000), &p.config().produce_limits(1_000)).unwrap();
+    manager.append_validated(&p, &mut records, 1_000).unwrap();
+
+    // Follower 2 keeps up; follower 3 never fetches.
+    manager.follower_fetched(&p, 2, 2, 20_000);
+    manager.check_isr_lag(1_000 + REPLICA_LAG_TIME_MAX_MS);
+    assert!(sink.0.lock().unwrap().is_empty(), "within the lag window");
+    manager.check_isr_lag(1_001 + REPLICA_LAG_TIME_MAX_MS);
+    manager.check_isr_lag(2_000 + REPLICA_LAG_TIME_MAX_MS);
+    let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
+    assert_eq!(proposed, vec![IsrProposal::Shrink { remove: vec![3] }], "proposed once");
+
+    // The controller commits the shrink; follower 3 then catches up and is proposed back.
+    let mut shrunk = image(&[1, 2, 3], 1, 0);
+    shrunk.apply(&MetadataRecord::Partition {
+        topic_id: TOPIC_ID,
+        partition: 0,
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 1,
+    });
+    manager.apply_image(&shrunk, 40_000).unwrap();
+    assert_eq!(p.high_watermark(), 2, "no longer held back by follower 3");
+    manager.follower_fetched(&p, 3, 1, 41_000);
+    assert!(sink.0.lock().unwrap().is_empty(), "below the high watermark: not back yet");
+    manager.follower_fetched(&p, 3, 2, 42_000);
+    let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
+    assert_eq!(proposed, vec![IsrProposal::Expand { add: 3 }]);
+}

@@ -100,6 +100,11 @@ pub(super) struct PartitionState {
     isr: IsrState,
     /// A follower's high watermark: the leader's, capped at the local log end offset.
     follower_high_watermark: i64,
+    /// False from open until the first role: the high watermark is not persisted, so
+    /// after a restart it starts at the log start offset, and a leader moves it only as
+    /// its ISR confirms (at once when the ISR is the leader alone), never exposing
+    /// records that the followers may not have.
+    high_watermark_known: bool,
     /// The last ISR change proposed, so a proposal is sent once until the metadata answers.
     pending_isr_proposal: Option<super::isr::IsrProposal>,
     /// A proposal made but not yet handed to the [`super::IsrChangeSink`].
@@ -157,6 +162,7 @@ impl Partition {
                 role: Role::Leader,
                 isr: IsrState::single(-1, leo),
                 follower_high_watermark: leo,
+                high_watermark_known: false,
                 pending_isr_proposal: None,
                 unsent_isr_proposal: None,
                 producers,
@@ -194,13 +200,19 @@ impl Partition {
     pub fn set_leadership(&self, pi: &PartitionImage, lag_time_max_ms: i64, now_ms: i64) -> Option<i64> {
         let mut s = self.lock();
         let leo = s.log.log_end_offset();
-        let hw = s.high_watermark();
+        let hw = s.known_high_watermark();
         // Any metadata change of the partition answers what was proposed.
         s.pending_isr_proposal = None;
         s.unsent_isr_proposal = None;
+        let same_leadership =
+            s.role == Role::Leader && s.leader_epoch == pi.leader_epoch && s.isr.has_replicas(pi.leader, &pi.replicas);
         s.role = Role::Leader;
         s.leader_epoch = pi.leader_epoch;
-        s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, now_ms);
+        if same_leadership {
+            s.isr.set_isr(&pi.isr);
+        } else {
+            s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, now_ms);
+        }
         (s.isr.high_watermark() != hw).then(|| s.isr.high_watermark())
     }
 
@@ -481,6 +493,15 @@ impl PartitionState {
             Err(PartitionError::UnknownLeaderEpoch { request: current_leader_epoch, current: epoch })
         } else {
             Err(PartitionError::FencedLeaderEpoch { request: current_leader_epoch, current: epoch })
+        }
+    }
+
+    /// The high watermark a new role starts from (see `high_watermark_known`).
+    fn known_high_watermark(&mut self) -> i64 {
+        if std::mem::replace(&mut self.high_watermark_known, true) {
+            self.high_watermark()
+        } else {
+            self.log.log_start_offset()
         }
     }
 

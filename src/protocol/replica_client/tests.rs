@@ -156,3 +156,55 @@ fn a_fetch_request_encodes_what_kafka_replica_fetchers_send() {
     let p = &decoded.topics[0].partitions[1];
     assert_eq!((p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch), (1, 11, 2, 3));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_diverging_epoch_over_the_wire_makes_the_follower_truncate() {
+    let s = setup(&[1, 2]).await;
+    let topic_id = s.leader_partition.topic_id;
+    let follower_partition = s.follower.partition(&topic_id, 0).unwrap();
+    // Broker 2 led epoch 0 on its own for a while (the real broker never saw it).
+    let mut led_by_2: MetadataImage = (*s.leader.context().image()).clone();
+    let partition = |leader, leader_epoch| MetadataRecord::Partition {
+        topic_id,
+        partition: 0,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        leader,
+        leader_epoch,
+        partition_epoch: leader_epoch + 2,
+    };
+    led_by_2.apply(&partition(2, 0));
+    s.follower.apply_image(&led_by_2, s.follower.now_ms()).unwrap();
+    for _ in 0..3 {
+        let now = s.follower.now_ms();
+        s.follower
+            .append(&follower_partition, batch(3, now), Acks::Leader, Instant::now() + PATIENCE, now)
+            .await
+            .unwrap();
+    }
+    assert_eq!(follower_partition.log_end_offset(), 9);
+    // Broker 1 is elected in epoch 1 and writes its own records.
+    let mut led_by_1 = led_by_2.clone();
+    led_by_1.apply(&partition(1, 1));
+    let ctx = s.leader.context();
+    ctx.replicas.apply_image(&led_by_1, ctx.now_ms()).unwrap();
+    s.follower.apply_image(&led_by_1, s.follower.now_ms()).unwrap();
+    for _ in 0..2 {
+        let now = ctx.now_ms();
+        ctx.replicas
+            .append(&s.leader_partition, batch(2, now), Acks::Leader, Instant::now() + PATIENCE, now)
+            .await
+            .unwrap();
+    }
+    // The follower's first fetch names epoch 0 at offset 9; the leader answers with a
+    // diverging epoch, the follower drops its tail and copies the leader's log.
+    let fetchers = fetchers(&s);
+    eventually("the follower holds exactly the leader's log", || {
+        follower_partition.log_bytes() == s.leader_partition.log_bytes()
+    })
+    .await;
+    assert_eq!(follower_partition.log_end_offset(), 4);
+    assert_eq!(follower_partition.log_end_offset_for_epoch(1), Some((1, 4)));
+    fetchers.shutdown().await;
+    s.leader.shutdown().await;
+}

@@ -47,7 +47,7 @@ impl Partition {
         let mut s = self.lock();
         let role = Role::Follower { leader: pi.leader };
         let changed = s.role != role || s.leader_epoch != pi.leader_epoch;
-        let hw = s.high_watermark().min(s.log.log_end_offset());
+        let hw = s.known_high_watermark().min(s.log.log_end_offset());
         s.role = role;
         s.leader_epoch = pi.leader_epoch;
         s.follower_high_watermark = hw;
