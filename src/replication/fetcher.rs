@@ -3,7 +3,8 @@
 //! follows on that leader. Each answer is applied per partition:
 //!
 //! * records: appended as they are ([`Partition::append_as_follower`]), then the high
-//!   watermark becomes min(leader's high watermark, own log end offset);
+//!   watermark becomes min(leader's high watermark, own log end offset) and the log start
+//!   offset follows the leader's (up to that high watermark);
 //! * a diverging epoch (the leader's log parted from ours after a leader change, KIP-320):
 //!   truncate to where the logs agree, then fetch again from there;
 //! * OFFSET_OUT_OF_RANGE with the leader's log starting past ours: start over, empty, at
@@ -186,6 +187,7 @@ impl Fetcher {
         if p.set_follower_high_watermark(&now_at, data.high_watermark).is_some() {
             self.manager.purgatory().wake(p.key());
         }
+        p.follow_log_start_offset(&now_at, data.log_start_offset)?;
         Ok(())
     }
 }

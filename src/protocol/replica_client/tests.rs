@@ -117,6 +117,9 @@ async fn a_follower_behind_the_leader_log_start_starts_over_there() {
     })
     .await;
     assert_eq!(follower_partition.log_start_offset(), 4);
+    // DeleteRecords on the leader reaches the follower with its next fetch.
+    assert_eq!(s.leader_partition.delete_records_before(5).unwrap(), 5);
+    eventually("the follower's log start follows the leader's", || follower_partition.log_start_offset() == 5).await;
     fetchers.shutdown().await;
     s.leader.shutdown().await;
 }

@@ -103,6 +103,24 @@ impl Partition {
         })
     }
 
+    /// The leader's log start offset moved (retention or DeleteRecords there): the
+    /// follower follows, as far as its high watermark (Kafka's
+    /// `maybeIncrementLogStartOffset` on a follower). Returns the new log start offset if
+    /// it moved.
+    pub fn follow_log_start_offset(
+        &self,
+        fetched: &FollowerFetchState,
+        leader_log_start_offset: i64,
+    ) -> Result<Option<i64>, PartitionError> {
+        let mut s = self.lock();
+        s.check_leadership(fetched)?;
+        let target = leader_log_start_offset.min(s.follower_high_watermark);
+        if target <= s.log.log_start_offset() {
+            return Ok(None);
+        }
+        Ok(Some(s.log.delete_records_before(target)?))
+    }
+
     /// Removes the follower's records at and above `offset` (a diverging tail).
     pub fn truncate_as_follower(&self, fetched: &FollowerFetchState, offset: i64) -> Result<(), PartitionError> {
         let mut s = self.lock();
@@ -238,6 +256,16 @@ impl PartitionState {
     /// A follower-side change is applied only under the leadership and at the position
     /// its fetch was made with.
     fn check_fetched_under(&self, fetched: &FollowerFetchState) -> Result<(), PartitionError> {
+        self.check_leadership(fetched)?;
+        let log_end_offset = self.log.log_end_offset();
+        if log_end_offset != fetched.log_end_offset {
+            return Err(PartitionError::FetchOffsetMoved { fetch_offset: fetched.log_end_offset, log_end_offset });
+        }
+        Ok(())
+    }
+
+    /// Still following the same leader in the same epoch as when `fetched` was taken.
+    fn check_leadership(&self, fetched: &FollowerFetchState) -> Result<(), PartitionError> {
         if self.deleted || self.role != (Role::Follower { leader: fetched.leader }) {
             return Err(PartitionError::NotLeaderOrFollower);
         }
@@ -246,10 +274,6 @@ impl PartitionState {
                 fetched: fetched.leader_epoch,
                 current: self.leader_epoch,
             });
-        }
-        let log_end_offset = self.log.log_end_offset();
-        if log_end_offset != fetched.log_end_offset {
-            return Err(PartitionError::FetchOffsetMoved { fetch_offset: fetched.log_end_offset, log_end_offset });
         }
         Ok(())
     }
