@@ -1,6 +1,6 @@
 //! Starts and stops the follower fetchers: one [`Fetcher`] per leader broker that leads a
 //! partition this broker follows, looked at again whenever a local partition changes
-//! role or leader (and every second, as a safety net). Also runs the leader's periodic
+//! role or leader (and every few seconds, as a safety net). Also runs the leader's periodic
 //! ISR lag check (Kafka's `isr-expiration` task, every `replica.lag.time.max.ms / 2`).
 
 use std::collections::{BTreeSet, HashMap};
@@ -15,7 +15,8 @@ use super::leader_endpoint::LeaderEndpoints;
 use super::replica_manager::REPLICA_LAG_TIME_MAX_MS;
 use super::ReplicaManager;
 
-const RECONCILE_EVERY: Duration = Duration::from_secs(1);
+/// The safety net behind the role-change signal: a fetcher that ended (a panic) restarts.
+const RECONCILE_EVERY: Duration = Duration::from_secs(5);
 
 /// The running fetchers; [`FetcherManager::shutdown`] stops them and waits.
 pub struct FetcherManager {
