@@ -17,9 +17,10 @@
 //!   immutable [`controller::MetadataImage`].
 //! * [`replication`]: the replica manager, which owns a write from validation until it is
 //!   as safe as its acks ask; the purgatory where produce and fetch requests wait, keyed
-//!   by partition; per-partition leader state (log, leader epoch, producer state) and the
-//!   pure ISR/high-watermark state machine (`isr.rs`). One node today; the follower
-//!   fetcher will live here too.
+//!   by partition; per-partition leader or follower state (log, leader epoch, producer
+//!   state); the pure ISR/high-watermark state machine (`isr.rs`); the leader's side of a
+//!   follower's fetch and the follower fetchers, which reach leaders through a small
+//!   trait that `protocol` implements over TCP.
 //! * [`storage`]: Kafka's on-disk layout: segments of v2 record batches, sparse offset and
 //!   time indexes, recovery, retention; reads planned as file slices under a partition's
 //!   lock and carried out after it; the broker's bounded cache of open segment files.

@@ -45,6 +45,13 @@ pub fn partition_error(e: &PartitionError) -> ResponseError {
         // Retriable: the producer finds the (new) leader and retries; an idempotent one
         // gets its original offsets back if the write had been kept.
         PartitionError::ShuttingDown => ResponseError::NotLeaderOrFollower,
+        PartitionError::NotLeaderOrFollower | PartitionError::NotAReplica(_) => ResponseError::NotLeaderOrFollower,
+        PartitionError::FencedLeaderEpoch { .. } => ResponseError::FencedLeaderEpoch,
+        PartitionError::UnknownLeaderEpoch { .. } => ResponseError::UnknownLeaderEpoch,
+        // A follower's own races (its fetch answered after a role change): never sent.
+        PartitionError::LeaderEpochChanged { .. }
+        | PartitionError::FetchOffsetMoved { .. }
+        | PartitionError::Replica(_) => ResponseError::NotLeaderOrFollower,
     }
 }
 

@@ -13,6 +13,7 @@ pub mod guard;
 pub mod handlers;
 pub mod offsets_topic;
 pub mod refusal_log;
+pub mod replica_client;
 pub mod versions;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};

@@ -89,6 +89,19 @@ impl IsrState {
         &self.isr
     }
 
+    /// Whether this state is `leader`'s with exactly `replicas`.
+    pub fn has_replicas(&self, leader: i32, replicas: &[i32]) -> bool {
+        let followers = replicas.iter().filter(|r| **r != leader);
+        self.leader == leader
+            && followers.clone().count() == self.followers.len()
+            && followers.into_iter().all(|r| self.followers.contains_key(r))
+    }
+
+    /// Whether `replica` is one of this leader's followers.
+    pub fn is_replica(&self, replica: i32) -> bool {
+        self.followers.contains_key(&replica)
+    }
+
     /// The leader appended: its log end offset is now `log_end_offset`. Returns the new
     /// high watermark if it moved.
     pub fn on_leader_append(&mut self, log_end_offset: i64) -> Option<i64> {

@@ -1,5 +1,7 @@
-//! One partition this broker leads: its log, leader epoch, ISR and high watermark
-//! ([`IsrState`]) and producer state, behind one lock that this type owns.
+//! One partition this broker hosts, as leader or follower ([`Role`]): its log, leader
+//! epoch, ISR and high watermark ([`IsrState`]) and producer state, behind one lock that
+//! this type owns. Only a leader takes produces and serves consumers; a follower's log
+//! grows only by what its fetcher copies from the leader (`partition/replica.rs`).
 //!
 //! Consumers never read past the high watermark. On a single node the ISR is this
 //! broker alone, so the high watermark is the log end offset as soon as an append is in
@@ -45,6 +47,30 @@ pub enum PartitionError {
     FlushFailed(std::io::Error),
     #[error("the broker is shutting down")]
     ShuttingDown,
+    #[error("leader epoch {request} of the request is older than the current {current}")]
+    FencedLeaderEpoch { request: i32, current: i32 },
+    #[error("leader epoch {request} of the request is newer than the current {current}")]
+    UnknownLeaderEpoch { request: i32, current: i32 },
+    #[error("this broker is not the leader of the partition")]
+    NotLeaderOrFollower,
+    #[error("replica {0} is not a replica of the partition")]
+    NotAReplica(i32),
+    #[error("fetched in leader epoch {fetched}, but the partition is now in epoch {current}")]
+    LeaderEpochChanged { fetched: i32, current: i32 },
+    #[error("the leader answered the replica fetch with: {0}")]
+    Replica(super::replica_fetch::ReplicaFetchError),
+    #[error("fetched from offset {fetch_offset}, but the log end offset is now {log_end_offset}")]
+    FetchOffsetMoved { fetch_offset: i64, log_end_offset: i64 },
+}
+
+/// What this broker is for a partition, as the metadata image says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    Leader,
+    /// Copies `leader`'s log; takes no produces and serves no consumers.
+    Follower {
+        leader: i32,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -65,12 +91,24 @@ pub struct FetchResult {
     pub last_stable_offset: i64,
 }
 
-struct PartitionState {
+pub(super) struct PartitionState {
     log: PartitionLog,
     config: PartitionConfig,
     leader_epoch: i32,
-    /// Who is in sync, and the high watermark that follows.
+    role: Role,
+    /// Who is in sync, and the high watermark that follows (the leader's view).
     isr: IsrState,
+    /// A follower's high watermark: the leader's, capped at the local log end offset.
+    follower_high_watermark: i64,
+    /// False from open until the first role: the high watermark is not persisted, so
+    /// after a restart it starts at the log start offset, and a leader moves it only as
+    /// its ISR confirms (at once when the ISR is the leader alone), never exposing
+    /// records that the followers may not have.
+    high_watermark_known: bool,
+    /// The last ISR change proposed, so a proposal is sent once until the metadata answers.
+    pending_isr_proposal: Option<super::isr::IsrProposal>,
+    /// A proposal made but not yet handed to the [`super::IsrChangeSink`].
+    unsent_isr_proposal: Option<super::isr::IsrProposal>,
     producers: ProducerStateTable,
     /// Everything below this offset is known to be on disk.
     flushed_through: i64,
@@ -121,7 +159,12 @@ impl Partition {
                 log,
                 config,
                 leader_epoch,
+                role: Role::Leader,
                 isr: IsrState::single(-1, leo),
+                follower_high_watermark: leo,
+                high_watermark_known: false,
+                pending_isr_proposal: None,
+                unsent_isr_proposal: None,
                 producers,
                 flushed_through: leo,
                 deleted: false,
@@ -130,7 +173,7 @@ impl Partition {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, PartitionState> {
+    pub(super) fn lock(&self) -> MutexGuard<'_, PartitionState> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -157,9 +200,19 @@ impl Partition {
     pub fn set_leadership(&self, pi: &PartitionImage, lag_time_max_ms: i64, now_ms: i64) -> Option<i64> {
         let mut s = self.lock();
         let leo = s.log.log_end_offset();
-        let hw = s.isr.high_watermark();
+        let hw = s.known_high_watermark();
+        // Any metadata change of the partition answers what was proposed.
+        s.pending_isr_proposal = None;
+        s.unsent_isr_proposal = None;
+        let same_leadership =
+            s.role == Role::Leader && s.leader_epoch == pi.leader_epoch && s.isr.has_replicas(pi.leader, &pi.replicas);
+        s.role = Role::Leader;
         s.leader_epoch = pi.leader_epoch;
-        s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, now_ms);
+        if same_leadership {
+            s.isr.set_isr(&pi.isr);
+        } else {
+            s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, now_ms);
+        }
         (s.isr.high_watermark() != hw).then(|| s.isr.high_watermark())
     }
 
@@ -168,6 +221,9 @@ impl Partition {
     /// the same lock that guards the ISR).
     pub fn produce_config(&self, acks_all: bool) -> Result<PartitionConfig, PartitionError> {
         let s = self.lock();
+        if s.role != Role::Leader {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
         let isr = s.isr.isr().len();
         if acks_all && isr < s.config.min_insync_replicas {
             return Err(PartitionError::NotEnoughReplicas { isr, min_isr: s.config.min_insync_replicas });
@@ -178,7 +234,13 @@ impl Partition {
     /// A follower fetched from `offset` (its log end offset). Returns the new high
     /// watermark if it moved; the caller wakes what waits on it.
     pub fn follower_fetched(&self, replica: i32, offset: i64, now_ms: i64) -> Option<i64> {
-        self.lock().isr.on_follower_fetch(replica, offset, now_ms).0
+        let mut s = self.lock();
+        if s.role != Role::Leader {
+            return None;
+        }
+        let (moved, proposal) = s.isr.on_follower_fetch(replica, offset, now_ms);
+        s.note_proposal(proposal);
+        moved
     }
 
     pub fn leader_epoch(&self) -> i32 {
@@ -190,6 +252,9 @@ impl Partition {
     pub fn append(&self, records: &mut ValidatedRecords, now_ms: i64) -> Result<AppendResult, PartitionError> {
         let (headers, records) = records.parts_mut();
         let mut s = self.lock();
+        if s.role != Role::Leader {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
         // Sequence checks against a scratch copy so a rejected request changes nothing.
         let mut duplicate = None;
         for h in headers {
@@ -277,8 +342,13 @@ impl Partition {
         self.lock().flushed_through
     }
 
+    /// A consumer's read: up to the high watermark, from the leader only (follower
+    /// fetching, KIP-392, is not served yet).
     pub fn fetch(&self, offset: i64, max_bytes: usize) -> Result<FetchResult, PartitionError> {
         let s = self.lock();
+        if s.role != Role::Leader {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
         let hw = s.isr.high_watermark();
         let records = s.log.read_slices(offset, max_bytes, hw)?;
         Ok(FetchResult {
@@ -290,7 +360,15 @@ impl Partition {
     }
 
     pub fn high_watermark(&self) -> i64 {
-        self.lock().isr.high_watermark()
+        self.lock().high_watermark()
+    }
+
+    pub fn role(&self) -> Role {
+        self.lock().role
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.role() == Role::Leader
     }
 
     pub fn log_start_offset(&self) -> i64 {
@@ -304,12 +382,12 @@ impl Partition {
     /// (offset, timestamp) of the first record with timestamp >= `ts`, below the HW.
     pub fn offset_for_timestamp(&self, ts: i64) -> Result<Option<(i64, i64)>, PartitionError> {
         let s = self.lock();
-        Ok(s.log.offset_for_timestamp(ts)?.filter(|(o, _)| *o < s.isr.high_watermark()))
+        Ok(s.log.offset_for_timestamp(ts)?.filter(|(o, _)| *o < s.high_watermark()))
     }
 
     pub fn max_timestamp(&self) -> Option<(i64, i64)> {
         let s = self.lock();
-        s.log.max_timestamp().filter(|(_, o)| *o < s.isr.high_watermark())
+        s.log.max_timestamp().filter(|(_, o)| *o < s.high_watermark())
     }
 
     /// DeleteRecords: advance the log start offset. `-1` means the high watermark.
@@ -318,6 +396,9 @@ impl Partition {
         // Kafka refuses this for compacted-only topics before looking at the offset.
         if !s.log.config().cleanup_delete {
             return Err(PartitionError::DeleteNotAllowed);
+        }
+        if s.role != Role::Leader {
+            return Err(PartitionError::NotLeaderOrFollower);
         }
         let hw = s.isr.high_watermark();
         let target = if offset == -1 { hw } else { offset };
@@ -328,14 +409,7 @@ impl Partition {
     }
 
     pub fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
-        let s = self.lock();
-        let leo = s.log.log_end_offset();
-        match s.log.end_offset_for_epoch(epoch) {
-            Some(found) => Some(found),
-            // Nothing appended yet in any epoch: the current epoch ends at the LEO.
-            None if s.log.latest_epoch().is_none() && epoch >= s.leader_epoch => Some((s.leader_epoch, leo)),
-            None => None,
-        }
+        self.lock().end_offset_for_epoch(epoch)
     }
 
     pub fn enforce_retention(&self, now_ms: i64) -> Result<usize, PartitionError> {
@@ -398,6 +472,57 @@ impl Partition {
         Ok(())
     }
 }
+
+impl PartitionState {
+    fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        let leo = self.log.log_end_offset();
+        match self.log.end_offset_for_epoch(epoch) {
+            Some(found) => Some(found),
+            // Nothing appended yet in any epoch: the current epoch ends at the LEO.
+            None if self.log.latest_epoch().is_none() && epoch >= self.leader_epoch => Some((self.leader_epoch, leo)),
+            None => None,
+        }
+    }
+
+    /// Kafka's check of a request's `current_leader_epoch` (-1: none given).
+    fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), PartitionError> {
+        let epoch = self.leader_epoch;
+        if current_leader_epoch < 0 || current_leader_epoch == epoch {
+            Ok(())
+        } else if current_leader_epoch > epoch {
+            Err(PartitionError::UnknownLeaderEpoch { request: current_leader_epoch, current: epoch })
+        } else {
+            Err(PartitionError::FencedLeaderEpoch { request: current_leader_epoch, current: epoch })
+        }
+    }
+
+    /// The high watermark a new role starts from (see `high_watermark_known`).
+    fn known_high_watermark(&mut self) -> i64 {
+        if std::mem::replace(&mut self.high_watermark_known, true) {
+            self.high_watermark()
+        } else {
+            self.log.log_start_offset()
+        }
+    }
+
+    fn high_watermark(&self) -> i64 {
+        match self.role {
+            Role::Leader => self.isr.high_watermark(),
+            Role::Follower { .. } => self.follower_high_watermark,
+        }
+    }
+
+    /// Keeps `proposal` to be sent, unless it was already proposed.
+    fn note_proposal(&mut self, proposal: Option<super::isr::IsrProposal>) {
+        if proposal.is_some() && proposal != self.pending_isr_proposal {
+            self.pending_isr_proposal.clone_from(&proposal);
+            self.unsent_isr_proposal = proposal;
+        }
+    }
+}
+
+mod replica;
+pub use replica::{FollowerFetchState, ReplicaRead};
 
 #[cfg(test)]
 mod tests;

@@ -13,7 +13,7 @@
 //! falling behind) is the case where an append blocks for longer, and then every
 //! producer of the broker is limited by the disk anyway.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -22,12 +22,13 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::blocking_pool::BlockingPool;
+use super::isr_sink::{IsrChange, IsrChangeSink, LoggingIsrChangeSink};
 use super::partition::{AppendResult, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
 use super::purgatory::{DelayedOperations, WaitOutcome};
 use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
-use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, TopicImage};
+use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, PartitionImage, TopicImage};
 use crate::storage::file_cache::{self, FileCache};
 
 /// Kafka's `replica.lag.time.max.ms` default: a follower not caught up for this long
@@ -40,8 +41,16 @@ pub const METADATA_DIR: &str = "__cluster_metadata-0";
 pub struct ReplicaManager {
     data_dir: PathBuf,
     broker: BrokerConfig,
-    /// topic id → partitions, indexed by partition number.
-    partitions: RwLock<HashMap<Uuid, Vec<Arc<Partition>>>>,
+    /// This broker: a partition is local when the image lists it among the replicas,
+    /// led here when it is the leader, followed otherwise.
+    node_id: i32,
+    /// topic id → the local partitions of the topic, by partition number.
+    partitions: RwLock<HashMap<Uuid, BTreeMap<i32, Arc<Partition>>>>,
+    /// Where a leader's ISR-change proposals go (the controller, later).
+    isr_sink: RwLock<Arc<dyn IsrChangeSink>>,
+    /// Bumped whenever a local partition changes role or leader, or goes: the follower
+    /// fetchers watch it.
+    roles: tokio::sync::watch::Sender<u64>,
     /// Where produce and fetch requests wait for a partition to move.
     purgatory: DelayedOperations,
     /// Where decompression and other CPU-heavy per-request work runs.
@@ -69,9 +78,13 @@ impl MetadataListener for ReplicaManager {
         let mut opened: Vec<((Uuid, i32), Partition, bool)> = Vec::new();
         let map = self.partitions.read().unwrap_or_else(|e| e.into_inner());
         for topic in delta.changed_topics.iter().filter_map(|id| image.topic_by_id(id)) {
-            let existing = map.get(&topic.topic_id).map_or(0, Vec::len);
+            let existing = map.get(&topic.topic_id);
             let config = self.config_for(topic);
-            for pi in topic.partitions.iter().skip(existing) {
+            let new = topic
+                .partitions
+                .iter()
+                .filter(|pi| self.is_local(pi) && existing.is_none_or(|parts| !parts.contains_key(&pi.partition)));
+            for pi in new {
                 let dir = self.partition_dir(&topic.name, pi.partition);
                 let created = !dir.exists();
                 let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
@@ -123,7 +136,10 @@ impl ReplicaManager {
         ReplicaManager {
             data_dir: broker.data_dir.clone(),
             broker: broker.clone(),
+            node_id: broker.node_id,
             partitions: RwLock::new(HashMap::new()),
+            isr_sink: RwLock::new(Arc::new(LoggingIsrChangeSink)),
+            roles: tokio::sync::watch::Sender::new(0),
             purgatory: DelayedOperations::default(),
             pool: BlockingPool::per_core(),
             clock,
@@ -160,46 +176,134 @@ impl ReplicaManager {
         self.apply_delta(image, &delta, now_ms)
     }
 
-    /// Open, reconfigure or delete the local partitions that `delta` names, so they
-    /// match `image`. The only place partitions are opened, changed or closed.
+    /// Open, reconfigure, change the role of, or delete the local partitions that
+    /// `delta` names, so they match `image`. The only place partitions are opened,
+    /// changed or closed. A partition is local when this broker is one of its replicas.
     pub fn apply_delta(&self, image: &MetadataImage, delta: &MetadataDelta, now_ms: i64) -> Result<(), PartitionError> {
         let mut map = self.partitions.write().unwrap_or_else(|e| e.into_inner());
+        let mut roles_changed = false;
         for id in &delta.removed_topics {
             if let Some(parts) = map.remove(id) {
-                for p in parts {
+                for p in parts.into_values() {
                     tracing::info!(topic = %p.topic, partition = p.index, "deleting partition of deleted topic");
-                    p.mark_deleted();
-                    self.purgatory.wake(p.key());
-                    remove_partition_dir(&p.dir);
+                    self.close_and_delete(&p);
+                    roles_changed = true;
                 }
             }
         }
         for topic in delta.changed_topics.iter().filter_map(|id| image.topic_by_id(id)) {
             let config = self.config_for(topic);
             let parts = map.entry(topic.topic_id).or_default();
-            for p in parts.iter() {
-                p.set_config(config.clone());
-                let leadership_changed = delta.changed_partitions.contains(&(topic.topic_id, p.index));
-                if let (true, Some(pi)) = (leadership_changed, topic.partitions.get(p.index as usize)) {
-                    if p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms).is_some() {
-                        self.purgatory.wake(p.key());
+            for pi in &topic.partitions {
+                let changed = delta.changed_partitions.contains(&(topic.topic_id, pi.partition));
+                match (parts.get(&pi.partition), self.is_local(pi)) {
+                    (Some(p), true) => {
+                        p.set_config(config.clone());
+                        if changed {
+                            roles_changed |= self.set_role(p, pi, now_ms);
+                        }
                     }
+                    (Some(_), false) => {
+                        // Reassigned away (Kafka's StopReplica with deletion).
+                        let p = parts.remove(&pi.partition).expect("present");
+                        tracing::info!(topic = %p.topic, partition = p.index, "no longer a replica; deleting the local copy");
+                        self.close_and_delete(&p);
+                        roles_changed = true;
+                    }
+                    (None, true) => {
+                        let dir = self.partition_dir(&topic.name, pi.partition);
+                        let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
+                        let ready = self
+                            .prepared
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&(topic.topic_id, pi.partition));
+                        let p = match ready {
+                            Some(p) => p,
+                            None => Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?,
+                        };
+                        roles_changed |= self.set_role(&p, pi, now_ms);
+                        parts.insert(pi.partition, Arc::new(p));
+                    }
+                    (None, false) => {}
                 }
             }
-            for pi in topic.partitions.iter().skip(parts.len()) {
-                let dir = self.partition_dir(&topic.name, pi.partition);
-                let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
-                let ready =
-                    self.prepared.lock().unwrap_or_else(|e| e.into_inner()).remove(&(topic.topic_id, pi.partition));
-                let p = match ready {
-                    Some(p) => p,
-                    None => Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?,
-                };
-                p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms);
-                parts.push(Arc::new(p));
-            }
+        }
+        drop(map);
+        if roles_changed {
+            self.roles.send_modify(|generation| *generation += 1);
         }
         Ok(())
+    }
+
+    fn is_local(&self, pi: &PartitionImage) -> bool {
+        pi.leader == self.node_id || pi.replicas.contains(&self.node_id)
+    }
+
+    /// Leader when the image names this broker, follower otherwise. Returns whether the
+    /// follower fetchers must look again (a follower's leader or epoch changed, or a
+    /// follower became leader).
+    fn set_role(&self, p: &Partition, pi: &PartitionImage, now_ms: i64) -> bool {
+        let was_follower = !p.is_leader();
+        let fetchers_affected = if pi.leader == self.node_id {
+            p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms);
+            was_follower
+        } else {
+            p.become_follower(pi)
+        };
+        // Produces waiting for the high watermark and fetches parked on the partition
+        // look again: the high watermark may have moved, or this broker stopped leading.
+        self.purgatory.wake(p.key());
+        fetchers_affected
+    }
+
+    fn close_and_delete(&self, p: &Partition) {
+        p.mark_deleted();
+        self.purgatory.wake(p.key());
+        remove_partition_dir(&p.dir);
+    }
+
+    /// Bumped whenever a local partition changes role, leader or leader epoch, or goes.
+    pub fn role_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.roles.subscribe()
+    }
+
+    /// Wall-clock milliseconds, from the injected clock.
+    pub fn now_ms(&self) -> i64 {
+        (self.clock)()
+    }
+
+    /// This broker's node id.
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// Where ISR-change proposals go from now on (the controller, once it takes them).
+    pub fn set_isr_sink(&self, sink: Arc<dyn IsrChangeSink>) {
+        *self.isr_sink.write().unwrap_or_else(|e| e.into_inner()) = sink;
+    }
+
+    /// Hands `partition`'s unsent ISR proposal, if any, to the sink.
+    pub(crate) fn send_isr_proposal(&self, partition: &Partition, proposal: Option<super::isr::IsrProposal>) {
+        let Some(proposal) = proposal else { return };
+        let change = IsrChange {
+            topic: partition.topic.clone(),
+            topic_id: partition.topic_id,
+            partition: partition.index,
+            leader_epoch: partition.leader_epoch(),
+            proposal,
+        };
+        let sink = self.isr_sink.read().unwrap_or_else(|e| e.into_inner()).clone();
+        sink.propose(change);
+    }
+
+    /// Every led partition's followers checked against `replica.lag.time.max.ms`; the
+    /// shrink proposals go to the sink. Run periodically.
+    pub fn check_isr_lag(&self, now_ms: i64) {
+        for p in self.all_partitions() {
+            let proposal = p.check_isr_lag(now_ms);
+            self.send_isr_proposal(&p, proposal);
+        }
     }
 
     /// Delete partition directories left behind by topics the image no longer has
@@ -213,7 +317,7 @@ impl ReplicaManager {
             }
             let Some((topic, part)) = name.rsplit_once('-') else { continue };
             let Ok(part) = part.parse::<usize>() else { continue };
-            let known = image.topic(topic).is_some_and(|t| part < t.partitions.len());
+            let known = image.topic(topic).and_then(|t| t.partitions.get(part)).is_some_and(|pi| self.is_local(pi));
             if !known {
                 tracing::warn!(dir = %e.path().display(), "removing partition directory of a topic that does not exist");
                 remove_partition_dir(&e.path());
@@ -223,12 +327,12 @@ impl ReplicaManager {
 
     pub fn partition(&self, topic_id: &Uuid, partition: i32) -> Option<Arc<Partition>> {
         let map = self.partitions.read().unwrap_or_else(|e| e.into_inner());
-        map.get(topic_id)?.get(usize::try_from(partition).ok()?).cloned()
+        map.get(topic_id)?.get(&partition).cloned()
     }
 
     pub fn all_partitions(&self) -> Vec<Arc<Partition>> {
         let map = self.partitions.read().unwrap_or_else(|e| e.into_inner());
-        map.values().flatten().cloned().collect()
+        map.values().flat_map(BTreeMap::values).cloned().collect()
     }
 
     /// Where requests wait for partitions to move.
@@ -243,6 +347,7 @@ impl ReplicaManager {
         if partition.follower_fetched(replica, offset, now_ms).is_some() {
             self.purgatory.wake(partition.key());
         }
+        self.send_isr_proposal(partition, partition.take_isr_proposal());
     }
 
     /// Appends a client's records to a partition this broker leads and returns once the
@@ -313,8 +418,17 @@ impl ReplicaManager {
             return Ok(appended);
         }
         if acks == Acks::All {
-            let replicated = || partition.high_watermark() > appended.last_offset || partition.is_deleted();
+            let replicated = || {
+                partition.high_watermark() > appended.last_offset || partition.is_deleted() || !partition.is_leader()
+            };
             match self.purgatory.wait_until(&[partition.key()], deadline, replicated).await {
+                // Kafka's DelayedProduce answers NOT_LEADER_OR_FOLLOWER once the leader
+                // moved: the new leader may not keep the write.
+                WaitOutcome::Satisfied
+                    if !partition.is_leader() && partition.high_watermark() <= appended.last_offset =>
+                {
+                    return Err(PartitionError::NotLeaderOrFollower)
+                }
                 WaitOutcome::Satisfied => {}
                 WaitOutcome::TimedOut => {
                     return Err(PartitionError::ReplicationTimedOut(deadline.saturating_duration_since(Instant::now())))

@@ -23,9 +23,10 @@ use crate::controller::{Controller, ControllerError};
 use crate::coordinator::{GroupCoordinator, GroupLimits, OffsetsWriter};
 use crate::protocol::context::system_clock;
 use crate::protocol::offsets_topic;
+use crate::protocol::replica_client::TcpLeaderEndpoints;
 use crate::protocol::Ctx;
 use crate::replication::replica_manager::METADATA_DIR;
-use crate::replication::{Partition, PartitionError, ReplicaManager};
+use crate::replication::{FetcherManager, Partition, PartitionError, ReplicaManager};
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -52,6 +53,8 @@ pub struct Broker {
     connections_done: mpsc::Receiver<()>,
     accept: Option<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
+    /// The follower fetchers of the partitions this broker follows.
+    fetchers: Option<FetcherManager>,
     /// Held for the broker's lifetime: one process per data dir.
     _lock: std::fs::File,
 }
@@ -118,8 +121,12 @@ impl Broker {
             tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
         ];
+        let image_of = ctx.controller.clone();
+        let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
+        let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
+        let fetchers = Some(FetcherManager::start(ctx.replicas.clone(), endpoints));
         tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
-        Ok(Broker { local_addr, ctx, shutdown, connections_done, accept, tasks, _lock: lock })
+        Ok(Broker { local_addr, ctx, shutdown, connections_done, accept, tasks, fetchers, _lock: lock })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -154,6 +161,9 @@ impl Broker {
         }
         for t in self.tasks.drain(..) {
             let _ = t.await;
+        }
+        if let Some(fetchers) = self.fetchers.take() {
+            fetchers.shutdown().await;
         }
         let partitions = self.ctx.replicas.all_partitions();
         let count = partitions.len();

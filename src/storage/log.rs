@@ -23,6 +23,7 @@ use super::segment::LogSegment;
 
 mod cleaner;
 pub use cleaner::{CleanStats, PreparedClean};
+mod follower;
 mod lookup;
 mod read;
 mod recovery;

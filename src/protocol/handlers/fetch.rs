@@ -1,4 +1,5 @@
-//! Fetch: whole batches up to the high watermark, long-polling for min_bytes.
+//! Fetch: whole batches up to the high watermark, long-polling for min_bytes. A fetch from
+//! a follower broker goes to `replica_fetch.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,6 +22,10 @@ const MAX_WAIT_CAP_MS: i32 = 30_000;
 const FETCH_MAX_BYTES: usize = 57_671_680;
 
 pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchReply {
+    let replica_id = super::replica_fetch::replica_id(&req, version);
+    if replica_id >= 0 {
+        return super::replica_fetch::handle(ctx, req, version, replica_id).await;
+    }
     let wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
     let deadline = tokio::time::Instant::now() + wait;
     loop {
@@ -32,7 +37,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchReply {
         // Park on the partitions asked for; re-read when one of their high watermarks
         // moved (or one went away), not on appends elsewhere.
         let keys: Vec<PartitionKey> = pass.watched.iter().map(|(p, _)| p.key()).collect();
-        let moved = || pass.watched.iter().any(|(p, hw)| p.high_watermark() != *hw || p.is_deleted());
+        let moved = || pass.watched.iter().any(|(p, hw)| p.high_watermark() != *hw || p.is_deleted() || !p.is_leader());
         match ctx.replicas.purgatory().wait_until(&keys, deadline, moved).await {
             WaitOutcome::Satisfied => continue,
             WaitOutcome::TimedOut | WaitOutcome::Closed => {

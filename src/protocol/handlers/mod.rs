@@ -17,6 +17,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod replica_fetch;
 
 use std::sync::Arc;
 
@@ -65,9 +66,17 @@ pub async fn topic_or_auto_create(
     }
 }
 
-/// The local partition `index` of `topic`, or UNKNOWN_TOPIC_OR_PARTITION.
+/// The local partition `index` of `topic`; NOT_LEADER_OR_FOLLOWER when the partition
+/// exists but this broker holds no replica of it, else UNKNOWN_TOPIC_OR_PARTITION.
 pub fn local_partition(ctx: &Ctx, topic: &TopicImage, index: i32) -> Result<Arc<Partition>, ResponseError> {
-    ctx.replicas.partition(&topic.topic_id, index).ok_or(ResponseError::UnknownTopicOrPartition)
+    ctx.replicas.partition(&topic.topic_id, index).ok_or_else(|| {
+        let exists = usize::try_from(index).is_ok_and(|i| i < topic.partitions.len());
+        if exists {
+            ResponseError::NotLeaderOrFollower
+        } else {
+            ResponseError::UnknownTopicOrPartition
+        }
+    })
 }
 
 /// Kafka's check of a request's `current_leader_epoch` (-1: none given): an epoch older
@@ -84,7 +93,7 @@ pub fn check_leader_epoch(partition: &Partition, current_leader_epoch: i32) -> R
 }
 
 /// The partition a per-partition request names (`topic` is `None` when unknown), its
-/// leader epoch checked as [`check_leader_epoch`] does.
+/// leader epoch checked as [`check_leader_epoch`] does, led by this broker.
 pub fn leader_partition(
     ctx: &Ctx,
     topic: Option<&Arc<TopicImage>>,
@@ -93,6 +102,9 @@ pub fn leader_partition(
 ) -> Result<Arc<Partition>, ResponseError> {
     let partition = local_partition(ctx, topic.ok_or(ResponseError::UnknownTopicOrPartition)?, index)?;
     check_leader_epoch(&partition, current_leader_epoch)?;
+    if !partition.is_leader() {
+        return Err(ResponseError::NotLeaderOrFollower);
+    }
     Ok(partition)
 }
 

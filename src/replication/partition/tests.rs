@@ -1,9 +1,10 @@
 //! Partition-level behaviour that involves the partition's lock: cleaning versus deletion.
 
 use super::*;
+use crate::controller::PartitionImage;
 use crate::replication::{ProduceLimits, ValidatedRecords};
 use crate::storage::test_util::{build_records_batch, TestRecord};
-use crate::storage::LogConfig;
+use crate::storage::{LogConfig, StorageError};
 
 fn compacted() -> PartitionConfig {
     let broker = crate::config::BrokerConfig::build(&[]).unwrap();
@@ -54,4 +55,85 @@ fn a_pass_prepared_for_a_deleted_topic_never_touches_a_new_topic_at_the_same_pat
     assert!(!dir.join("cleaner.tmp").exists() && !dir.join("cleaner.swap").exists());
     // Nor does a later pass of the deleted partition start.
     assert!(old.clean(1_000).unwrap().is_none());
+}
+
+/// Broker 1 leads replicas [1, 2, 3] in `epoch`.
+fn lead(p: &Partition, epoch: i32) {
+    let pi = PartitionImage {
+        partition: 0,
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2, 3],
+        leader: 1,
+        leader_epoch: epoch,
+        partition_epoch: epoch,
+    };
+    p.set_leadership(&pi, 30_000, 1_000);
+}
+
+#[test]
+fn the_leader_answers_a_follower_fetch_as_kafka_does() {
+    let root = tempfile::tempdir().unwrap();
+    let p = open(&root.path().join("t-0"));
+    lead(&p, 2);
+    for v in ["a", "b", "c"] {
+        put(&p, v, v); // offsets 0..3 in epoch 2
+    }
+    lead(&p, 4);
+    put(&p, "d", "d"); // offset 3 in epoch 4
+    let read = |replica, current, offset, last_fetched| {
+        p.read_for_follower(replica, current, offset, last_fetched, 1 << 20, 2_000)
+    };
+
+    // To the log end offset, not the high watermark, and the position moves the HW.
+    let r = read(2, 4, 0, None).unwrap();
+    assert_eq!((r.log_end_offset, r.diverging_epoch, r.high_watermark), (4, None, 0));
+    assert_eq!(r.records.len(), p.log_bytes().len());
+    assert!(!r.high_watermark_moved, "follower 3 holds it back");
+    assert!(!read(3, 4, 2, Some(2)).unwrap().high_watermark_moved, "follower 2 holds it back now");
+    assert!(read(2, 4, 3, Some(2)).unwrap().high_watermark_moved);
+    assert_eq!(p.high_watermark(), 2, "the smallest position in the ISR");
+
+    // The request's leader epoch: older is fenced, newer unknown.
+    assert!(matches!(read(2, 3, 0, None), Err(PartitionError::FencedLeaderEpoch { .. })));
+    assert!(matches!(read(2, 5, 0, None), Err(PartitionError::UnknownLeaderEpoch { .. })));
+    // Not a replica of the partition.
+    assert!(matches!(read(9, 4, 0, None), Err(PartitionError::NotAReplica(9))));
+    // A follower that wrote past epoch 2's end (at 3, in an epoch 3 this leader never
+    // had) diverges: epoch 3 is unknown here, the largest below it is 2, ending at 3.
+    let r = read(2, 4, 5, Some(3)).unwrap();
+    assert_eq!(r.diverging_epoch, Some((2, 3)));
+    assert!(r.records.is_empty());
+    // Same epoch, but past where it ends here: diverging too.
+    assert_eq!(read(2, 4, 4, Some(2)).unwrap().diverging_epoch, Some((2, 3)));
+    // Consistent: no divergence.
+    assert_eq!(read(2, 4, 3, Some(2)).unwrap().diverging_epoch, None);
+    // Past the log end: out of range.
+    assert!(matches!(
+        read(2, 4, 9, None),
+        Err(PartitionError::Storage(StorageError::OffsetOutOfRange { log_start_offset: 0, .. }))
+    ));
+
+    // A follower is not a leader: no produce, no consumer fetch, no replica fetch.
+    let pi = PartitionImage {
+        partition: 0,
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2, 3],
+        leader: 2,
+        leader_epoch: 5,
+        partition_epoch: 5,
+    };
+    assert!(p.become_follower(&pi));
+    assert!(!p.become_follower(&pi), "no change the second time");
+    assert!(matches!(p.fetch(0, 1 << 20), Err(PartitionError::NotLeaderOrFollower)));
+    assert!(matches!(p.produce_config(false), Err(PartitionError::NotLeaderOrFollower)));
+    assert!(matches!(read(3, 5, 0, None), Err(PartitionError::NotLeaderOrFollower)));
+    let state = p.follower_fetch_state().unwrap();
+    assert_eq!((state.leader, state.leader_epoch, state.log_end_offset, state.last_fetched_epoch), (2, 5, 4, Some(4)));
+    // An answer fetched under an older state is refused.
+    let stale = FollowerFetchState { log_end_offset: 2, ..state };
+    assert!(matches!(p.truncate_as_follower(&stale, 1), Err(PartitionError::FetchOffsetMoved { .. })));
+    let stale = FollowerFetchState { leader_epoch: 4, ..state };
+    assert!(matches!(p.truncate_as_follower(&stale, 1), Err(PartitionError::LeaderEpochChanged { .. })));
+    p.truncate_as_follower(&state, 1).unwrap();
+    assert_eq!(p.log_end_offset(), 1);
 }

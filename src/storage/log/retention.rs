@@ -1,6 +1,6 @@
 //! Removing data from a partition log: retention, DeleteRecords, truncation.
 
-use super::{PartitionLog, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT};
+use super::{PartitionLog, CLEANER_OFFSET_CHECKPOINT, LOG_START_OFFSET_CHECKPOINT, RECOVERY_POINT_CHECKPOINT};
 use crate::storage::checkpoint::{sync_dir, CheckpointFile};
 use crate::storage::error::StorageError;
 use crate::storage::segment::LogSegment;
@@ -75,6 +75,7 @@ impl PartitionLog {
         let log_end_offset = self.log_end_offset();
         tracing::warn!(dir = %self.dir.display(), offset, log_end_offset, bytes = removed, "truncated log");
         self.epochs.truncate_from_end(log_end_offset)?;
+        self.lower_first_dirty_offset(log_end_offset)?;
         self.lower_recovery_point(log_end_offset)
     }
 
@@ -95,6 +96,18 @@ impl PartitionLog {
         self.recovery_point = offset;
         CheckpointFile::write_offset(&self.dir.join(RECOVERY_POINT_CHECKPOINT), offset)?;
         self.unflushed_messages = 0;
+        self.lower_first_dirty_offset(offset)?;
+        self.first_dirty_offset = offset;
+        Ok(())
+    }
+
+    /// Data written at or above `offset` after a truncation is new and not yet cleaned; a
+    /// stale, higher cleaner checkpoint would make a restart treat it as cleaned.
+    fn lower_first_dirty_offset(&mut self, offset: i64) -> Result<(), StorageError> {
+        if self.first_dirty_offset > offset {
+            self.first_dirty_offset = offset;
+            CheckpointFile::write_offset(&self.dir.join(CLEANER_OFFSET_CHECKPOINT), offset)?;
+        }
         Ok(())
     }
 

@@ -1,0 +1,290 @@
+//! Replication on one partition: the leader's side of a follower's fetch (read to the log
+//! end offset, detect a diverging follower log, record the follower's position), and the
+//! follower's side (append what the leader sent as is, truncate, follow the leader's high
+//! watermark). Every follower-side change names the leadership and position it was
+//! fetched under, so the answer to a fetch made before a role change or a truncation is
+//! refused instead of landing in the wrong place.
+
+use super::{Partition, PartitionError, PartitionState, Role};
+use crate::controller::PartitionImage;
+use crate::replication::isr::IsrProposal;
+use crate::replication::producer_state::ProducerStateTable;
+use crate::storage::{LogSlices, StorageError};
+
+/// What a follower fetches with: the leadership it follows and its log's position.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FollowerFetchState {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// Epoch of the last batch in the log: the leader checks it against its own epochs
+    /// and answers a diverging epoch when the logs part (KIP-320's truncation by fetch).
+    pub last_fetched_epoch: Option<i32>,
+}
+
+/// The leader's answer to one partition of a follower's fetch.
+#[derive(Debug, Clone)]
+pub struct ReplicaRead {
+    /// Whole batches from the fetch offset, up to the log end offset (not the HW).
+    pub records: LogSlices,
+    pub high_watermark: i64,
+    pub log_start_offset: i64,
+    pub log_end_offset: i64,
+    /// The follower's log diverges from this leader's: it truncates to the end offset of
+    /// this epoch (at most) before fetching again. No records come with it.
+    pub diverging_epoch: Option<(i32, i64)>,
+    /// The follower's position moved the high watermark (what waits on it may proceed).
+    pub high_watermark_moved: bool,
+}
+
+impl Partition {
+    /// Follow `pi.leader` in `pi.leader_epoch`: no more produces or consumer reads here.
+    /// The high watermark is kept (capped at the log end offset); the log is not
+    /// truncated here: the first fetch from the new leader finds any divergence.
+    /// Returns whether the leadership this broker follows changed.
+    pub fn become_follower(&self, pi: &PartitionImage) -> bool {
+        let mut s = self.lock();
+        let role = Role::Follower { leader: pi.leader };
+        let changed = s.role != role || s.leader_epoch != pi.leader_epoch;
+        let hw = s.known_high_watermark().min(s.log.log_end_offset());
+        s.role = role;
+        s.leader_epoch = pi.leader_epoch;
+        s.follower_high_watermark = hw;
+        s.pending_isr_proposal = None;
+        s.unsent_isr_proposal = None;
+        changed
+    }
+
+    /// `Some` while this broker follows another for the partition.
+    pub fn follower_fetch_state(&self) -> Option<FollowerFetchState> {
+        let s = self.lock();
+        let Role::Follower { leader } = s.role else { return None };
+        if s.deleted {
+            return None;
+        }
+        Some(FollowerFetchState {
+            leader,
+            leader_epoch: s.leader_epoch,
+            log_start_offset: s.log.log_start_offset(),
+            log_end_offset: s.log.log_end_offset(),
+            last_fetched_epoch: s.log.latest_epoch(),
+        })
+    }
+
+    /// Appends batches fetched from the leader with `fetched` as they are (Kafka's
+    /// `appendAsFollower`): offsets and leader epochs unchanged; producer state updated.
+    /// Returns the new log end offset.
+    pub fn append_as_follower(
+        &self,
+        fetched: &FollowerFetchState,
+        records: &[u8],
+        now_ms: i64,
+    ) -> Result<i64, PartitionError> {
+        let mut s = self.lock();
+        s.check_fetched_under(fetched)?;
+        s.log.append_as_follower(records, now_ms)?;
+        let headers = crate::storage::batch::split_batches(records)?;
+        for h in headers.iter().filter(|h| !h.is_control()) {
+            s.producers.record(h, h.base_offset, h.last_offset());
+        }
+        Ok(s.log.log_end_offset())
+    }
+
+    /// The leader's high watermark, capped at what this follower holds. Returns the new
+    /// high watermark if it changed.
+    pub fn set_follower_high_watermark(&self, fetched: &FollowerFetchState, leader_hw: i64) -> Option<i64> {
+        let mut s = self.lock();
+        s.check_fetched_under(fetched).ok()?;
+        let hw = leader_hw.min(s.log.log_end_offset()).max(s.log.log_start_offset());
+        (hw != s.follower_high_watermark).then(|| {
+            s.follower_high_watermark = hw;
+            hw
+        })
+    }
+
+    /// The leader's log start offset moved (retention or DeleteRecords there): the
+    /// follower follows, as far as its high watermark (Kafka's
+    /// `maybeIncrementLogStartOffset` on a follower). Returns the new log start offset if
+    /// it moved.
+    pub fn follow_log_start_offset(
+        &self,
+        fetched: &FollowerFetchState,
+        leader_log_start_offset: i64,
+    ) -> Result<Option<i64>, PartitionError> {
+        let mut s = self.lock();
+        s.check_leadership(fetched)?;
+        let target = leader_log_start_offset.min(s.follower_high_watermark);
+        if target <= s.log.log_start_offset() {
+            return Ok(None);
+        }
+        Ok(Some(s.log.delete_records_before(target)?))
+    }
+
+    /// Removes the follower's records at and above `offset` (a diverging tail).
+    pub fn truncate_as_follower(&self, fetched: &FollowerFetchState, offset: i64) -> Result<(), PartitionError> {
+        let mut s = self.lock();
+        s.check_fetched_under(fetched)?;
+        s.log.truncate_to(offset)?;
+        s.after_truncation()
+    }
+
+    /// The leader says this follower's log diverges from its own after `epoch`, which
+    /// ends at `end_offset` in the leader's log. Truncates to where the two agree, as far
+    /// as this follower can tell (Kafka's `getOffsetTruncationState`): when the follower
+    /// knows `epoch`, to the smaller end of it; when its largest epoch below is another,
+    /// to that one's end (the next fetch names that epoch and the leader checks again);
+    /// when it knows no epoch that old, to the leader's end offset. Returns the new log
+    /// end offset.
+    pub fn truncate_diverging_tail(
+        &self,
+        fetched: &FollowerFetchState,
+        epoch: i32,
+        end_offset: i64,
+    ) -> Result<i64, PartitionError> {
+        let mut s = self.lock();
+        s.check_fetched_under(fetched)?;
+        let leo = s.log.log_end_offset();
+        let to = match s.log.end_offset_for_epoch(epoch) {
+            Some((own_epoch, own_end)) if own_epoch == epoch => own_end.min(end_offset),
+            Some((_, own_end)) => own_end,
+            None => end_offset,
+        }
+        .min(leo);
+        s.log.truncate_to(to)?;
+        s.after_truncation()?;
+        Ok(s.log.log_end_offset())
+    }
+
+    /// The leader's log starts past this follower's end (OFFSET_OUT_OF_RANGE): starts
+    /// over, empty, at the leader's log start offset.
+    pub fn truncate_fully_as_follower(&self, fetched: &FollowerFetchState, offset: i64) -> Result<(), PartitionError> {
+        let mut s = self.lock();
+        s.check_fetched_under(fetched)?;
+        s.log.truncate_fully_and_start_at(offset)?;
+        s.follower_high_watermark = offset;
+        s.after_truncation()
+    }
+
+    /// The leader's side of a fetch from follower `replica` at `fetch_offset`: checks the
+    /// request's leader epoch and, with `last_fetched_epoch`, that the follower's log does
+    /// not diverge (Kafka's `Partition.fetchRecords` for a follower); then reads up to the
+    /// log end offset and records the follower's position. A diverging answer records
+    /// nothing: the follower's offset is not a position in this log.
+    pub fn read_for_follower(
+        &self,
+        replica: i32,
+        current_leader_epoch: i32,
+        fetch_offset: i64,
+        last_fetched_epoch: Option<i32>,
+        max_bytes: usize,
+        now_ms: i64,
+    ) -> Result<ReplicaRead, PartitionError> {
+        let mut s = self.lock();
+        s.check_leader_epoch(current_leader_epoch)?;
+        if s.role != Role::Leader {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
+        if !s.isr.is_replica(replica) {
+            return Err(PartitionError::NotAReplica(replica));
+        }
+        let log_start_offset = s.log.log_start_offset();
+        let log_end_offset = s.log.log_end_offset();
+        if let Some(epoch) = last_fetched_epoch {
+            let Some((end_epoch, end_offset)) = s.end_offset_for_epoch(epoch) else {
+                return Err(
+                    StorageError::OffsetOutOfRange { offset: fetch_offset, log_start_offset, log_end_offset }.into()
+                );
+            };
+            if end_epoch < epoch || end_offset < fetch_offset {
+                return Ok(ReplicaRead {
+                    records: LogSlices::default(),
+                    high_watermark: s.isr.high_watermark(),
+                    log_start_offset,
+                    log_end_offset,
+                    diverging_epoch: Some((end_epoch, end_offset)),
+                    high_watermark_moved: false,
+                });
+            }
+        }
+        let records = s.log.read_slices(fetch_offset, max_bytes, i64::MAX)?;
+        let (moved, proposal) = s.isr.on_follower_fetch(replica, fetch_offset, now_ms);
+        s.note_proposal(proposal);
+        Ok(ReplicaRead {
+            records,
+            high_watermark: s.isr.high_watermark(),
+            log_start_offset,
+            log_end_offset,
+            diverging_epoch: None,
+            high_watermark_moved: moved.is_some(),
+        })
+    }
+
+    /// An ISR change proposed since the last call, to hand to the controller.
+    pub fn take_isr_proposal(&self) -> Option<IsrProposal> {
+        self.lock().unsent_isr_proposal.take()
+    }
+
+    /// On a leader: followers in the ISR that have lagged past `replica.lag.time.max.ms`
+    /// (proposed once until the metadata changes).
+    pub fn check_isr_lag(&self, now_ms: i64) -> Option<IsrProposal> {
+        let mut s = self.lock();
+        if s.role != Role::Leader || s.deleted {
+            return None;
+        }
+        let proposal = s.isr.lagging(now_ms);
+        s.note_proposal(proposal);
+        s.unsent_isr_proposal.take()
+    }
+}
+
+#[cfg(test)]
+impl Partition {
+    /// Every batch in the log, whatever the role (tests compare replicas byte for byte).
+    pub(crate) fn log_bytes(&self) -> bytes::Bytes {
+        let s = self.lock();
+        s.log.read(s.log.log_start_offset(), usize::MAX, i64::MAX).unwrap()
+    }
+
+    /// The leader epoch cache's end of `epoch`, whatever the role.
+    pub(crate) fn log_end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
+        self.lock().log.end_offset_for_epoch(epoch)
+    }
+}
+
+impl PartitionState {
+    /// A follower-side change is applied only under the leadership and at the position
+    /// its fetch was made with.
+    fn check_fetched_under(&self, fetched: &FollowerFetchState) -> Result<(), PartitionError> {
+        self.check_leadership(fetched)?;
+        let log_end_offset = self.log.log_end_offset();
+        if log_end_offset != fetched.log_end_offset {
+            return Err(PartitionError::FetchOffsetMoved { fetch_offset: fetched.log_end_offset, log_end_offset });
+        }
+        Ok(())
+    }
+
+    /// Still following the same leader in the same epoch as when `fetched` was taken.
+    fn check_leadership(&self, fetched: &FollowerFetchState) -> Result<(), PartitionError> {
+        if self.deleted || self.role != (Role::Follower { leader: fetched.leader }) {
+            return Err(PartitionError::NotLeaderOrFollower);
+        }
+        if self.leader_epoch != fetched.leader_epoch {
+            return Err(PartitionError::LeaderEpochChanged {
+                fetched: fetched.leader_epoch,
+                current: self.leader_epoch,
+            });
+        }
+        Ok(())
+    }
+
+    fn after_truncation(&mut self) -> Result<(), PartitionError> {
+        let leo = self.log.log_end_offset();
+        self.follower_high_watermark = self.follower_high_watermark.min(leo);
+        self.flushed_through = self.flushed_through.min(leo);
+        // Rare (a leader change with a diverging tail), so a full rebuild is fine.
+        let headers = self.log.batch_headers_from(self.log.log_start_offset())?;
+        self.producers = ProducerStateTable::rebuild(headers.iter());
+        Ok(())
+    }
+}
