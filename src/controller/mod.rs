@@ -8,6 +8,7 @@ pub mod delta;
 pub mod image;
 pub mod metadata_log;
 mod quorum;
+pub mod raft;
 pub mod records;
 pub mod topic_config;
 
