@@ -121,6 +121,22 @@ struct ServeArgs {
     /// offsets.topic.segment.bytes).
     #[arg(long, env = "RUNNEL_OFFSETS_TOPIC_SEGMENT_BYTES")]
     offsets_topic_segment_bytes: Option<u64>,
+    /// Replication factor of topics created without one (Kafka: default.replication.factor).
+    #[arg(long, env = "RUNNEL_DEFAULT_REPLICATION_FACTOR")]
+    default_replication_factor: Option<i16>,
+    /// host:port of this node's controller listener (default: its entry in the voters).
+    #[arg(long, env = "RUNNEL_CONTROLLER_LISTEN")]
+    controller_listen: Option<String>,
+    /// The controller quorum: 1@host:port,2@host:port,3@host:port (default: this node
+    /// alone).
+    #[arg(long, env = "RUNNEL_CONTROLLER_QUORUM_VOTERS")]
+    controller_quorum_voters: Option<String>,
+    /// Kafka's process.roles; only `broker,controller` (combined) runs today.
+    #[arg(long, env = "RUNNEL_PROCESS_ROLES")]
+    process_roles: Option<String>,
+    /// This broker's rack (Kafka: broker.rack), for rack-aware replica placement.
+    #[arg(long, env = "RUNNEL_RACK")]
+    rack: Option<String>,
 }
 
 impl ServeArgs {
@@ -132,7 +148,7 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             cluster_id: self.cluster_id.clone(),
             num_partitions: self.num_partitions,
-            default_replication_factor: None,
+            default_replication_factor: self.default_replication_factor,
             auto_create_topics: self.auto_create_topics,
             log_retention_ms: self.log_retention_ms,
             log_retention_bytes: self.log_retention_bytes,
@@ -158,6 +174,10 @@ impl ServeArgs {
             group_initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
             offsets_retention_minutes: self.offsets_retention_minutes,
             offsets_topic_segment_bytes: self.offsets_topic_segment_bytes,
+            controller_listen: self.controller_listen.clone(),
+            controller_quorum_voters: self.controller_quorum_voters.clone(),
+            process_roles: self.process_roles.clone(),
+            rack: self.rack.clone(),
         }
     }
 }

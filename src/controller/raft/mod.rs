@@ -13,7 +13,10 @@
 //! together (and told to listeners together), in log order.
 
 pub mod log_store;
+pub mod network;
+pub mod rpc_server;
 pub mod state_machine;
+pub mod wire;
 
 use std::io::Cursor;
 
