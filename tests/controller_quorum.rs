@@ -133,6 +133,17 @@ fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
     let leader = cluster.agreed_leader().unwrap();
     let follower = (1..=3).find(|&id| id != leader).unwrap();
 
+    // A malformed frame on the controller listener closes that connection only.
+    let garbage_to = cluster.addrs[leader as usize - 1];
+    cluster.rt.block_on(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(garbage_to).await.unwrap();
+        s.write_all(&[0xff; 16]).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(DEADLINE, s.read(&mut buf)).await.expect("closed, not hung").unwrap_or(0);
+        assert_eq!(n, 0, "no answer to a malformed frame");
+    });
+
     // Through a follower: forwarded to the leader, and visible on the follower at once.
     let created = cluster.node(follower).create_topic(&topic("orders", 3, 3), false).unwrap();
     assert!(has_topic(cluster.node(follower), "orders"), "the node that took the request sees it at once");
