@@ -96,7 +96,8 @@ pub struct BrokerConfig {
     /// Every voter of the controller quorum, `(node id, host:port)` (Kafka:
     /// controller.quorum.voters); empty = this node alone.
     pub controller_quorum_voters: Vec<(i32, String)>,
-    /// Kafka's process.roles; only the combined `broker,controller` runs today.
+    /// Kafka's process.roles: `broker,controller` (a voter of the controller quorum) or
+    /// `broker` (follows the metadata log as a Raft learner, forwards every change).
     pub process_roles: String,
     /// Rack of this broker (Kafka: broker.rack), for rack-aware replica placement.
     pub rack: Option<String>,
@@ -329,15 +330,34 @@ impl BrokerConfig {
         }
         let mut roles: Vec<&str> = self.process_roles.split(',').map(str::trim).collect();
         roles.sort_unstable();
+        let is_voter = self.controller_quorum_voters.is_empty()
+            || self.controller_quorum_voters.iter().any(|(id, _)| *id == self.node_id);
         match roles.as_slice() {
+            ["broker", "controller"] if !is_voter => {
+                let reason = format!(
+                    "node_id {} is not among the voters; a node that is not a voter has process_roles `broker`",
+                    self.node_id
+                );
+                return Err(invalid("controller_quorum_voters", reason));
+            }
             ["broker", "controller"] => {}
-            ["broker"] | ["controller"] => {
+            ["broker"] if is_voter => {
                 return Err(invalid(
                     "process_roles",
-                    format!(
-                        "`{}` alone is not supported yet: every runnel node is both broker and controller (`broker,controller`)",
-                        self.process_roles
-                    ),
+                    "`broker` alone needs controller_quorum_voters that do not include this node_id",
+                ))
+            }
+            ["broker"] if self.controller_listen.is_none() => {
+                return Err(invalid(
+                    "controller_listen",
+                    "a broker-only node needs a controller listener (the quorum replicates metadata to it)",
+                ))
+            }
+            ["broker"] => {}
+            ["controller"] => {
+                return Err(invalid(
+                    "process_roles",
+                    "`controller` alone is not supported yet: a controller node is also a broker (`broker,controller`)",
                 ))
             }
             _ => {
@@ -346,14 +366,6 @@ impl BrokerConfig {
                     format!("`{}` is not `broker`, `controller` or `broker,controller`", self.process_roles),
                 ))
             }
-        }
-        if !self.controller_quorum_voters.is_empty()
-            && !self.controller_quorum_voters.iter().any(|(id, _)| *id == self.node_id)
-        {
-            return Err(invalid(
-                "controller_quorum_voters",
-                format!("node_id {} is not among the voters: a broker-only node is not supported yet", self.node_id),
-            ));
         }
         if let Some(addr) = &self.controller_listen {
             let ok = addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());

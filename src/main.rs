@@ -131,7 +131,8 @@ struct ServeArgs {
     /// alone).
     #[arg(long, env = "RUNNEL_CONTROLLER_QUORUM_VOTERS")]
     controller_quorum_voters: Option<String>,
-    /// Kafka's process.roles; only `broker,controller` (combined) runs today.
+    /// Kafka's process.roles: `broker,controller` (a quorum voter) or `broker` (follows
+    /// the metadata log as a Raft learner; needs --controller-listen).
     #[arg(long, env = "RUNNEL_PROCESS_ROLES")]
     process_roles: Option<String>,
     /// This broker's rack (Kafka: broker.rack), for rack-aware replica placement.

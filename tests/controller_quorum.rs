@@ -62,6 +62,7 @@ impl Cluster {
             default_partitions: 1,
             default_replication_factor: 1,
             voters: self.addrs.iter().enumerate().map(|(j, a)| (j as i32 + 1, a.to_string())).collect(),
+            controller_addr: None,
             tuning: self.tuning.clone(),
         }
     }
@@ -206,4 +207,32 @@ fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
     cluster.stop(lagging);
     cluster.restart(lagging);
     assert!((0..20).all(|i| has_topic(cluster.node(lagging), &format!("t{i}"))));
+}
+
+/// A broker-only node (not a voter) joins as a Raft learner: it follows the committed
+/// metadata, registers itself, and its changes are forwarded to the leader.
+#[test]
+fn a_broker_only_node_follows_the_log_and_forwards_changes() {
+    let cluster = Cluster::start(RaftTuning::default());
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    cluster.node(1).create_topic(&topic("before-join", 1, 1), false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = cluster.config(0);
+    config.node_id = 4;
+    let observer = cluster.rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Controller::open(dir.path(), config, Some(listener)).await.unwrap()
+    });
+    wait_until("the observer follows the log", || has_topic(&observer, "before-join"));
+    wait_until("every node lists four brokers", || {
+        observer.image().brokers.len() == 4 && cluster.running().all(|c| c.image().brokers.len() == 4)
+    });
+    observer.create_topic(&topic("from-observer", 2, 3), false).unwrap();
+    assert!(has_topic(&observer, "from-observer"), "visible at once on the node that took it");
+    wait_until("the voters have it", || cluster.running().all(|c| has_topic(c, "from-observer")));
+    let m = cluster.node(cluster.agreed_leader().unwrap()).raft_metrics();
+    let membership = m.membership_config.membership();
+    assert!(membership.get_node(&4).is_some() && !membership.voter_ids().any(|v| v == 4), "{membership:?}");
+    cluster.rt.block_on(observer.shutdown());
 }

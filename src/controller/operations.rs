@@ -62,6 +62,12 @@ pub enum ControllerOp {
     },
     /// The next block of [`PRODUCER_ID_BLOCK`] producer ids.
     AllocateProducerIds,
+    /// A broker-only node asks to follow the metadata log: the leader adds it to the Raft
+    /// group as a learner (a non-voting member the log is replicated to).
+    AddObserver {
+        node_id: i32,
+        controller_addr: String,
+    },
     /// A broker's address and rack; the first registration also names the cluster.
     RegisterBroker {
         node_id: i32,
@@ -98,6 +104,8 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         }
         ControllerOp::CreatePartitions { name, total, .. } => create_partitions(image, name, *total, start),
         ControllerOp::AlterTopicConfigs { name, changes, .. } => alter_topic_configs(image, name, changes),
+        // A membership change, not a metadata record: the leader carries it out itself.
+        ControllerOp::AddObserver { .. } => Ok(Vec::new()),
         ControllerOp::AllocateProducerIds => {
             Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
         }

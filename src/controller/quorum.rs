@@ -85,8 +85,13 @@ pub struct ControllerConfig {
     pub cluster_id: Option<String>,
     pub default_partitions: i32,
     pub default_replication_factor: i16,
-    /// Every voter's id and controller address; empty = this node alone.
+    /// Every voter's id and controller address; empty = this node alone. A node not
+    /// among them is broker-only: it forwards every operation and follows the log as a
+    /// Raft learner.
     pub voters: Vec<(i32, String)>,
+    /// The controller address other nodes reach this one at, when it is not among the
+    /// voters (broker-only); `None` = the bound listener address.
+    pub controller_addr: Option<String>,
     pub tuning: RaftTuning,
 }
 
@@ -130,12 +135,13 @@ impl Controller {
         } else {
             config.voters.iter().map(|(id, addr)| (*id as NodeId, addr.clone())).collect()
         };
-        if !voters.contains_key(&me) {
-            return Err(ControllerError::Internal(format!("node {me} is not among the controller quorum voters")));
-        }
-        let single = voters.len() == 1;
+        // A node that is not a voter is broker-only: it follows the log as a learner.
+        let observer = !voters.contains_key(&me);
+        let single = voters.len() == 1 && !observer;
         if !single && listener.is_none() {
-            return Err(ControllerError::Internal("a multi-voter quorum needs a controller listener".into()));
+            return Err(ControllerError::Internal(
+                "a multi-node quorum (or a broker-only node) needs a controller listener".into(),
+            ));
         }
         let controller_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let base = base_image(dir, single)?;
@@ -203,6 +209,10 @@ impl Controller {
         };
         if single {
             core.submit(register).await?;
+        } else if observer {
+            let addr = config.controller_addr.clone().or(controller_addr.map(|a| a.to_string())).unwrap_or_default();
+            let join = ControllerOp::AddObserver { node_id: config.node_id, controller_addr: addr };
+            tasks.push(tokio::spawn(join_then_register(Arc::downgrade(&core), join, register)));
         } else {
             tasks.push(tokio::spawn(register_until_done(Arc::downgrade(&core), register)));
         }
@@ -394,6 +404,9 @@ impl Core {
     /// commit.
     async fn decide_and_commit(&self, op: ControllerOp) -> Result<OpReply, ForwardError> {
         let _turn = self.op_lock.lock().await;
+        if let ControllerOp::AddObserver { node_id, controller_addr } = &op {
+            return self.add_observer(*node_id as NodeId, controller_addr.clone()).await;
+        }
         // Everything committed in earlier terms is applied before deciding on it.
         match self.raft.ensure_linearizable().await {
             Ok(_) => {}
@@ -428,6 +441,44 @@ impl Core {
             }
         }
     }
+}
+
+impl Core {
+    /// As the leader: make `id` a learner, unless it is a member already.
+    async fn add_observer(&self, id: NodeId, addr: String) -> Result<OpReply, ForwardError> {
+        let member = self.raft.metrics().borrow().membership_config.membership().get_node(&id).is_some();
+        if !member {
+            match self.raft.add_learner(id, BasicNode { addr }, false).await {
+                Ok(_) => tracing::info!(node_id = id, "broker-only node added to the controller quorum as a learner"),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(ForwardError::NotLeader),
+                Err(e) => return Err((&internal(e)).into()),
+            }
+        }
+        Ok(OpReply { index: None, records: Vec::new() })
+    }
+}
+
+/// As a broker-only node: ask the voters, in turn, until the leader adds this node as a
+/// learner; then register the broker.
+async fn join_then_register(core: Weak<Core>, join: ControllerOp, register: ControllerOp) {
+    let mut failures = 0u32;
+    'joined: loop {
+        let Some(c) = core.upgrade() else { return };
+        for addr in c.voters.values() {
+            match c.forwarder.forward(addr, &join, Duration::from_secs(5)).await {
+                Ok(Ok(_)) => break 'joined,
+                Ok(Err(ForwardError::NotLeader)) | Err(_) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e.into_controller_error(), "joining the controller quorum"),
+            }
+        }
+        failures += 1;
+        if failures.is_power_of_two() {
+            tracing::warn!(failures, "no controller leader took this broker-only node yet; retrying");
+        }
+        drop(c);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    register_until_done(core, register).await;
 }
 
 /// Ask every listener whether it can act on `records`; if one cannot, those that agreed

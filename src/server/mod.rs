@@ -96,6 +96,7 @@ impl Broker {
             default_partitions: config.num_partitions,
             default_replication_factor: config.default_replication_factor,
             voters: config.controller_quorum_voters.clone(),
+            controller_addr: None,
             tuning: RaftTuning::default(),
         };
         let controller = Arc::new(

@@ -10,6 +10,7 @@ fn config() -> ControllerConfig {
         default_partitions: 1,
         default_replication_factor: 1,
         voters: vec![],
+        controller_addr: None,
         tuning: RaftTuning::default(),
     }
 }
