@@ -190,7 +190,9 @@ impl Controller {
             }
         }
         if single {
-            if raft.current_leader().await != Some(me) {
+            // `initialize` elects at once; on a restart openraft restores a committed
+            // leadership itself, and an election of one voter is one local vote.
+            if !pristine && raft.current_leader().await != Some(me) {
                 raft.trigger().elect().await.map_err(internal)?;
             }
             raft.wait(Some(OPEN_TIMEOUT)).current_leader(me, "a single voter leads").await.map_err(internal)?;
