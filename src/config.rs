@@ -89,6 +89,50 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: i32,
     pub offsets_retention_minutes: i64,
     pub offsets_topic_segment_bytes: u64,
+    /// `host:port` of this node's controller listener (Kafka: the CONTROLLER listener);
+    /// `None` = its address in `controller_quorum_voters`, or no listener for a single
+    /// voter.
+    pub controller_listen: Option<String>,
+    /// Every voter of the controller quorum, `(node id, host:port)` (Kafka:
+    /// controller.quorum.voters); empty = this node alone.
+    pub controller_quorum_voters: Vec<(i32, String)>,
+    /// Kafka's process.roles: `broker,controller` (a voter of the controller quorum) or
+    /// `broker` (follows the metadata log as a Raft learner, forwards every change).
+    pub process_roles: String,
+    /// Rack of this broker (Kafka: broker.rack), for rack-aware replica placement.
+    pub rack: Option<String>,
+}
+
+impl BrokerConfig {
+    /// Where this node's controller listener binds, if it has one.
+    pub fn controller_listen_addr(&self) -> Option<String> {
+        self.controller_listen.clone().or_else(|| {
+            if self.controller_quorum_voters.len() > 1 {
+                self.controller_quorum_voters.iter().find(|(id, _)| *id == self.node_id).map(|(_, a)| a.clone())
+            } else {
+                None
+            }
+        })
+    }
+}
+
+/// Parse Kafka's `controller.quorum.voters` form: `1@host:port,2@host:port`.
+pub fn parse_voters(s: &str) -> Result<Vec<(i32, String)>, String> {
+    let mut voters: Vec<(i32, String)> = Vec::new();
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let (id, addr) = part.split_once('@').ok_or_else(|| format!("`{part}` is not id@host:port"))?;
+        let id: i32 = id.parse().map_err(|_| format!("`{id}` in `{part}` is not a node id"))?;
+        let port_ok =
+            addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok_and(|p| p != 0));
+        if id < 0 || !port_ok {
+            return Err(format!("`{part}` is not id@host:port with id >= 0 and a port > 0"));
+        }
+        if voters.iter().any(|(v, _)| *v == id) {
+            return Err(format!("node id {id} is listed twice"));
+        }
+        voters.push((id, addr.to_owned()));
+    }
+    Ok(voters)
 }
 
 impl Default for BrokerConfig {
@@ -126,6 +170,10 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 0,
             offsets_retention_minutes: 10_080,
             offsets_topic_segment_bytes: 100 * 1024 * 1024,
+            controller_listen: None,
+            controller_quorum_voters: Vec::new(),
+            process_roles: "broker,controller".into(),
+            rack: None,
         }
     }
 }
@@ -167,6 +215,11 @@ pub struct ConfigOverrides {
     pub group_initial_rebalance_delay_ms: Option<i32>,
     pub offsets_retention_minutes: Option<i64>,
     pub offsets_topic_segment_bytes: Option<u64>,
+    pub controller_listen: Option<String>,
+    /// `1@host:port,2@host:port,...`
+    pub controller_quorum_voters: Option<String>,
+    pub process_roles: Option<String>,
+    pub rack: Option<String>,
 }
 
 macro_rules! apply_overrides {
@@ -228,9 +281,20 @@ impl BrokerConfig {
                     group_max_session_timeout_ms,
                     group_initial_rebalance_delay_ms,
                     offsets_retention_minutes,
-                    offsets_topic_segment_bytes
+                    offsets_topic_segment_bytes,
+                    process_roles
                 ]
             );
+            if o.controller_listen.is_some() {
+                cfg.controller_listen = o.controller_listen.clone();
+            }
+            if o.rack.is_some() {
+                cfg.rack = o.rack.clone();
+            }
+            if let Some(v) = &o.controller_quorum_voters {
+                cfg.controller_quorum_voters =
+                    parse_voters(v).map_err(|reason| invalid("controller_quorum_voters", reason))?;
+            }
             if o.advertised_listener.is_some() {
                 cfg.advertised_listener = o.advertised_listener.clone();
             }
@@ -261,8 +325,58 @@ impl BrokerConfig {
         if self.num_partitions < 1 {
             return Err(invalid("num_partitions", "must be >= 1"));
         }
-        if self.default_replication_factor != 1 {
-            return Err(invalid("default_replication_factor", "single-node runnel supports only 1"));
+        if self.default_replication_factor < 1 {
+            return Err(invalid("default_replication_factor", "must be >= 1"));
+        }
+        let mut roles: Vec<&str> = self.process_roles.split(',').map(str::trim).collect();
+        roles.sort_unstable();
+        let is_voter = self.controller_quorum_voters.is_empty()
+            || self.controller_quorum_voters.iter().any(|(id, _)| *id == self.node_id);
+        match roles.as_slice() {
+            ["broker", "controller"] if !is_voter => {
+                let reason = format!(
+                    "node_id {} is not among the voters; a node that is not a voter has process_roles `broker`",
+                    self.node_id
+                );
+                return Err(invalid("controller_quorum_voters", reason));
+            }
+            ["broker", "controller"] => {}
+            ["broker"] if is_voter => {
+                return Err(invalid(
+                    "process_roles",
+                    "`broker` alone needs controller_quorum_voters that do not include this node_id",
+                ))
+            }
+            ["broker"] if self.controller_listen.is_none() => {
+                return Err(invalid(
+                    "controller_listen",
+                    "a broker-only node needs a controller listener (the quorum replicates metadata to it)",
+                ))
+            }
+            ["broker"] => {}
+            ["controller"] => {
+                return Err(invalid(
+                    "process_roles",
+                    "`controller` alone is not supported yet: a controller node is also a broker (`broker,controller`)",
+                ))
+            }
+            _ => {
+                return Err(invalid(
+                    "process_roles",
+                    format!("`{}` is not `broker`, `controller` or `broker,controller`", self.process_roles),
+                ))
+            }
+        }
+        if let Some(addr) = &self.controller_listen {
+            let ok = addr.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(invalid("controller_listen", format!("`{addr}` is not host:port")));
+            }
+        }
+        if let Some(rack) = &self.rack {
+            if rack.is_empty() {
+                return Err(invalid("rack", "must not be empty when set"));
+            }
         }
         if self.log_retention_ms < -1 {
             return Err(invalid("log_retention_ms", "must be >= -1 (-1 = keep forever)"));
@@ -362,6 +476,38 @@ mod tests {
     fn unknown_yaml_keys_are_refused() {
         let err = ConfigOverrides::from_yaml_str("num_partitons: 3\n").unwrap_err();
         assert!(err.contains("num_partitons"), "{err}");
+    }
+
+    #[test]
+    fn quorum_settings_parse_and_validate() {
+        let o = ConfigOverrides::from_yaml_str(
+            "node_id: 2\ncontroller_quorum_voters: \"1@a:9093,2@b:9093,3@c:9093\"\nrack: r1\n",
+        )
+        .unwrap();
+        let cfg = BrokerConfig::build(&[o]).unwrap();
+        assert_eq!(cfg.controller_quorum_voters.len(), 3);
+        assert_eq!(cfg.controller_listen_addr().as_deref(), Some("b:9093"));
+        assert_eq!(cfg.rack.as_deref(), Some("r1"));
+        let bad = |o: ConfigOverrides, field: &str| {
+            let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        };
+        bad(
+            ConfigOverrides { controller_quorum_voters: Some("1@a".into()), ..Default::default() },
+            "controller_quorum_voters",
+        );
+        bad(
+            ConfigOverrides { controller_quorum_voters: Some("1@a:1,1@b:2".into()), ..Default::default() },
+            "controller_quorum_voters",
+        );
+        bad(
+            ConfigOverrides { controller_quorum_voters: Some("2@a:1,3@b:2".into()), ..Default::default() },
+            "controller_quorum_voters",
+        );
+        bad(ConfigOverrides { process_roles: Some("broker".into()), ..Default::default() }, "process_roles");
+        bad(ConfigOverrides { process_roles: Some("chef".into()), ..Default::default() }, "process_roles");
+        let ok = ConfigOverrides { process_roles: Some("controller,broker".into()), ..Default::default() };
+        assert!(BrokerConfig::build(&[ok]).is_ok());
     }
 
     #[test]

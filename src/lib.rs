@@ -14,7 +14,8 @@
 //! * [`coordinator`]: consumer groups (a pure state machine and its shell) and committed
 //!   offsets in `__consumer_offsets` (transactions later).
 //! * [`controller`]: cluster metadata as an event-sourced log of records applied to an
-//!   immutable [`controller::MetadataImage`].
+//!   immutable [`controller::MetadataImage`], replicated by a Raft controller quorum
+//!   (openraft; one voter by default) with its own listener between controllers.
 //! * [`replication`]: the replica manager, which owns a write from validation until it is
 //!   as safe as its acks ask; the purgatory where produce and fetch requests wait, keyed
 //!   by partition; per-partition leader or follower state (log, leader epoch, producer

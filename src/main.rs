@@ -126,6 +126,23 @@ struct ServeArgs {
     /// offsets.topic.segment.bytes).
     #[arg(long, env = "RUNNEL_OFFSETS_TOPIC_SEGMENT_BYTES")]
     offsets_topic_segment_bytes: Option<u64>,
+    /// Replication factor of topics created without one (Kafka: default.replication.factor).
+    #[arg(long, env = "RUNNEL_DEFAULT_REPLICATION_FACTOR")]
+    default_replication_factor: Option<i16>,
+    /// host:port of this node's controller listener (default: its entry in the voters).
+    #[arg(long, env = "RUNNEL_CONTROLLER_LISTEN")]
+    controller_listen: Option<String>,
+    /// The controller quorum: 1@host:port,2@host:port,3@host:port (default: this node
+    /// alone).
+    #[arg(long, env = "RUNNEL_CONTROLLER_QUORUM_VOTERS")]
+    controller_quorum_voters: Option<String>,
+    /// Kafka's process.roles: `broker,controller` (a quorum voter) or `broker` (follows
+    /// the metadata log as a Raft learner; needs --controller-listen).
+    #[arg(long, env = "RUNNEL_PROCESS_ROLES")]
+    process_roles: Option<String>,
+    /// This broker's rack (Kafka: broker.rack), for rack-aware replica placement.
+    #[arg(long, env = "RUNNEL_RACK")]
+    rack: Option<String>,
 }
 
 impl ServeArgs {
@@ -137,7 +154,7 @@ impl ServeArgs {
             data_dir: self.data_dir.clone(),
             cluster_id: self.cluster_id.clone(),
             num_partitions: self.num_partitions,
-            default_replication_factor: None,
+            default_replication_factor: self.default_replication_factor,
             auto_create_topics: self.auto_create_topics,
             log_retention_ms: self.log_retention_ms,
             log_retention_bytes: self.log_retention_bytes,
@@ -163,6 +180,10 @@ impl ServeArgs {
             group_initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
             offsets_retention_minutes: self.offsets_retention_minutes,
             offsets_topic_segment_bytes: self.offsets_topic_segment_bytes,
+            controller_listen: self.controller_listen.clone(),
+            controller_quorum_voters: self.controller_quorum_voters.clone(),
+            process_roles: self.process_roles.clone(),
+            rack: self.rack.clone(),
         }
     }
 }
@@ -176,7 +197,8 @@ enum LogFormat {
 
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("RUNNEL_LOG").unwrap_or_else(|_| "info".into());
+    let filter =
+        tracing_subscriber::EnvFilter::try_from_env("RUNNEL_LOG").unwrap_or_else(|_| "info,openraft=warn".into());
     let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
     match format {
         // Escape codes only for a person at a terminal, never into files or `docker logs`.

@@ -123,6 +123,58 @@ impl MetadataImage {
         }
     }
 
+    /// The records that rebuild this image when applied to an empty one (a snapshot of
+    /// the metadata log). `offset` is not among them; a snapshot stores it beside.
+    pub fn to_records(&self) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        if !self.cluster_id.is_empty() {
+            out.push(MetadataRecord::Cluster { cluster_id: self.cluster_id.clone() });
+        }
+        for b in self.brokers.values() {
+            out.push(MetadataRecord::RegisterBroker {
+                node_id: b.node_id,
+                host: b.host.clone(),
+                port: b.port,
+                rack: b.rack.clone(),
+            });
+        }
+        for t in self.topics.values() {
+            out.push(MetadataRecord::Topic { name: t.name.clone(), topic_id: t.topic_id });
+            for (name, value) in &t.configs {
+                out.push(MetadataRecord::TopicConfig {
+                    topic_id: t.topic_id,
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+            for p in &t.partitions {
+                out.push(MetadataRecord::Partition {
+                    topic_id: t.topic_id,
+                    partition: p.partition,
+                    replicas: p.replicas.clone(),
+                    isr: p.isr.clone(),
+                    leader: p.leader,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                });
+            }
+        }
+        if self.next_producer_id != 0 {
+            out.push(MetadataRecord::ProducerIds { next_producer_id: self.next_producer_id });
+        }
+        out
+    }
+
+    /// The image `records` build, with `offset` as its metadata offset.
+    pub fn from_records(records: &[MetadataRecord], offset: u64) -> MetadataImage {
+        let mut image = MetadataImage::default();
+        for r in records {
+            image.apply(r);
+        }
+        image.offset = offset;
+        image
+    }
+
     fn topic_mut(&mut self, id: &Uuid) -> Option<&mut TopicImage> {
         let name = self.topic_names_by_id.get(id)?;
         self.topics.get_mut(name).map(Arc::make_mut)
@@ -160,5 +212,27 @@ mod tests {
         assert!(img.topic("a").is_none());
         assert!(img.topic_by_id(&id).is_none());
         assert_eq!(img.offset, 6);
+    }
+
+    #[test]
+    fn records_rebuild_the_image() {
+        let id = Uuid::new_v4();
+        let mut img = MetadataImage::default();
+        img.apply(&MetadataRecord::Cluster { cluster_id: "c".into() });
+        img.apply(&MetadataRecord::RegisterBroker { node_id: 2, host: "h".into(), port: 1, rack: Some("r".into()) });
+        img.apply(&MetadataRecord::Topic { name: "a".into(), topic_id: id });
+        img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });
+        img.apply(&MetadataRecord::Partition {
+            topic_id: id,
+            partition: 0,
+            replicas: vec![2],
+            isr: vec![2],
+            leader: 2,
+            leader_epoch: 3,
+            partition_epoch: 4,
+        });
+        img.apply(&MetadataRecord::ProducerIds { next_producer_id: 1000 });
+        let back = MetadataImage::from_records(&img.to_records(), img.offset);
+        assert_eq!(format!("{back:?}"), format!("{img:?}"));
     }
 }

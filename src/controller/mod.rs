@@ -1,21 +1,29 @@
 //! Cluster metadata: records, the image they build, and the controller that validates
 //! changes and appends them to the metadata log.
 //!
-//! Single-node runnel runs this with one voter: the controller's decisions are appended to
-//! a local, fsynced metadata log. The Raft quorum (later) replicates that same log.
+//! The metadata log is replicated by a Raft controller quorum (`raft/`, on openraft);
+//! single-node runnel is a quorum of one voter. The quorum leader validates changes
+//! (`operations.rs`, placing replicas with `placement.rs`) and commits their records;
+//! every node applies them to its image (`quorum.rs`, `raft/state_machine.rs`).
+//! `metadata_log.rs` is the pre-Raft single-node log, read once as the base of a data
+//! dir written before the quorum.
 
 pub mod broker_liveness;
 pub mod delta;
 pub mod image;
 pub mod metadata_log;
+pub mod operations;
 pub mod partition_change;
+pub mod placement;
 mod quorum;
+pub mod raft;
 pub mod records;
 pub mod topic_config;
 
 pub use delta::{MetadataDelta, MetadataListener};
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
-pub use quorum::{validate_topic_name, ConfigChange, Controller, NewTopic};
+pub use operations::{validate_topic_name, ConfigChange, ControllerOp, NewTopic};
+pub use quorum::{Controller, ControllerConfig, RaftTuning};
 pub use records::MetadataRecord;
 
 use thiserror::Error;
@@ -40,6 +48,10 @@ pub enum ControllerError {
     /// nothing was committed.
     #[error("{0}")]
     Storage(String),
+    /// No controller leader took the change in time, or the answer was lost; it may or
+    /// may not have been committed.
+    #[error("{0}")]
+    NotController(String),
     #[error("metadata log I/O failed: {0}")]
     Io(#[from] std::io::Error),
     #[error("internal error: {0}")]

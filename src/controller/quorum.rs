@@ -1,300 +1,314 @@
-//! The controller: validates metadata changes and commits them as records.
+//! The controller: a member of the Raft controller quorum that takes metadata changes
+//! from this broker's handlers, has the quorum leader validate and commit them, and
+//! returns once the commit is applied to this node's image.
+//!
+//! Every node applies committed entries to its image in log order and tells its
+//! [`MetadataListener`]s (see `raft::state_machine`). The leader decides an operation
+//! against its latest image under one async lock (`op_lock`: decisions and their
+//! commits happen one at a time, as with the single-node log before), runs `prepare` on
+//! its local listeners (a partition whose files cannot be opened refuses the change with
+//! nothing committed), and proposes the records. A non-leader forwards the operation to
+//! the leader over the controller network and waits until its own image has applied
+//! the leader's commit.
+//!
+//! The public calls are synchronous, as handlers expect (they run them on blocking
+//! threads through `Ctx::controller_op`): each runs its operation as a task on the
+//! runtime the controller was opened on and waits for it. Never call them on an async
+//! worker thread.
 
 use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
 
+use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::{BasicNode, SnapshotPolicy};
+use tokio::net::TcpListener;
+use tokio::runtime::Handle;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::delta::{MetadataDelta, MetadataListener};
 use super::image::{MetadataImage, TopicImage};
 use super::metadata_log::MetadataLog;
+use super::operations::{decide, topic_of, ConfigChange, ControllerOp, NewTopic, PRODUCER_ID_BLOCK};
+use super::raft::log_store::LogStore;
+use super::raft::network::{CallError, Forwarder, Network};
+use super::raft::rpc_server::{self, ForwardFuture, ForwardHandler};
+use super::raft::state_machine::{Published, StateMachine};
+use super::raft::wire::{ForwardError, OpReply};
+use super::raft::{Commit, NodeId, Raft};
 use super::records::MetadataRecord;
-use super::{topic_config, ControllerError};
+use super::ControllerError;
 
-/// Kafka's limit on topic name length.
-const MAX_TOPIC_NAME_LEN: usize = 249;
-/// Upper bound on partitions per topic: a guard against a request that would create
-/// millions of directories.
-pub const MAX_PARTITIONS: i32 = 10_000;
-/// Producer ids are persisted in blocks so that handing one out costs no fsync.
-const PRODUCER_ID_BLOCK: i64 = 1000;
+/// How long an operation waits for a leader and its commit before failing with
+/// NOT_CONTROLLER (clients retry that).
+const OP_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a single voter waits for itself to lead at open.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Raft timings and log compaction.
 #[derive(Debug, Clone)]
-pub struct NewTopic {
-    pub name: String,
-    /// -1 = broker default.
-    pub num_partitions: i32,
-    /// -1 = broker default.
-    pub replication_factor: i16,
-    /// Explicit replica lists per partition, if the request gave them.
-    pub assignments: Vec<(i32, Vec<i32>)>,
-    pub configs: Vec<(String, Option<String>)>,
+pub struct RaftTuning {
+    pub heartbeat_interval_ms: u64,
+    pub election_timeout_min_ms: u64,
+    pub election_timeout_max_ms: u64,
+    /// Take a snapshot every this many log entries.
+    pub snapshot_every_entries: u64,
+    /// Entries kept in the log below the last snapshot (for followers a little behind).
+    pub keep_entries_after_snapshot: u64,
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub enum ConfigChange {
-    Set(String, String),
-    Delete(String),
+impl Default for RaftTuning {
+    fn default() -> Self {
+        RaftTuning {
+            heartbeat_interval_ms: 100,
+            election_timeout_min_ms: 500,
+            election_timeout_max_ms: 1000,
+            snapshot_every_entries: 1000,
+            keep_entries_after_snapshot: 100,
+        }
+    }
 }
 
-struct Inner {
-    log: MetadataLog,
-    /// Next producer id to hand out; the image's `next_producer_id` is the persisted limit.
-    next_producer_id: i64,
+/// What a controller needs to know about itself and the quorum.
+#[derive(Debug, Clone)]
+pub struct ControllerConfig {
+    pub node_id: i32,
+    /// This broker's client address, registered with the quorum.
+    pub advertised: (String, u16),
+    pub rack: Option<String>,
+    /// The cluster id to record when this node is the first to register.
+    pub cluster_id: Option<String>,
+    pub default_partitions: i32,
+    pub default_replication_factor: i16,
+    /// Every voter's id and controller address; empty = this node alone. A node not
+    /// among them is broker-only: it forwards every operation and follows the log as a
+    /// Raft learner.
+    pub voters: Vec<(i32, String)>,
+    /// The controller address other nodes reach this one at, when it is not among the
+    /// voters (broker-only); `None` = the bound listener address.
+    pub controller_addr: Option<String>,
+    pub tuning: RaftTuning,
+}
+
+struct Core {
+    node_id: i32,
+    defaults: (i32, i16),
+    raft: Raft,
+    published: Arc<Published>,
+    voters: BTreeMap<NodeId, String>,
+    forwarder: Forwarder,
+    /// One decision-and-commit at a time on the leader.
+    op_lock: tokio::sync::Mutex<()>,
+    /// (next, limit) of this node's block of producer ids.
+    producer_ids: Mutex<(i64, i64)>,
 }
 
 pub struct Controller {
-    node_id: i32,
-    default_partitions: i32,
-    inner: Mutex<Inner>,
-    image: RwLock<Arc<MetadataImage>>,
-    /// Told of every commit, in order (under `inner`'s lock).
-    listeners: RwLock<Vec<Arc<dyn MetadataListener>>>,
+    core: Arc<Core>,
+    runtime: Handle,
+    controller_addr: Option<SocketAddr>,
+    tasks: Vec<JoinHandle<()>>,
 }
 
 impl Controller {
-    /// Open the metadata log under `dir`, replay it, and register this broker.
-    pub fn open(
+    /// Open this node's controller: the Raft log under `dir/raft`, the listener for
+    /// other controllers (when there are any), and, for a single voter, its own
+    /// leadership and registration before returning. Must run inside a tokio runtime,
+    /// which the controller then uses.
+    ///
+    /// A `dir/metadata.log` from a pre-Raft runnel (single node) is the state machine's
+    /// base: its records are the metadata the Raft log continues from.
+    pub async fn open(
         dir: &Path,
-        node_id: i32,
-        advertised: (&str, u16),
-        cluster_id: Option<&str>,
-        default_partitions: i32,
+        config: ControllerConfig,
+        listener: Option<TcpListener>,
     ) -> Result<Controller, ControllerError> {
-        let (log, records) = MetadataLog::open(dir)?;
-        let mut image = MetadataImage::default();
-        for r in &records {
-            image.apply(r);
-        }
-        let next_producer_id = image.next_producer_id;
-        let controller = Controller {
-            node_id,
-            default_partitions,
-            inner: Mutex::new(Inner { log, next_producer_id }),
-            image: RwLock::new(Arc::new(image)),
-            listeners: RwLock::new(Vec::new()),
+        let me = config.node_id as NodeId;
+        let voters: BTreeMap<NodeId, String> = if config.voters.is_empty() {
+            let addr = listener.as_ref().and_then(|l| l.local_addr().ok()).map(|a| a.to_string()).unwrap_or_default();
+            BTreeMap::from([(me, addr)])
+        } else {
+            config.voters.iter().map(|(id, addr)| (*id as NodeId, addr.clone())).collect()
         };
-        let current = controller.image();
-        let mut boot = Vec::new();
-        if current.cluster_id.is_empty() {
-            let id = cluster_id.map(str::to_owned).unwrap_or_else(new_cluster_id);
-            boot.push(MetadataRecord::Cluster { cluster_id: id });
+        // A node that is not a voter is broker-only: it follows the log as a learner.
+        let observer = !voters.contains_key(&me);
+        let single = voters.len() == 1 && !observer;
+        if !single && listener.is_none() {
+            return Err(ControllerError::Internal(
+                "a multi-node quorum (or a broker-only node) needs a controller listener".into(),
+            ));
         }
-        let me = current.brokers.get(&node_id);
-        if me.is_none_or(|b| b.host != advertised.0 || b.port != advertised.1) {
-            boot.push(MetadataRecord::RegisterBroker {
-                node_id,
-                host: advertised.0.to_owned(),
-                port: advertised.1,
-                rack: None,
-            });
+        let controller_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let base = base_image(dir, single)?;
+        let raft_dir = dir.join("raft");
+        let published = Arc::new(Published::new(MetadataImage::default()));
+        let log = LogStore::open(&raft_dir)?;
+        let pristine = log.is_pristine();
+        let committed = log.committed();
+        let sm = StateMachine::open(&raft_dir, base, published.clone())?;
+        let t = &config.tuning;
+        let raft_config = openraft::Config {
+            cluster_name: "runnel-controller".into(),
+            heartbeat_interval: t.heartbeat_interval_ms,
+            election_timeout_min: t.election_timeout_min_ms,
+            election_timeout_max: t.election_timeout_max_ms,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every_entries),
+            max_in_snapshot_log_to_keep: t.keep_entries_after_snapshot,
+            snapshot_max_chunk_size: 1 << 20,
+            ..Default::default()
         }
-        if !boot.is_empty() {
-            controller.commit(boot)?;
+        .validate()
+        .map_err(|e| ControllerError::Internal(e.to_string()))?;
+        let raft = Raft::new(me, Arc::new(raft_config), Network, log, sm).await.map_err(internal)?;
+        let core = Arc::new(Core {
+            node_id: config.node_id,
+            defaults: (config.default_partitions, config.default_replication_factor),
+            raft: raft.clone(),
+            published,
+            voters: voters.clone(),
+            forwarder: Forwarder,
+            op_lock: tokio::sync::Mutex::new(()),
+            producer_ids: Mutex::new((0, 0)),
+        });
+        let mut tasks = Vec::new();
+        if let Some(listener) = listener {
+            tasks.push(tokio::spawn(rpc_server::serve(listener, raft.clone(), forward_handler(&core))));
         }
-        Ok(controller)
+        // The lowest voter forms the quorum, once: a node that has a vote or a log was
+        // initialized (or joined) before.
+        if pristine && voters.keys().next() == Some(&me) {
+            let members: BTreeMap<NodeId, BasicNode> =
+                voters.iter().map(|(id, addr)| (*id, BasicNode { addr: addr.clone() })).collect();
+            match raft.initialize(members).await {
+                Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
+                Err(e) => return Err(internal(e)),
+            }
+        }
+        if single {
+            // `initialize` elects at once; on a restart openraft restores a committed
+            // leadership itself, and an election of one voter is one local vote.
+            if !pristine && raft.current_leader().await != Some(me) {
+                raft.trigger().elect().await.map_err(internal)?;
+            }
+            raft.wait(Some(OPEN_TIMEOUT)).current_leader(me, "a single voter leads").await.map_err(internal)?;
+        }
+        // Entries committed before a restart are applied again before anyone reads the
+        // image.
+        if let Some(c) = committed {
+            wait_applied(&core.published, c.index, Instant::now() + OPEN_TIMEOUT).await?;
+        }
+        let register = ControllerOp::RegisterBroker {
+            node_id: config.node_id,
+            host: config.advertised.0.clone(),
+            port: config.advertised.1,
+            rack: config.rack.clone(),
+            cluster_id: config.cluster_id.clone(),
+        };
+        if single {
+            core.submit(register).await?;
+        } else if observer {
+            let addr = config.controller_addr.clone().or(controller_addr.map(|a| a.to_string())).unwrap_or_default();
+            let join = ControllerOp::AddObserver { node_id: config.node_id, controller_addr: addr };
+            tasks.push(tokio::spawn(join_then_register(Arc::downgrade(&core), join, register)));
+        } else {
+            tasks.push(tokio::spawn(register_until_done(Arc::downgrade(&core), register)));
+        }
+        Ok(Controller { core, runtime: Handle::current(), controller_addr, tasks })
     }
 
     pub fn node_id(&self) -> i32 {
-        self.node_id
+        self.core.node_id
     }
 
-    /// The latest committed image.
+    /// The address the controller listener is bound to, if it has one.
+    pub fn controller_addr(&self) -> Option<SocketAddr> {
+        self.controller_addr
+    }
+
+    /// The current quorum leader, if one is known.
+    pub fn leader(&self) -> Option<i32> {
+        self.core.raft.metrics().borrow().current_leader.map(|l| l as i32)
+    }
+
+    /// openraft's view of this node (for tests and diagnostics).
+    pub fn raft_metrics(&self) -> openraft::RaftMetrics<NodeId, BasicNode> {
+        self.core.raft.metrics().borrow().clone()
+    }
+
+    /// Take a snapshot now (and compact the log behind it), waiting until it is taken.
+    pub async fn snapshot(&self) -> Result<(), ControllerError> {
+        let before = self.core.raft.metrics().borrow().snapshot;
+        self.core.raft.trigger().snapshot().await.map_err(internal)?;
+        let mut metrics = self.core.raft.metrics();
+        let deadline = Instant::now() + OPEN_TIMEOUT;
+        tokio::time::timeout_at(deadline, metrics.wait_for(|m| m.snapshot != before && m.snapshot.is_some()))
+            .await
+            .map_err(|_| ControllerError::Internal("snapshot not taken in time".into()))?
+            .map_err(internal)?;
+        Ok(())
+    }
+
+    /// The latest image applied on this node.
     pub fn image(&self) -> Arc<MetadataImage> {
-        self.image.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+        self.core.published.image()
     }
 
     /// From now on `listener` hears of every commit. It is not told of the current image:
     /// the subscriber reads [`Controller::image`] itself (at start, before serving).
     pub fn subscribe(&self, listener: Arc<dyn MetadataListener>) {
-        self.listeners.write().unwrap_or_else(|e| e.into_inner()).push(listener);
+        self.core.published.subscribe(listener);
     }
 
-    /// Append records to the metadata log (durably) and publish the new image with its
-    /// delta to every listener before returning, so a request that changed metadata is
-    /// answered only once the broker acts on the change (a created topic's partitions
-    /// are open when CreateTopics returns).
-    fn commit_locked(
-        &self,
-        inner: &mut Inner,
-        records: Vec<MetadataRecord>,
-    ) -> Result<Arc<MetadataImage>, ControllerError> {
-        let mut image = (*self.image()).clone();
-        for r in &records {
-            image.apply(r);
-        }
-        let image = Arc::new(image);
-        let delta = MetadataDelta::of(&records);
-        let listeners = self.listeners.read().unwrap_or_else(|e| e.into_inner()).clone();
-        for (i, l) in listeners.iter().enumerate() {
-            if let Err(reason) = l.prepare(&image, &delta) {
-                listeners[..i].iter().for_each(|l| l.discard());
-                return Err(ControllerError::Storage(reason));
-            }
-        }
-        if let Err(e) = inner.log.append(&records) {
-            listeners.iter().for_each(|l| l.discard());
-            return Err(e);
-        }
-        *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
-        for l in &listeners {
-            l.on_commit(&image, &delta);
-        }
-        Ok(image)
+    /// Stop taking part in the quorum: the listener closes and Raft stops.
+    pub async fn shutdown(&self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+        let _ = self.core.raft.shutdown().await;
     }
 
-    fn commit(&self, records: Vec<MetadataRecord>) -> Result<Arc<MetadataImage>, ControllerError> {
-        let mut inner = self.lock();
-        self.commit_locked(&mut inner, records)
+    /// Run `op` through the quorum and wait for it; see the module doc.
+    fn run<T, F>(&self, f: impl FnOnce(Arc<Core>) -> F + Send + 'static) -> Result<T, ControllerError>
+    where
+        T: Send + 'static,
+        F: Future<Output = Result<T, ControllerError>> + Send + 'static,
+    {
+        let (tx, rx) = std::sync::mpsc::sync_channel(1);
+        let core = self.core.clone();
+        self.runtime.spawn(async move {
+            let _ = tx.send(f(core).await);
+        });
+        rx.recv().unwrap_or_else(|_| Err(ControllerError::Internal("the controller is shutting down".into())))
     }
 
     pub fn create_topic(&self, req: &NewTopic, validate_only: bool) -> Result<Arc<TopicImage>, ControllerError> {
-        let mut inner = self.lock();
-        let image = self.image();
-        validate_topic_name(&req.name)?;
-        if image.topic(&req.name).is_some() {
-            return Err(ControllerError::TopicAlreadyExists(req.name.clone()));
-        }
-        let canonical = req.name.replace('.', "_");
-        if let Some(other) = image.topics.keys().find(|t| t.replace('.', "_") == canonical) {
-            return Err(ControllerError::InvalidTopic(format!(
-                "Topic '{}' collides with existing topic: {other}",
-                req.name
-            )));
-        }
-        let assignments: Vec<Vec<i32>> = if !req.assignments.is_empty() {
-            if req.num_partitions != -1 || req.replication_factor != -1 {
-                return Err(ControllerError::InvalidReplicaAssignment(
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
-                ));
+        let req = req.clone();
+        self.run(move |core| async move {
+            let name = req.name.clone();
+            let (default_partitions, default_replication_factor) = core.defaults;
+            let op =
+                ControllerOp::CreateTopic { topic: req, default_partitions, default_replication_factor, validate_only };
+            let reply = core.submit(op).await?;
+            match core.published.image().topic(&name) {
+                Some(t) if !validate_only => Ok(t.clone()),
+                _ => topic_of(&reply.records, &name),
             }
-            let mut sorted = req.assignments.clone();
-            sorted.sort_by_key(|(p, _)| *p);
-            for (i, (p, replicas)) in sorted.iter().enumerate() {
-                if *p != i as i32 {
-                    return Err(ControllerError::InvalidReplicaAssignment(
-                        "Partitions should be a consecutive 0-based integer sequence".into(),
-                    ));
-                }
-                if replicas.is_empty() || replicas.iter().any(|r| !image.brokers.contains_key(r)) {
-                    return Err(ControllerError::InvalidReplicaAssignment(format!(
-                        "The manual partition assignment includes a broker that is not registered: {replicas:?}"
-                    )));
-                }
-            }
-            if sorted.len() as i32 > MAX_PARTITIONS {
-                return Err(ControllerError::InvalidPartitions(format!("Too many partitions (max {MAX_PARTITIONS})")));
-            }
-            sorted.into_iter().map(|(_, r)| r).collect()
-        } else {
-            let partitions = if req.num_partitions == -1 { self.default_partitions } else { req.num_partitions };
-            if partitions <= 0 {
-                return Err(ControllerError::InvalidPartitions("Number of partitions must be larger than 0.".into()));
-            }
-            if partitions > MAX_PARTITIONS {
-                return Err(ControllerError::InvalidPartitions(format!(
-                    "Number of partitions {partitions} exceeds the maximum of {MAX_PARTITIONS}."
-                )));
-            }
-            let rf = if req.replication_factor == -1 { 1 } else { req.replication_factor };
-            if rf <= 0 {
-                return Err(ControllerError::InvalidReplicationFactor(
-                    "Replication factor must be larger than 0.".into(),
-                ));
-            }
-            if rf as usize > image.brokers.len() {
-                return Err(ControllerError::InvalidReplicationFactor(format!(
-                    "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
-                    image.brokers.len()
-                )));
-            }
-            (0..partitions).map(|_| vec![self.node_id]).collect()
-        };
-        let mut seen = BTreeMap::new();
-        for (name, value) in &req.configs {
-            let value = value.as_deref().ok_or_else(|| {
-                ControllerError::InvalidConfig(format!("Null value not supported for topic configs: {name}"))
-            })?;
-            topic_config::validate(name, value).map_err(ControllerError::InvalidConfig)?;
-            seen.insert(name.clone(), value.to_owned());
-        }
-        let topic_id = Uuid::new_v4();
-        let mut records = vec![MetadataRecord::Topic { name: req.name.clone(), topic_id }];
-        for (name, value) in seen {
-            records.push(MetadataRecord::TopicConfig { topic_id, name, value: Some(value) });
-        }
-        for (p, replicas) in assignments.into_iter().enumerate() {
-            records.push(MetadataRecord::Partition {
-                topic_id,
-                partition: p as i32,
-                leader: replicas[0],
-                isr: replicas.clone(),
-                replicas,
-                leader_epoch: 0,
-                partition_epoch: 0,
-            });
-        }
-        if validate_only {
-            let mut img = MetadataImage::default();
-            for r in &records {
-                img.apply(r);
-            }
-            return img.topic(&req.name).cloned().ok_or_else(|| ControllerError::Internal("no topic".into()));
-        }
-        let image = self.commit_locked(&mut inner, records)?;
-        image.topic(&req.name).cloned().ok_or_else(|| ControllerError::Internal("created topic missing".into()))
+        })
     }
 
     pub fn delete_topic(&self, topic_id: Uuid) -> Result<(), ControllerError> {
-        let mut inner = self.lock();
-        let image = self.image();
-        if image.topic_by_id(&topic_id).is_none() {
-            return Err(ControllerError::UnknownTopic(topic_id.to_string()));
-        }
-        self.commit_locked(&mut inner, vec![MetadataRecord::RemoveTopic { topic_id }])?;
-        Ok(())
+        self.run(move |core| async move { core.submit(ControllerOp::DeleteTopic { topic_id }).await.map(drop) })
     }
 
     /// Grow a topic to `total` partitions (Kafka never shrinks).
     pub fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<(), ControllerError> {
-        let mut inner = self.lock();
-        let image = self.image();
-        let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_owned()))?;
-        let current = topic.partitions.len() as i32;
-        if total < current {
-            return Err(ControllerError::InvalidPartitions(format!(
-                "The topic {name} currently has {current} partition(s); {total} would not be an increase."
-            )));
-        }
-        if total == current {
-            return Err(ControllerError::InvalidPartitions(format!("Topic already has {current} partition(s).")));
-        }
-        if total > MAX_PARTITIONS {
-            return Err(ControllerError::InvalidPartitions(format!(
-                "Number of partitions {total} exceeds the maximum of {MAX_PARTITIONS}."
-            )));
-        }
-        if validate_only {
-            return Ok(());
-        }
-        let records = (current..total)
-            .map(|p| MetadataRecord::Partition {
-                topic_id: topic.topic_id,
-                partition: p,
-                replicas: vec![self.node_id],
-                isr: vec![self.node_id],
-                leader: self.node_id,
-                leader_epoch: 0,
-                partition_epoch: 0,
-            })
-            .collect();
-        self.commit_locked(&mut inner, records)?;
-        Ok(())
+        let name = name.to_owned();
+        self.run(move |core| async move {
+            core.submit(ControllerOp::CreatePartitions { name, total, validate_only }).await.map(drop)
+        })
     }
 
     /// Apply config changes to a topic, all or none.
@@ -304,170 +318,255 @@ impl Controller {
         changes: &[ConfigChange],
         validate_only: bool,
     ) -> Result<(), ControllerError> {
-        let mut inner = self.lock();
-        let image = self.image();
-        let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_owned()))?;
-        let mut records = Vec::new();
-        for change in changes {
-            match change {
-                ConfigChange::Set(k, v) => {
-                    topic_config::validate(k, v).map_err(ControllerError::InvalidConfig)?;
-                    records.push(MetadataRecord::TopicConfig {
-                        topic_id: topic.topic_id,
-                        name: k.clone(),
-                        value: Some(v.clone()),
-                    });
-                }
-                ConfigChange::Delete(k) => {
-                    if topic_config::find(k).is_none() {
-                        return Err(ControllerError::InvalidConfig(format!("Unknown topic config name: {k}")));
+        let (name, changes) = (name.to_owned(), changes.to_vec());
+        self.run(move |core| async move {
+            core.submit(ControllerOp::AlterTopicConfigs { name, changes, validate_only }).await.map(drop)
+        })
+    }
+
+    /// Hand out a fresh producer id; never reused, also across restarts and nodes: each
+    /// node takes blocks of ids from the quorum.
+    pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {
+        let take = |ids: &mut (i64, i64)| {
+            (ids.0 < ids.1).then(|| {
+                ids.0 += 1;
+                ids.0 - 1
+            })
+        };
+        if let Some(id) = take(&mut self.core.producer_ids.lock().unwrap_or_else(|e| e.into_inner())) {
+            return Ok(id);
+        }
+        let reply = self.run(|core| async move { core.submit(ControllerOp::AllocateProducerIds).await })?;
+        let limit = reply
+            .records
+            .iter()
+            .find_map(|r| match r {
+                MetadataRecord::ProducerIds { next_producer_id } => Some(*next_producer_id),
+                _ => None,
+            })
+            .ok_or_else(|| ControllerError::Internal("no producer id block".into()))?;
+        let mut ids = self.core.producer_ids.lock().unwrap_or_else(|e| e.into_inner());
+        if ids.0 >= ids.1 {
+            *ids = (limit - PRODUCER_ID_BLOCK, limit);
+        }
+        take(&mut ids).ok_or_else(|| ControllerError::Internal("empty producer id block".into()))
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        self.tasks.iter().for_each(JoinHandle::abort);
+        let raft = self.core.raft.clone();
+        self.runtime.spawn(async move {
+            let _ = raft.shutdown().await;
+        });
+    }
+}
+
+impl Core {
+    /// Have the leader decide and commit `op`, then wait until this node applied it.
+    async fn submit(&self, op: ControllerOp) -> Result<OpReply, ControllerError> {
+        let deadline = Instant::now() + OP_TIMEOUT;
+        let mut backoff = Duration::from_millis(10);
+        loop {
+            let leader = self.raft.current_leader().await;
+            let attempt = match leader {
+                Some(l) if l == self.node_id as NodeId => self.decide_and_commit(op.clone()).await,
+                Some(l) => {
+                    let addr = self.voters.get(&l).cloned().unwrap_or_default();
+                    let timeout = deadline.saturating_duration_since(Instant::now());
+                    match self.forwarder.forward(&addr, &op, timeout).await {
+                        Ok(result) => result,
+                        // Not sent: safe to try again.
+                        Err(CallError::Connect { .. }) => Err(ForwardError::NotLeader),
+                        // Maybe done, maybe not: the caller decides (as a Kafka client
+                        // retrying after a timeout does).
+                        Err(e) => return Err(ControllerError::NotController(e.to_string())),
                     }
-                    records.push(MetadataRecord::TopicConfig {
-                        topic_id: topic.topic_id,
-                        name: k.clone(),
-                        value: None,
-                    });
+                }
+                None => Err(ForwardError::NotLeader),
+            };
+            match attempt {
+                Ok(reply) => {
+                    if let Some(index) = reply.index {
+                        wait_applied(&self.published, index, deadline).await?;
+                    }
+                    return Ok(reply);
+                }
+                Err(ForwardError::NotLeader) if Instant::now() + backoff < deadline => {
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(200));
+                }
+                Err(e) => return Err(e.into_controller_error()),
+            }
+        }
+    }
+
+    /// As the leader: validate `op` against the latest image, prepare local listeners,
+    /// commit.
+    async fn decide_and_commit(&self, op: ControllerOp) -> Result<OpReply, ForwardError> {
+        let _turn = self.op_lock.lock().await;
+        if let ControllerOp::AddObserver { node_id, controller_addr } = &op {
+            return self.add_observer(*node_id as NodeId, controller_addr.clone()).await;
+        }
+        // Everything committed in earlier terms is applied before deciding on it.
+        match self.raft.ensure_linearizable().await {
+            Ok(_) => {}
+            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))
+            | Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) => return Err(ForwardError::NotLeader),
+            Err(e) => return Err((&internal(e)).into()),
+        }
+        let image = self.published.image();
+        let start = Uuid::new_v4().as_u128() as usize;
+        let records = decide(&image, &op, start).map_err(|e| ForwardError::from(&e))?;
+        if op.validate_only() || records.is_empty() {
+            return Ok(OpReply { index: None, records });
+        }
+        let listeners = self.published.listeners();
+        let prepared = {
+            let (listeners, records) = (listeners.clone(), records.clone());
+            tokio::task::spawn_blocking(move || prepare(&listeners, &image, &records)).await
+        };
+        match prepared {
+            Ok(Ok(())) => {}
+            Ok(Err(reason)) => return Err((&ControllerError::Storage(reason)).into()),
+            Err(e) => return Err((&internal(e)).into()),
+        }
+        match self.raft.client_write(Commit { records: records.clone() }).await {
+            Ok(resp) => Ok(OpReply { index: Some(resp.log_id.index), records }),
+            Err(e) => {
+                let _ = tokio::task::spawn_blocking(move || listeners.iter().for_each(|l| l.discard())).await;
+                match e {
+                    RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Err(ForwardError::NotLeader),
+                    e => Err((&internal(e)).into()),
                 }
             }
         }
-        if validate_only || records.is_empty() {
-            return Ok(());
-        }
-        self.commit_locked(&mut inner, records)?;
-        Ok(())
-    }
-
-    /// Hand out a fresh producer id; never reused, also across restarts.
-    pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {
-        let mut inner = self.lock();
-        let limit = self.image().next_producer_id;
-        if inner.next_producer_id >= limit {
-            let new_limit = inner.next_producer_id.max(limit) + PRODUCER_ID_BLOCK;
-            self.commit_locked(&mut inner, vec![MetadataRecord::ProducerIds { next_producer_id: new_limit }])?;
-        }
-        let id = inner.next_producer_id;
-        inner.next_producer_id += 1;
-        Ok(id)
     }
 }
 
-fn new_cluster_id() -> String {
-    // Kafka cluster ids are a base64url-encoded UUID (22 chars).
-    let id = Uuid::new_v4();
-    let mut s = String::with_capacity(22);
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    let v = id.as_u128();
-    for i in 0..22 {
-        let shift = 128i32 - 6 * (i + 1);
-        let idx = if shift >= 0 { (v >> shift) & 0x3f } else { (v << (-shift)) & 0x3f };
-        s.push(ALPHABET[idx as usize] as char);
+impl Core {
+    /// As the leader: make `id` a learner, unless it is a member already.
+    async fn add_observer(&self, id: NodeId, addr: String) -> Result<OpReply, ForwardError> {
+        let member = self.raft.metrics().borrow().membership_config.membership().get_node(&id).is_some();
+        if !member {
+            match self.raft.add_learner(id, BasicNode { addr }, false).await {
+                Ok(_) => tracing::info!(node_id = id, "broker-only node added to the controller quorum as a learner"),
+                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(ForwardError::NotLeader),
+                Err(e) => return Err((&internal(e)).into()),
+            }
+        }
+        Ok(OpReply { index: None, records: Vec::new() })
     }
-    s
 }
 
-/// Kafka's topic name rules (`org.apache.kafka.common.internals.Topic.validate`).
-pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
-    let err = |m: String| Err(ControllerError::InvalidTopic(m));
-    if name.is_empty() {
-        return err("Topic name is illegal, it can't be empty".into());
+/// As a broker-only node: ask the voters, in turn, until the leader adds this node as a
+/// learner; then register the broker.
+async fn join_then_register(core: Weak<Core>, join: ControllerOp, register: ControllerOp) {
+    let mut failures = 0u32;
+    'joined: loop {
+        let Some(c) = core.upgrade() else { return };
+        for addr in c.voters.values() {
+            match c.forwarder.forward(addr, &join, Duration::from_secs(5)).await {
+                Ok(Ok(_)) => break 'joined,
+                Ok(Err(ForwardError::NotLeader)) | Err(_) => {}
+                Ok(Err(e)) => tracing::warn!(error = %e.into_controller_error(), "joining the controller quorum"),
+            }
+        }
+        failures += 1;
+        if failures.is_power_of_two() {
+            tracing::warn!(failures, "no controller leader took this broker-only node yet; retrying");
+        }
+        drop(c);
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    if name == "." || name == ".." {
-        return err("Topic name cannot be \".\" or \"..\"".into());
-    }
-    if name.len() > MAX_TOPIC_NAME_LEN {
-        return err(format!(
-            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters, topic name: {name}"
-        ));
-    }
-    if !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-') {
-        return err(format!(
-            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
-        ));
+    register_until_done(core, register).await;
+}
+
+/// Ask every listener whether it can act on `records`; if one cannot, those that agreed
+/// drop what they readied.
+fn prepare(
+    listeners: &[Arc<dyn MetadataListener>],
+    image: &MetadataImage,
+    records: &[MetadataRecord],
+) -> Result<(), String> {
+    let mut next = image.clone();
+    records.iter().for_each(|r| next.apply(r));
+    let delta = MetadataDelta::of(records);
+    for (i, l) in listeners.iter().enumerate() {
+        if let Err(reason) = l.prepare(&next, &delta) {
+            listeners[..i].iter().for_each(|l| l.discard());
+            return Err(reason);
+        }
     }
     Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+fn forward_handler(core: &Arc<Core>) -> ForwardHandler {
+    let core = Arc::downgrade(core);
+    Arc::new(move |op| -> ForwardFuture {
+        let core = core.clone();
+        Box::pin(async move {
+            match core.upgrade() {
+                Some(core) if core.raft.current_leader().await == Some(core.node_id as NodeId) => {
+                    core.decide_and_commit(op).await
+                }
+                _ => Err(ForwardError::NotLeader),
+            }
+        })
+    })
+}
 
-    fn open(dir: &Path) -> Controller {
-        Controller::open(dir, 1, ("127.0.0.1", 9092), None, 1).unwrap()
-    }
-
-    fn new_topic(name: &str, partitions: i32) -> NewTopic {
-        NewTopic {
-            name: name.into(),
-            num_partitions: partitions,
-            replication_factor: -1,
-            assignments: vec![],
-            configs: vec![],
+/// Register this broker with the quorum, retrying until a leader takes it.
+async fn register_until_done(core: Weak<Core>, op: ControllerOp) {
+    let mut failures = 0u32;
+    while let Some(c) = core.upgrade() {
+        match c.submit(op.clone()).await {
+            Ok(_) => {
+                tracing::info!(node_id = c.node_id, "broker registered with the controller quorum");
+                return;
+            }
+            Err(e) => {
+                failures += 1;
+                if failures.is_power_of_two() {
+                    tracing::warn!(error = %e, failures, "broker registration not committed yet; retrying");
+                }
+            }
         }
-    }
-
-    #[test]
-    fn create_alter_delete_survive_reopen() {
-        let dir = tempfile::tempdir().unwrap();
-        let id;
-        {
-            let c = open(dir.path());
-            let t = c.create_topic(&new_topic("orders", 3), false).unwrap();
-            id = t.topic_id;
-            assert_eq!(t.partitions.len(), 3);
-            c.alter_topic_configs("orders", &[ConfigChange::Set("retention.ms".into(), "1000".into())], false).unwrap();
-            c.create_partitions("orders", 5, false).unwrap();
-            c.create_topic(&new_topic("gone", 1), false).unwrap();
-            let gone = c.image().topic("gone").unwrap().topic_id;
-            c.delete_topic(gone).unwrap();
-        }
-        let c = open(dir.path());
-        let img = c.image();
-        let t = img.topic("orders").unwrap();
-        assert_eq!(t.topic_id, id);
-        assert_eq!(t.partitions.len(), 5);
-        assert_eq!(t.configs.get("retention.ms").unwrap(), "1000");
-        assert!(img.topic("gone").is_none());
-        assert_eq!(img.brokers.len(), 1);
-        assert_eq!(img.cluster_id.len(), 22);
-    }
-
-    #[test]
-    fn validation_errors() {
-        let dir = tempfile::tempdir().unwrap();
-        let c = open(dir.path());
-        assert!(matches!(c.create_topic(&new_topic("a b", 1), false), Err(ControllerError::InvalidTopic(_))));
-        assert!(matches!(c.create_topic(&new_topic("", 1), false), Err(ControllerError::InvalidTopic(_))));
-        assert!(matches!(
-            c.create_topic(&new_topic(&"x".repeat(250), 1), false),
-            Err(ControllerError::InvalidTopic(_))
-        ));
-        assert!(matches!(c.create_topic(&new_topic("n", 0), false), Err(ControllerError::InvalidPartitions(_))));
-        assert!(matches!(c.create_topic(&new_topic("n", -5), false), Err(ControllerError::InvalidPartitions(_))));
-        let mut rf = new_topic("rf", 1);
-        rf.replication_factor = 3;
-        assert!(matches!(c.create_topic(&rf, false), Err(ControllerError::InvalidReplicationFactor(_))));
-        let mut cfg = new_topic("cfg", 1);
-        cfg.configs = vec![("retention.ms".into(), Some("soon".into()))];
-        assert!(matches!(c.create_topic(&cfg, false), Err(ControllerError::InvalidConfig(_))));
-        c.create_topic(&new_topic("a.b", 1), false).unwrap();
-        assert!(matches!(c.create_topic(&new_topic("a.b", 1), false), Err(ControllerError::TopicAlreadyExists(_))));
-        assert!(matches!(c.create_topic(&new_topic("a_b", 1), false), Err(ControllerError::InvalidTopic(_))));
-        assert!(matches!(c.create_partitions("a.b", 1, false), Err(ControllerError::InvalidPartitions(_))));
-        // validate_only changes nothing
-        c.create_topic(&new_topic("dry", 1), true).unwrap();
-        assert!(c.image().topic("dry").is_none());
-    }
-
-    #[test]
-    fn producer_ids_are_never_reused() {
-        let dir = tempfile::tempdir().unwrap();
-        let first: Vec<i64> = {
-            let c = open(dir.path());
-            (0..3).map(|_| c.allocate_producer_id().unwrap()).collect()
-        };
-        assert_eq!(first, vec![0, 1, 2]);
-        let c = open(dir.path());
-        let next = c.allocate_producer_id().unwrap();
-        assert!(next > 2, "{next}");
+        drop(c);
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
+
+async fn wait_applied(published: &Published, index: u64, deadline: Instant) -> Result<(), ControllerError> {
+    let mut applied = published.applied();
+    let reached = tokio::time::timeout_at(deadline, async { applied.wait_for(|&a| a >= index).await.is_ok() }).await;
+    match reached {
+        Ok(true) => Ok(()),
+        Ok(false) => Err(ControllerError::Internal("the controller stopped".into())),
+        Err(_) => Err(ControllerError::NotController(format!("metadata log index {index} not applied in time"))),
+    }
+}
+
+/// The metadata of a pre-Raft runnel (`metadata.log`), for a single voter; empty
+/// otherwise.
+fn base_image(dir: &Path, single: bool) -> Result<MetadataImage, ControllerError> {
+    if !dir.join("metadata.log").exists() {
+        return Ok(MetadataImage::default());
+    }
+    if !single {
+        tracing::warn!(dir = %dir.display(), "ignoring a single-node metadata.log: this node is one of several voters");
+        return Ok(MetadataImage::default());
+    }
+    let (_, records) = MetadataLog::open(dir)?;
+    let mut image = MetadataImage::default();
+    records.iter().for_each(|r| image.apply(r));
+    Ok(image)
+}
+
+fn internal(e: impl std::fmt::Display) -> ControllerError {
+    ControllerError::Internal(e.to_string())
+}
+
+#[cfg(test)]
+mod tests;

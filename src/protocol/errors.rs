@@ -71,6 +71,7 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         // better than UNKNOWN_SERVER_ERROR, and clients treat it as retriable, as it is
         // once descriptors or the disk are back.
         ControllerError::Storage(_) => ResponseError::KafkaStorageError,
+        ControllerError::NotController(_) => ResponseError::NotController,
         ControllerError::Io(_) | ControllerError::Internal(_) => ResponseError::UnknownServerError,
     }
 }

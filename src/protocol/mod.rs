@@ -132,7 +132,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r, v))
         }
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, v).await),
-        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(groups::find_coordinator(ctx, r, v)),
+        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(groups::find_coordinator(ctx, r, v).await),
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(ctx, info, r, v).await),
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(ctx, r, v).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(ctx, r, v).await),

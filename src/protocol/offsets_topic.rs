@@ -20,8 +20,9 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// its commit before the members get an error.
 const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_millis(5_000);
 
-/// Create `__consumer_offsets` if it does not exist yet; its partition 0.
-pub fn ensure_topic(ctx: &Ctx) -> Result<Arc<Partition>, String> {
+/// Create `__consumer_offsets` if it does not exist yet; its partition 0. Creating it is
+/// a controller round trip, run off the async workers.
+pub async fn ensure_topic(ctx: &Ctx) -> Result<Arc<Partition>, String> {
     if ctx.image().topic(OFFSETS_TOPIC).is_none() {
         let req = NewTopic {
             name: OFFSETS_TOPIC.to_owned(),
@@ -33,7 +34,7 @@ pub fn ensure_topic(ctx: &Ctx) -> Result<Arc<Partition>, String> {
                 ("segment.bytes".into(), Some(ctx.config.offsets_topic_segment_bytes.to_string())),
             ],
         };
-        match ctx.controller.create_topic(&req, false) {
+        match ctx.controller_op(move |c| c.create_topic(&req, false)).await {
             Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {}
             Err(e) => return Err(e.to_string()),
         }
@@ -55,7 +56,7 @@ impl ConsumerOffsetsWriter {
 
     async fn write(&self, records: &[OffsetsRecord]) -> Result<(), OffsetsWriteError> {
         let ctx = self.ctx.upgrade().ok_or(OffsetsWriteError::Unavailable)?;
-        let partition = ensure_topic(&ctx).map_err(|e| {
+        let partition = ensure_topic(&ctx).await.map_err(|e| {
             tracing::error!(error = %e, "no __consumer_offsets partition to write to");
             OffsetsWriteError::Unavailable
         })?;

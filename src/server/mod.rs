@@ -19,7 +19,7 @@ use connection::ConnectionLimits;
 use connections::ConnectionTable;
 
 use crate::config::BrokerConfig;
-use crate::controller::{Controller, ControllerError};
+use crate::controller::{Controller, ControllerConfig, ControllerError, RaftTuning};
 use crate::coordinator::{GroupCoordinator, GroupLimits, OffsetsWriter};
 use crate::protocol::context::system_clock;
 use crate::protocol::offsets_topic;
@@ -85,13 +85,26 @@ impl Broker {
         let local_addr =
             listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
         let (host, port) = advertised(&config, local_addr);
-        let controller = Arc::new(Controller::open(
-            &config.data_dir.join(METADATA_DIR),
-            config.node_id,
-            (&host, port),
-            config.cluster_id.as_deref(),
-            config.num_partitions,
-        )?);
+        let controller_listener = match config.controller_listen_addr() {
+            Some(addr) => {
+                Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?)
+            }
+            None => None,
+        };
+        let controller_config = ControllerConfig {
+            node_id: config.node_id,
+            advertised: (host.clone(), port),
+            rack: config.rack.clone(),
+            cluster_id: config.cluster_id.clone(),
+            default_partitions: config.num_partitions,
+            default_replication_factor: config.default_replication_factor,
+            voters: config.controller_quorum_voters.clone(),
+            controller_addr: None,
+            tuning: RaftTuning::default(),
+        };
+        let controller = Arc::new(
+            Controller::open(&config.data_dir.join(METADATA_DIR), controller_config, controller_listener).await?,
+        );
         let clock = system_clock();
         let replicas = Arc::new(ReplicaManager::new(&config, clock.clone()));
         let image = controller.image();
@@ -169,6 +182,7 @@ impl Broker {
         let count = partitions.len();
         let started = std::time::Instant::now();
         let flushed = tokio::task::spawn_blocking(move || flush_all(&partitions)).await.unwrap_or(0);
+        self.ctx.controller.shutdown().await;
         tracing::info!(
             partitions = count,
             flushed,

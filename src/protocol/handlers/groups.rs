@@ -23,7 +23,13 @@ use crate::protocol::{Ctx, RequestInfo};
 
 const KEY_TYPE_GROUP: i8 = 0;
 
-pub fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+pub async fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+    // Creating `__consumer_offsets` is a controller round trip: done once, before the
+    // lookups, off the async workers.
+    let wants_group =
+        req.key_type == KEY_TYPE_GROUP && (!req.key.is_empty() || req.coordinator_keys.iter().any(|k| !k.is_empty()));
+    let offsets_topic =
+        if wants_group { crate::protocol::offsets_topic::ensure_topic(ctx).await.map(drop) } else { Ok(()) };
     let image = ctx.image();
     let me = image.brokers.get(&ctx.config.node_id).cloned();
     let lookup = |key: &str| -> Result<(i32, String, i32), ResponseError> {
@@ -33,7 +39,7 @@ pub fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i16) ->
         if key.is_empty() {
             return Err(ResponseError::InvalidGroupId);
         }
-        if let Err(e) = crate::protocol::offsets_topic::ensure_topic(ctx) {
+        if let Err(e) = &offsets_topic {
             tracing::error!(error = %e, "cannot create __consumer_offsets");
             return Err(ResponseError::CoordinatorNotAvailable);
         }

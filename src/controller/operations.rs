@@ -1,0 +1,347 @@
+//! Controller operations and the decisions the quorum leader makes about them: an
+//! operation and the latest image in, the records to commit (or the error) out. Pure, so
+//! the leader validates forwarded operations with the same code as its own.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+use super::image::{MetadataImage, TopicImage};
+use super::records::MetadataRecord;
+use super::{placement, topic_config, ControllerError};
+
+/// Kafka's limit on topic name length.
+const MAX_TOPIC_NAME_LEN: usize = 249;
+/// Upper bound on partitions per topic: a guard against a request that would create
+/// millions of directories.
+pub const MAX_PARTITIONS: i32 = 10_000;
+/// Producer ids are committed in blocks so that handing one out costs no commit.
+pub const PRODUCER_ID_BLOCK: i64 = 1000;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1 = broker default.
+    pub num_partitions: i32,
+    /// -1 = broker default.
+    pub replication_factor: i16,
+    /// Explicit replica lists per partition, if the request gave them.
+    pub assignments: Vec<(i32, Vec<i32>)>,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ConfigChange {
+    Set(String, String),
+    Delete(String),
+}
+
+/// A metadata change a broker asks the quorum for. Broker defaults travel with the
+/// operation: they are the asking broker's, whichever controller decides.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum ControllerOp {
+    CreateTopic {
+        topic: NewTopic,
+        default_partitions: i32,
+        default_replication_factor: i16,
+        validate_only: bool,
+    },
+    DeleteTopic {
+        topic_id: Uuid,
+    },
+    CreatePartitions {
+        name: String,
+        total: i32,
+        validate_only: bool,
+    },
+    AlterTopicConfigs {
+        name: String,
+        changes: Vec<ConfigChange>,
+        validate_only: bool,
+    },
+    /// The next block of [`PRODUCER_ID_BLOCK`] producer ids.
+    AllocateProducerIds,
+    /// A broker-only node asks to follow the metadata log: the leader adds it to the Raft
+    /// group as a learner (a non-voting member the log is replicated to).
+    AddObserver {
+        node_id: i32,
+        controller_addr: String,
+    },
+    /// A broker's address and rack; the first registration also names the cluster.
+    RegisterBroker {
+        node_id: i32,
+        host: String,
+        port: u16,
+        rack: Option<String>,
+        cluster_id: Option<String>,
+    },
+}
+
+impl ControllerOp {
+    pub fn validate_only(&self) -> bool {
+        match self {
+            ControllerOp::CreateTopic { validate_only, .. }
+            | ControllerOp::CreatePartitions { validate_only, .. }
+            | ControllerOp::AlterTopicConfigs { validate_only, .. } => *validate_only,
+            _ => false,
+        }
+    }
+}
+
+/// The records `op` commits on `image`, or why it is refused. `start` seeds replica
+/// placement (random in the controller, fixed in tests).
+pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<Vec<MetadataRecord>, ControllerError> {
+    match op {
+        ControllerOp::CreateTopic { topic, default_partitions, default_replication_factor, .. } => {
+            create_topic(image, topic, *default_partitions, *default_replication_factor, start)
+        }
+        ControllerOp::DeleteTopic { topic_id } => {
+            if image.topic_by_id(topic_id).is_none() {
+                return Err(ControllerError::UnknownTopic(topic_id.to_string()));
+            }
+            Ok(vec![MetadataRecord::RemoveTopic { topic_id: *topic_id }])
+        }
+        ControllerOp::CreatePartitions { name, total, .. } => create_partitions(image, name, *total, start),
+        ControllerOp::AlterTopicConfigs { name, changes, .. } => alter_topic_configs(image, name, changes),
+        // A membership change, not a metadata record: the leader carries it out itself.
+        ControllerOp::AddObserver { .. } => Ok(Vec::new()),
+        ControllerOp::AllocateProducerIds => {
+            Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
+        }
+        ControllerOp::RegisterBroker { node_id, host, port, rack, cluster_id } => {
+            let mut records = Vec::new();
+            if image.cluster_id.is_empty() {
+                let id = cluster_id.clone().unwrap_or_else(new_cluster_id);
+                records.push(MetadataRecord::Cluster { cluster_id: id });
+            }
+            let current = image.brokers.get(node_id);
+            if current.is_none_or(|b| b.host != *host || b.port != *port || b.rack != *rack) {
+                records.push(MetadataRecord::RegisterBroker {
+                    node_id: *node_id,
+                    host: host.clone(),
+                    port: *port,
+                    rack: rack.clone(),
+                });
+            }
+            Ok(records)
+        }
+    }
+}
+
+/// The topic a validate-only CreateTopics would create, from the records decided for it.
+pub fn topic_of(records: &[MetadataRecord], name: &str) -> Result<std::sync::Arc<TopicImage>, ControllerError> {
+    let image = MetadataImage::from_records(records, 0);
+    image.topic(name).cloned().ok_or_else(|| ControllerError::Internal("no topic".into()))
+}
+
+fn create_topic(
+    image: &MetadataImage,
+    req: &NewTopic,
+    default_partitions: i32,
+    default_replication_factor: i16,
+    start: usize,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    validate_topic_name(&req.name)?;
+    if image.topic(&req.name).is_some() {
+        return Err(ControllerError::TopicAlreadyExists(req.name.clone()));
+    }
+    let canonical = req.name.replace('.', "_");
+    if let Some(other) = image.topics.keys().find(|t| t.replace('.', "_") == canonical) {
+        return Err(ControllerError::InvalidTopic(format!(
+            "Topic '{}' collides with existing topic: {other}",
+            req.name
+        )));
+    }
+    let assignments: Vec<Vec<i32>> = if !req.assignments.is_empty() {
+        if req.num_partitions != -1 || req.replication_factor != -1 {
+            return Err(ControllerError::InvalidReplicaAssignment(
+                "Both numPartitions or replicationFactor and replicasAssignments were set. Both cannot be used at the same time.".into(),
+            ));
+        }
+        let mut sorted = req.assignments.clone();
+        sorted.sort_by_key(|(p, _)| *p);
+        for (i, (p, replicas)) in sorted.iter().enumerate() {
+            if *p != i as i32 {
+                return Err(ControllerError::InvalidReplicaAssignment(
+                    "Partitions should be a consecutive 0-based integer sequence".into(),
+                ));
+            }
+            if replicas.is_empty() || replicas.iter().any(|r| !image.brokers.contains_key(r)) {
+                return Err(ControllerError::InvalidReplicaAssignment(format!(
+                    "The manual partition assignment includes a broker that is not registered: {replicas:?}"
+                )));
+            }
+            let mut distinct = replicas.clone();
+            distinct.sort_unstable();
+            distinct.dedup();
+            if distinct.len() != replicas.len() {
+                return Err(ControllerError::InvalidReplicaAssignment(format!(
+                    "The manual partition assignment includes duplicate replicas: {replicas:?}"
+                )));
+            }
+        }
+        if sorted.len() as i32 > MAX_PARTITIONS {
+            return Err(ControllerError::InvalidPartitions(format!("Too many partitions (max {MAX_PARTITIONS})")));
+        }
+        sorted.into_iter().map(|(_, r)| r).collect()
+    } else {
+        let partitions = if req.num_partitions == -1 { default_partitions } else { req.num_partitions };
+        if partitions <= 0 {
+            return Err(ControllerError::InvalidPartitions("Number of partitions must be larger than 0.".into()));
+        }
+        if partitions > MAX_PARTITIONS {
+            return Err(ControllerError::InvalidPartitions(format!(
+                "Number of partitions {partitions} exceeds the maximum of {MAX_PARTITIONS}."
+            )));
+        }
+        let rf = if req.replication_factor == -1 { default_replication_factor } else { req.replication_factor };
+        if rf <= 0 {
+            return Err(ControllerError::InvalidReplicationFactor("Replication factor must be larger than 0.".into()));
+        }
+        if rf as usize > image.brokers.len() {
+            return Err(ControllerError::InvalidReplicationFactor(format!(
+                "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                image.brokers.len()
+            )));
+        }
+        let brokers: Vec<_> = image.brokers.values().cloned().collect();
+        placement::place(&brokers, 0, partitions, rf as usize, start)
+    };
+    let mut seen = BTreeMap::new();
+    for (name, value) in &req.configs {
+        let value = value.as_deref().ok_or_else(|| {
+            ControllerError::InvalidConfig(format!("Null value not supported for topic configs: {name}"))
+        })?;
+        topic_config::validate(name, value).map_err(ControllerError::InvalidConfig)?;
+        seen.insert(name.clone(), value.to_owned());
+    }
+    let topic_id = Uuid::new_v4();
+    let mut records = vec![MetadataRecord::Topic { name: req.name.clone(), topic_id }];
+    for (name, value) in seen {
+        records.push(MetadataRecord::TopicConfig { topic_id, name, value: Some(value) });
+    }
+    for (p, replicas) in assignments.into_iter().enumerate() {
+        records.push(MetadataRecord::Partition {
+            topic_id,
+            partition: p as i32,
+            leader: replicas[0],
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        });
+    }
+    Ok(records)
+}
+
+/// Grow a topic to `total` partitions (Kafka never shrinks), with the replication factor
+/// of its first partition.
+fn create_partitions(
+    image: &MetadataImage,
+    name: &str,
+    total: i32,
+    start: usize,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_owned()))?;
+    let current = topic.partitions.len() as i32;
+    if total < current {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "The topic {name} currently has {current} partition(s); {total} would not be an increase."
+        )));
+    }
+    if total == current {
+        return Err(ControllerError::InvalidPartitions(format!("Topic already has {current} partition(s).")));
+    }
+    if total > MAX_PARTITIONS {
+        return Err(ControllerError::InvalidPartitions(format!(
+            "Number of partitions {total} exceeds the maximum of {MAX_PARTITIONS}."
+        )));
+    }
+    let rf = topic.partitions.first().map_or(1, |p| p.replicas.len()).max(1);
+    if rf > image.brokers.len() {
+        return Err(ControllerError::InvalidReplicationFactor(format!(
+            "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
+            image.brokers.len()
+        )));
+    }
+    let brokers: Vec<_> = image.brokers.values().cloned().collect();
+    let placed = placement::place(&brokers, current, total - current, rf, start);
+    Ok((current..total)
+        .zip(placed)
+        .map(|(p, replicas)| MetadataRecord::Partition {
+            topic_id: topic.topic_id,
+            partition: p,
+            leader: replicas[0],
+            isr: replicas.clone(),
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        })
+        .collect())
+}
+
+/// Config changes to a topic, all or none.
+fn alter_topic_configs(
+    image: &MetadataImage,
+    name: &str,
+    changes: &[ConfigChange],
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_owned()))?;
+    let mut records = Vec::new();
+    for change in changes {
+        match change {
+            ConfigChange::Set(k, v) => {
+                topic_config::validate(k, v).map_err(ControllerError::InvalidConfig)?;
+                records.push(MetadataRecord::TopicConfig {
+                    topic_id: topic.topic_id,
+                    name: k.clone(),
+                    value: Some(v.clone()),
+                });
+            }
+            ConfigChange::Delete(k) => {
+                if topic_config::find(k).is_none() {
+                    return Err(ControllerError::InvalidConfig(format!("Unknown topic config name: {k}")));
+                }
+                records.push(MetadataRecord::TopicConfig { topic_id: topic.topic_id, name: k.clone(), value: None });
+            }
+        }
+    }
+    Ok(records)
+}
+
+fn new_cluster_id() -> String {
+    // Kafka cluster ids are a base64url-encoded UUID (22 chars).
+    let id = Uuid::new_v4();
+    let mut s = String::with_capacity(22);
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let v = id.as_u128();
+    for i in 0..22 {
+        let shift = 128i32 - 6 * (i + 1);
+        let idx = if shift >= 0 { (v >> shift) & 0x3f } else { (v << (-shift)) & 0x3f };
+        s.push(ALPHABET[idx as usize] as char);
+    }
+    s
+}
+
+/// Kafka's topic name rules (`org.apache.kafka.common.internals.Topic.validate`).
+pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
+    let err = |m: String| Err(ControllerError::InvalidTopic(m));
+    if name.is_empty() {
+        return err("Topic name is illegal, it can't be empty".into());
+    }
+    if name == "." || name == ".." {
+        return err("Topic name cannot be \".\" or \"..\"".into());
+    }
+    if name.len() > MAX_TOPIC_NAME_LEN {
+        return err(format!(
+            "Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LEN} characters, topic name: {name}"
+        ));
+    }
+    if !name.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'_' || c == b'-') {
+        return err(format!(
+            "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        ));
+    }
+    Ok(())
+}

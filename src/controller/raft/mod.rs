@@ -1,0 +1,68 @@
+//! The controller quorum on openraft: the metadata log replicated by Raft.
+//!
+//! * [`log_store`]: the Raft log and the vote on disk (fsynced before openraft hears of
+//!   them).
+//! * [`state_machine`]: the [`MetadataImage`](super::MetadataImage) as Raft's state
+//!   machine; its snapshot is the list of records that rebuilds it.
+//! * [`wire`]: the messages controllers exchange and their framing.
+//! * [`network`]: the client side (openraft's `RaftNetworkFactory`, plus forwarding an
+//!   operation to the leader).
+//! * [`rpc_server`]: the controller listener that answers them.
+//!
+//! One log entry is one controller commit: the records of one operation, applied
+//! together (and told to listeners together), in log order.
+
+pub mod log_store;
+pub mod network;
+pub mod rpc_server;
+pub mod state_machine;
+pub mod wire;
+
+use std::io::Cursor;
+
+use serde::{Deserialize, Serialize};
+
+use super::records::MetadataRecord;
+
+pub type NodeId = u64;
+
+/// The payload of one Raft log entry: the records one controller operation committed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Commit {
+    pub records: Vec<MetadataRecord>,
+}
+
+openraft::declare_raft_types!(
+    /// runnel's controller quorum types: entries carry a [`Commit`]; nodes are known by
+    /// their controller listener address.
+    pub TypeConfig:
+        D = Commit,
+        R = (),
+);
+
+pub type Raft = openraft::Raft<TypeConfig>;
+pub type StorageError = openraft::StorageError<NodeId>;
+
+/// `std::io::Error` (and friends) into openraft's storage error for `what`.
+pub(crate) fn io_err(e: impl std::error::Error + 'static) -> StorageError {
+    openraft::StorageIOError::write(&e).into()
+}
+
+pub(crate) fn read_err(e: impl std::error::Error + 'static) -> StorageError {
+    openraft::StorageIOError::read(&e).into()
+}
+
+/// Write `bytes` to `path` so that a crash leaves either the old or the new file:
+/// write a temporary file, fsync it, rename it over, fsync the directory.
+pub(crate) fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let tmp = path.with_extension("tmp");
+    let mut f = std::fs::File::create(&tmp)?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)?;
+    if let Some(dir) = path.parent() {
+        std::fs::File::open(dir)?.sync_all()?;
+    }
+    Ok(())
+}

@@ -1,0 +1,238 @@
+//! Three in-process controllers on loopback form a Raft quorum: operations through any
+//! node reach every image, a stopped leader is replaced, a restarted node catches up
+//! (from the log, or from a snapshot once the log behind it is compacted).
+//!
+//! Controllers are opened on a runtime of the test's own; their synchronous calls are
+//! made from the test thread, as handlers make them from blocking threads. Waiting is
+//! polling with a deadline; timings are printed, never asserted.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use runnel::controller::{Controller, ControllerConfig, NewTopic, RaftTuning};
+use tempfile::TempDir;
+use tokio::runtime::Runtime;
+
+const DEADLINE: Duration = Duration::from_secs(20);
+
+struct Cluster {
+    rt: Runtime,
+    dirs: Vec<TempDir>,
+    addrs: Vec<SocketAddr>,
+    nodes: Vec<Option<Controller>>,
+    tuning: RaftTuning,
+}
+
+impl Cluster {
+    fn start(tuning: RaftTuning) -> Cluster {
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+        let listeners: Vec<tokio::net::TcpListener> =
+            (0..3).map(|_| rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap()).collect();
+        let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
+        let dirs: Vec<TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+        let mut cluster = Cluster { rt, dirs, addrs, nodes: vec![None, None, None], tuning };
+        let opened: Vec<Controller> = cluster.rt.block_on(async {
+            let futures = listeners.into_iter().enumerate().map(|(i, l)| {
+                let config = cluster.config(i);
+                let dir = cluster.dirs[i].path().to_owned();
+                async move { Controller::open(&dir, config, Some(l)).await.unwrap() }
+            });
+            let mut out = Vec::new();
+            for f in futures.collect::<Vec<_>>() {
+                out.push(tokio::spawn(f));
+            }
+            let mut opened = Vec::new();
+            for h in out {
+                opened.push(h.await.unwrap());
+            }
+            opened
+        });
+        for (i, c) in opened.into_iter().enumerate() {
+            cluster.nodes[i] = Some(c);
+        }
+        cluster
+    }
+
+    fn config(&self, i: usize) -> ControllerConfig {
+        ControllerConfig {
+            node_id: i as i32 + 1,
+            advertised: ("127.0.0.1".into(), 19092 + i as u16),
+            rack: None,
+            cluster_id: None,
+            default_partitions: 1,
+            default_replication_factor: 1,
+            voters: self.addrs.iter().enumerate().map(|(j, a)| (j as i32 + 1, a.to_string())).collect(),
+            controller_addr: None,
+            tuning: self.tuning.clone(),
+        }
+    }
+
+    fn node(&self, id: i32) -> &Controller {
+        self.nodes[id as usize - 1].as_ref().expect("node is running")
+    }
+
+    fn running(&self) -> impl Iterator<Item = &Controller> {
+        self.nodes.iter().flatten()
+    }
+
+    /// The leader every running node agrees on.
+    fn agreed_leader(&self) -> Option<i32> {
+        let leaders: Vec<Option<i32>> = self.running().map(Controller::leader).collect();
+        let first = leaders.first().copied().flatten()?;
+        leaders.iter().all(|l| *l == Some(first)).then_some(first)
+    }
+
+    fn stop(&mut self, id: i32) {
+        let c = self.nodes[id as usize - 1].take().expect("node is running");
+        self.rt.block_on(c.shutdown());
+        drop(c);
+    }
+
+    fn restart(&mut self, id: i32) {
+        let i = id as usize - 1;
+        let config = self.config(i);
+        let (dir, addr) = (self.dirs[i].path().to_owned(), self.addrs[i]);
+        let c = self.rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+            Controller::open(&dir, config, Some(listener)).await.unwrap()
+        });
+        self.nodes[i] = Some(c);
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        for c in self.nodes.iter_mut().filter_map(Option::take) {
+            self.rt.block_on(c.shutdown());
+        }
+    }
+}
+
+fn wait_until(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
+    let started = Instant::now();
+    while !cond() {
+        assert!(started.elapsed() < DEADLINE, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    started.elapsed()
+}
+
+fn topic(name: &str, partitions: i32, replication_factor: i16) -> NewTopic {
+    NewTopic { name: name.into(), num_partitions: partitions, replication_factor, assignments: vec![], configs: vec![] }
+}
+
+fn has_topic(c: &Controller, name: &str) -> bool {
+    c.image().topic(name).is_some()
+}
+
+#[test]
+fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
+    let mut cluster = Cluster::start(RaftTuning::default());
+    let elected = wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    eprintln!("first leader agreed after {elected:?}");
+    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    let leader = cluster.agreed_leader().unwrap();
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+
+    // A malformed frame on the controller listener closes that connection only.
+    let garbage_to = cluster.addrs[leader as usize - 1];
+    cluster.rt.block_on(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let mut s = tokio::net::TcpStream::connect(garbage_to).await.unwrap();
+        s.write_all(&[0xff; 16]).await.unwrap();
+        let mut buf = [0u8; 16];
+        let n = tokio::time::timeout(DEADLINE, s.read(&mut buf)).await.expect("closed, not hung").unwrap_or(0);
+        assert_eq!(n, 0, "no answer to a malformed frame");
+    });
+
+    // Through a follower: forwarded to the leader, and visible on the follower at once.
+    let created = cluster.node(follower).create_topic(&topic("orders", 3, 3), false).unwrap();
+    assert!(has_topic(cluster.node(follower), "orders"), "the node that took the request sees it at once");
+    for p in &created.partitions {
+        assert_eq!(p.replicas.len(), 3);
+        assert_eq!(p.leader, p.replicas[0]);
+        assert_eq!(p.isr, p.replicas);
+    }
+    let leaders: std::collections::BTreeSet<i32> = created.partitions.iter().map(|p| p.leader).collect();
+    assert_eq!(leaders.len(), 3, "leaders spread over the brokers: {:?}", created.partitions);
+    wait_until("every image has the topic", || cluster.running().all(|c| has_topic(c, "orders")));
+    // Validation happens on the leader, for forwarded operations too.
+    let again = cluster.node(follower).create_topic(&topic("orders", 1, 1), false);
+    assert!(matches!(again, Err(runnel::controller::ControllerError::TopicAlreadyExists(_))), "{again:?}");
+    let id1 = cluster.node(follower).allocate_producer_id().unwrap();
+    let id2 = cluster.node(leader).allocate_producer_id().unwrap();
+    assert_ne!(id1 / 1000, id2 / 1000, "each node takes its own block of producer ids");
+
+    // Stop the leader: the others elect a new one.
+    cluster.stop(leader);
+    let failover =
+        wait_until("the survivors agree on a new leader", || cluster.agreed_leader().is_some_and(|l| l != leader));
+    eprintln!("failover: new leader agreed {failover:?} after the old one stopped");
+    let survivor = (1..=3).find(|&id| id != leader && Some(id) != cluster.agreed_leader()).unwrap();
+    cluster.node(survivor).create_topic(&topic("after-failover", 1, 2), false).unwrap();
+    assert!(has_topic(cluster.node(survivor), "after-failover"));
+
+    // The stopped node comes back and catches up.
+    cluster.restart(leader);
+    wait_until("the restarted node caught up", || has_topic(cluster.node(leader), "after-failover"));
+    assert!(has_topic(cluster.node(leader), "orders"));
+}
+
+#[test]
+fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
+    let tuning = RaftTuning { snapshot_every_entries: 5, keep_entries_after_snapshot: 0, ..RaftTuning::default() };
+    let mut cluster = Cluster::start(tuning);
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    let leader = cluster.agreed_leader().unwrap();
+    let lagging = (1..=3).find(|&id| id != leader).unwrap();
+    cluster.stop(lagging);
+    for i in 0..20 {
+        cluster.node(leader).create_topic(&topic(&format!("t{i}"), 1, 1), false).unwrap();
+    }
+    let metrics = cluster.node(leader).raft_metrics();
+    let purged = metrics.purged.map(|p| p.index).unwrap_or(0);
+    assert!(metrics.snapshot.is_some(), "the leader took a snapshot: {metrics:?}");
+    wait_until("the leader compacted its log", || {
+        cluster.node(leader).raft_metrics().purged.is_some_and(|p| p.index > 5)
+    });
+    eprintln!("leader purged up to {purged}");
+    cluster.restart(lagging);
+    wait_until("the lagging node has every topic", || {
+        (0..20).all(|i| has_topic(cluster.node(lagging), &format!("t{i}")))
+    });
+    let m = cluster.node(lagging).raft_metrics();
+    assert!(m.snapshot.is_some(), "the lagging node installed a snapshot: {m:?}");
+    // Its state survives its own restart too (snapshot on disk + log after it).
+    cluster.stop(lagging);
+    cluster.restart(lagging);
+    assert!((0..20).all(|i| has_topic(cluster.node(lagging), &format!("t{i}"))));
+}
+
+/// A broker-only node (not a voter) joins as a Raft learner: it follows the committed
+/// metadata, registers itself, and its changes are forwarded to the leader.
+#[test]
+fn a_broker_only_node_follows_the_log_and_forwards_changes() {
+    let cluster = Cluster::start(RaftTuning::default());
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    cluster.node(1).create_topic(&topic("before-join", 1, 1), false).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = cluster.config(0);
+    config.node_id = 4;
+    let observer = cluster.rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Controller::open(dir.path(), config, Some(listener)).await.unwrap()
+    });
+    wait_until("the observer follows the log", || has_topic(&observer, "before-join"));
+    wait_until("every node lists four brokers", || {
+        observer.image().brokers.len() == 4 && cluster.running().all(|c| c.image().brokers.len() == 4)
+    });
+    observer.create_topic(&topic("from-observer", 2, 3), false).unwrap();
+    assert!(has_topic(&observer, "from-observer"), "visible at once on the node that took it");
+    wait_until("the voters have it", || cluster.running().all(|c| has_topic(c, "from-observer")));
+    let m = cluster.node(cluster.agreed_leader().unwrap()).raft_metrics();
+    let membership = m.membership_config.membership();
+    assert!(membership.get_node(&4).is_some() && !membership.voter_ids().any(|v| v == 4), "{membership:?}");
+    cluster.rt.block_on(observer.shutdown());
+}
