@@ -8,7 +8,7 @@
 //! prints the bootstrap string once every node listens, and stops them all (SIGTERM, a
 //! controlled shutdown) on Ctrl-C or SIGTERM, or when one of them exits on its own.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
@@ -207,11 +207,6 @@ async fn stop_all(children: &mut [(u16, Child)]) {
             let _ = child.kill().await;
         }
     }
-}
-
-/// `./runnel-data`, the single node's default, holds the dev cluster's nodes too.
-pub fn default_data_root() -> PathBuf {
-    Path::new("runnel-data").to_path_buf()
 }
 
 #[cfg(test)]

@@ -28,6 +28,26 @@ struct Cli {
 enum Command {
     /// Run the broker (the default).
     Serve(ServeArgs),
+    /// Start a local cluster of N brokers as child processes (consecutive loopback
+    /// ports from --base-port, controllers 100 ports above, data and logs under
+    /// --data-root/node-N), print the bootstrap servers, stop them all on Ctrl-C.
+    DevCluster(DevClusterArgs),
+}
+
+#[derive(Args, Clone)]
+struct DevClusterArgs {
+    /// Number of brokers (each also a controller quorum voter).
+    #[arg(long, default_value_t = 3)]
+    nodes: u16,
+    /// Client port of node 1; node N listens on base-port + N - 1.
+    #[arg(long, default_value_t = 9092)]
+    base_port: u16,
+    /// Where node N keeps its data (`node-N`) and log (`node-N.log`).
+    #[arg(long, default_value = "runnel-data")]
+    data_root: PathBuf,
+    /// Further flags for every broker, after `--` (e.g. `-- --num-partitions 3`).
+    #[arg(last = true)]
+    broker_args: Vec<String>,
 }
 
 /// Every flag also reads a `RUNNEL_*` environment variable; flags win over the
@@ -211,6 +231,7 @@ fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let args = match cli.command {
         Some(Command::Serve(a)) => a,
+        Some(Command::DevCluster(d)) => return dev_cluster(d),
         None => cli.serve,
     };
     init_logging(args.log_format);
@@ -244,6 +265,23 @@ fn main() -> anyhow::Result<()> {
         broker.shutdown().await;
         Ok(())
     })
+}
+
+fn dev_cluster(args: DevClusterArgs) -> anyhow::Result<()> {
+    init_logging(LogFormat::Text);
+    let spec = runnel::dev_cluster::DevCluster {
+        nodes: args.nodes,
+        base_port: args.base_port,
+        data_root: args.data_root,
+        binary: std::env::current_exe().context("locating the runnel binary")?,
+        extra_args: args.broker_args,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if let Err(e) = runtime.block_on(spec.run()) {
+        eprintln!("runnel dev-cluster: {e}");
+        std::process::exit(1);
+    }
+    Ok(())
 }
 
 async fn wait_for_signal() {

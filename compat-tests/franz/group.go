@@ -87,7 +87,7 @@ func groupMember(args []string) {
 		}
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(*brokers),
+		kgo.SeedBrokers(seeds(*brokers)...),
 		kgo.ClientID(*name),
 		kgo.ConsumerGroup(*group),
 		kgo.ConsumeTopics(*topic),

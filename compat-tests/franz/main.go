@@ -91,7 +91,7 @@ func produce(args []string) {
 	defer cancel()
 
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(*brokers),
+		kgo.SeedBrokers(seeds(*brokers)...),
 		kgo.DefaultProduceTopic(*topic),
 		kgo.ProducerBatchCompression(codec(*compression)),
 		kgo.ProducerLinger(5*time.Millisecond),
@@ -163,7 +163,7 @@ func consume(args []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
-	meta, err := kgo.NewClient(kgo.SeedBrokers(*brokers))
+	meta, err := kgo.NewClient(kgo.SeedBrokers(seeds(*brokers)...))
 	if err != nil {
 		fail("client: %v", err)
 	}
@@ -175,7 +175,7 @@ func consume(args []string) {
 		offsets[p] = kgo.NewOffset().AtStart()
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(*brokers),
+		kgo.SeedBrokers(seeds(*brokers)...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: offsets}),
 		kgo.FetchMaxWait(200*time.Millisecond),
 	)
@@ -218,7 +218,7 @@ func offsets(args []string) {
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(*brokers))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(*brokers)...))
 	if err != nil {
 		fail("client: %v", err)
 	}

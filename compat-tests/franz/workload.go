@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -83,7 +84,7 @@ func (l *lineWriter) close() {
 }
 
 func createTopic(ctx context.Context, brokers, topic string, partitions, rf, minIsr int) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(brokers)...))
 	if err != nil {
 		fail("client: %v", err)
 	}
@@ -147,7 +148,7 @@ func workload(args []string) {
 		go func(w int) {
 			defer wg.Done()
 			cl, err := kgo.NewClient(
-				kgo.SeedBrokers(*brokers),
+				kgo.SeedBrokers(seeds(*brokers)...),
 				kgo.DefaultProduceTopic(*topic),
 				kgo.RecordPartitioner(kgo.ManualPartitioner()),
 				kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -219,7 +220,7 @@ func observe(ctx context.Context, brokers, topic string, partitions int, out *li
 		offsets[int32(p)] = kgo.NewOffset().AtStart()
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(brokers),
+		kgo.SeedBrokers(seeds(brokers)...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
 		kgo.FetchMaxWait(200*time.Millisecond),
 	)
@@ -244,7 +245,7 @@ func readall(args []string) {
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
 
-	meta, err := kgo.NewClient(kgo.SeedBrokers(*brokers))
+	meta, err := kgo.NewClient(kgo.SeedBrokers(seeds(*brokers)...))
 	if err != nil {
 		fail("client: %v", err)
 	}
@@ -277,7 +278,7 @@ func readall(args []string) {
 		return
 	}
 	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(*brokers),
+		kgo.SeedBrokers(seeds(*brokers)...),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{*topic: offsets}),
 		kgo.FetchMaxWait(200*time.Millisecond),
 	)
@@ -319,7 +320,7 @@ func leaders(args []string) {
 	fs.Parse(args)
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
 	defer cancel()
-	cl, err := kgo.NewClient(kgo.SeedBrokers(*brokers))
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(*brokers)...))
 	if err != nil {
 		fail("client: %v", err)
 	}
@@ -337,4 +338,9 @@ func leaders(args []string) {
 		enc.Encode(map[string]any{"p": p.Partition, "leader": p.Leader, "leader_epoch": p.LeaderEpoch,
 			"replicas": p.Replicas, "isr": p.ISR, "controller": meta.Controller})
 	}
+}
+
+// seeds splits a comma-separated bootstrap list ("h1:p1,h2:p2").
+func seeds(list string) []string {
+	return strings.Split(list, ",")
 }
