@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the broker (the default).
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Start a local cluster of N brokers as child processes (consecutive loopback
     /// ports from --base-port, controllers 100 ports above, data and logs under
     /// --data-root/node-N), print the bootstrap servers, stop them all on Ctrl-C.
@@ -230,7 +230,7 @@ fn init_logging(format: LogFormat) {
 fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let args = match cli.command {
-        Some(Command::Serve(a)) => a,
+        Some(Command::Serve(a)) => *a,
         Some(Command::DevCluster(d)) => return dev_cluster(d),
         None => cli.serve,
     };
