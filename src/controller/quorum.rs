@@ -146,6 +146,7 @@ impl Controller {
         let controller_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let base = base_image(dir, single)?;
         let raft_dir = dir.join("raft");
+        let fold_base = base.offset > 0 && !raft_dir.join("snapshot.json").exists();
         let published = Arc::new(Published::new(MetadataImage::default()));
         let log = LogStore::open(&raft_dir)?;
         let pristine = log.is_pristine();
@@ -218,7 +219,12 @@ impl Controller {
         } else {
             tasks.push(tokio::spawn(register_until_done(Arc::downgrade(&core), register)));
         }
-        Ok(Controller { core, runtime: Handle::current(), controller_addr, tasks })
+        let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks };
+        if fold_base {
+            // From now on the Raft state holds everything; metadata.log is history.
+            controller.snapshot().await?;
+        }
+        Ok(controller)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -242,7 +248,14 @@ impl Controller {
 
     /// Take a snapshot now (and compact the log behind it), waiting until it is taken.
     pub async fn snapshot(&self) -> Result<(), ControllerError> {
-        let before = self.core.raft.metrics().borrow().snapshot;
+        let (before, applied) = {
+            let m = self.core.raft.metrics();
+            let m = m.borrow();
+            (m.snapshot, m.last_applied)
+        };
+        if before.is_some() && before == applied {
+            return Ok(());
+        }
         self.core.raft.trigger().snapshot().await.map_err(internal)?;
         let mut metrics = self.core.raft.metrics();
         let deadline = Instant::now() + OPEN_TIMEOUT;
@@ -262,6 +275,17 @@ impl Controller {
     /// the subscriber reads [`Controller::image`] itself (at start, before serving).
     pub fn subscribe(&self, listener: Arc<dyn MetadataListener>) {
         self.core.published.subscribe(listener);
+    }
+
+    /// Run `init` on the current image, then subscribe `listener` to every commit after
+    /// it: a subscriber that starts while other nodes commit misses nothing and sees
+    /// nothing twice out of order.
+    pub fn subscribe_from<R>(
+        &self,
+        listener: Arc<dyn MetadataListener>,
+        init: impl FnOnce(&Arc<MetadataImage>) -> R,
+    ) -> R {
+        self.core.published.subscribe_from(listener, init)
     }
 
     /// Stop taking part in the quorum: the listener closes and Raft stops.
