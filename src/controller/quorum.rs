@@ -20,10 +20,10 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::error::{CheckIsLeaderError, ClientWriteError, InitializeError, RaftError};
+use openraft::error::{InitializeError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
@@ -31,18 +31,18 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use uuid::Uuid;
 
-use super::delta::{MetadataDelta, MetadataListener};
+use super::delta::MetadataListener;
 use super::image::{MetadataImage, TopicImage};
-use super::metadata_log::MetadataLog;
-use super::operations::{decide, topic_of, ConfigChange, ControllerOp, NewTopic, PRODUCER_ID_BLOCK};
+use super::operations::{topic_of, ConfigChange, ControllerOp, NewTopic, PRODUCER_ID_BLOCK};
 use super::raft::log_store::LogStore;
-use super::raft::network::{CallError, Forwarder, Network};
-use super::raft::rpc_server::{self, ForwardFuture, ForwardHandler};
+use super::raft::network::{Forwarder, Network};
+use super::raft::rpc_server;
 use super::raft::state_machine::{Published, StateMachine};
-use super::raft::wire::{ForwardError, OpReply};
-use super::raft::{Commit, NodeId, Raft};
+use super::raft::{NodeId, Raft};
 use super::records::MetadataRecord;
 use super::ControllerError;
+use bootstrap::{base_image, join_then_register, register_until_done};
+use leader::{forward_handler, wait_applied};
 
 /// How long an operation waits for a leader and its commit before failing with
 /// NOT_CONTROLLER (clients retry that).
@@ -146,6 +146,7 @@ impl Controller {
         let controller_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let base = base_image(dir, single)?;
         let raft_dir = dir.join("raft");
+        let fold_base = base.offset > 0 && !raft_dir.join("snapshot.json").exists();
         let published = Arc::new(Published::new(MetadataImage::default()));
         let log = LogStore::open(&raft_dir)?;
         let pristine = log.is_pristine();
@@ -218,7 +219,12 @@ impl Controller {
         } else {
             tasks.push(tokio::spawn(register_until_done(Arc::downgrade(&core), register)));
         }
-        Ok(Controller { core, runtime: Handle::current(), controller_addr, tasks })
+        let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks };
+        if fold_base {
+            // From now on the Raft state holds everything; metadata.log is history.
+            controller.snapshot().await?;
+        }
+        Ok(controller)
     }
 
     pub fn node_id(&self) -> i32 {
@@ -242,7 +248,14 @@ impl Controller {
 
     /// Take a snapshot now (and compact the log behind it), waiting until it is taken.
     pub async fn snapshot(&self) -> Result<(), ControllerError> {
-        let before = self.core.raft.metrics().borrow().snapshot;
+        let (before, applied) = {
+            let m = self.core.raft.metrics();
+            let m = m.borrow();
+            (m.snapshot, m.last_applied)
+        };
+        if before.is_some() && before == applied {
+            return Ok(());
+        }
         self.core.raft.trigger().snapshot().await.map_err(internal)?;
         let mut metrics = self.core.raft.metrics();
         let deadline = Instant::now() + OPEN_TIMEOUT;
@@ -262,6 +275,17 @@ impl Controller {
     /// the subscriber reads [`Controller::image`] itself (at start, before serving).
     pub fn subscribe(&self, listener: Arc<dyn MetadataListener>) {
         self.core.published.subscribe(listener);
+    }
+
+    /// Run `init` on the current image, then subscribe `listener` to every commit after
+    /// it: a subscriber that starts while other nodes commit misses nothing and sees
+    /// nothing twice out of order.
+    pub fn subscribe_from<R>(
+        &self,
+        listener: Arc<dyn MetadataListener>,
+        init: impl FnOnce(&Arc<MetadataImage>) -> R,
+    ) -> R {
+        self.core.published.subscribe_from(listener, init)
     }
 
     /// Stop taking part in the quorum: the listener closes and Raft stops.
@@ -363,210 +387,12 @@ impl Drop for Controller {
     }
 }
 
-impl Core {
-    /// Have the leader decide and commit `op`, then wait until this node applied it.
-    async fn submit(&self, op: ControllerOp) -> Result<OpReply, ControllerError> {
-        let deadline = Instant::now() + OP_TIMEOUT;
-        let mut backoff = Duration::from_millis(10);
-        loop {
-            let leader = self.raft.current_leader().await;
-            let attempt = match leader {
-                Some(l) if l == self.node_id as NodeId => self.decide_and_commit(op.clone()).await,
-                Some(l) => {
-                    let addr = self.voters.get(&l).cloned().unwrap_or_default();
-                    let timeout = deadline.saturating_duration_since(Instant::now());
-                    match self.forwarder.forward(&addr, &op, timeout).await {
-                        Ok(result) => result,
-                        // Not sent: safe to try again.
-                        Err(CallError::Connect { .. }) => Err(ForwardError::NotLeader),
-                        // Maybe done, maybe not: the caller decides (as a Kafka client
-                        // retrying after a timeout does).
-                        Err(e) => return Err(ControllerError::NotController(e.to_string())),
-                    }
-                }
-                None => Err(ForwardError::NotLeader),
-            };
-            match attempt {
-                Ok(reply) => {
-                    if let Some(index) = reply.index {
-                        wait_applied(&self.published, index, deadline).await?;
-                    }
-                    return Ok(reply);
-                }
-                Err(ForwardError::NotLeader) if Instant::now() + backoff < deadline => {
-                    tokio::time::sleep(backoff).await;
-                    backoff = (backoff * 2).min(Duration::from_millis(200));
-                }
-                Err(e) => return Err(e.into_controller_error()),
-            }
-        }
-    }
-
-    /// As the leader: validate `op` against the latest image, prepare local listeners,
-    /// commit.
-    async fn decide_and_commit(&self, op: ControllerOp) -> Result<OpReply, ForwardError> {
-        let _turn = self.op_lock.lock().await;
-        if let ControllerOp::AddObserver { node_id, controller_addr } = &op {
-            return self.add_observer(*node_id as NodeId, controller_addr.clone()).await;
-        }
-        // Everything committed in earlier terms is applied before deciding on it.
-        match self.raft.ensure_linearizable().await {
-            Ok(_) => {}
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))
-            | Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) => return Err(ForwardError::NotLeader),
-            Err(e) => return Err((&internal(e)).into()),
-        }
-        let image = self.published.image();
-        let start = Uuid::new_v4().as_u128() as usize;
-        let records = decide(&image, &op, start).map_err(|e| ForwardError::from(&e))?;
-        if op.validate_only() || records.is_empty() {
-            return Ok(OpReply { index: None, records });
-        }
-        let listeners = self.published.listeners();
-        let prepared = {
-            let (listeners, records) = (listeners.clone(), records.clone());
-            tokio::task::spawn_blocking(move || prepare(&listeners, &image, &records)).await
-        };
-        match prepared {
-            Ok(Ok(())) => {}
-            Ok(Err(reason)) => return Err((&ControllerError::Storage(reason)).into()),
-            Err(e) => return Err((&internal(e)).into()),
-        }
-        match self.raft.client_write(Commit { records: records.clone() }).await {
-            Ok(resp) => Ok(OpReply { index: Some(resp.log_id.index), records }),
-            Err(e) => {
-                let _ = tokio::task::spawn_blocking(move || listeners.iter().for_each(|l| l.discard())).await;
-                match e {
-                    RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Err(ForwardError::NotLeader),
-                    e => Err((&internal(e)).into()),
-                }
-            }
-        }
-    }
-}
-
-impl Core {
-    /// As the leader: make `id` a learner, unless it is a member already.
-    async fn add_observer(&self, id: NodeId, addr: String) -> Result<OpReply, ForwardError> {
-        let member = self.raft.metrics().borrow().membership_config.membership().get_node(&id).is_some();
-        if !member {
-            match self.raft.add_learner(id, BasicNode { addr }, false).await {
-                Ok(_) => tracing::info!(node_id = id, "broker-only node added to the controller quorum as a learner"),
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(ForwardError::NotLeader),
-                Err(e) => return Err((&internal(e)).into()),
-            }
-        }
-        Ok(OpReply { index: None, records: Vec::new() })
-    }
-}
-
-/// As a broker-only node: ask the voters, in turn, until the leader adds this node as a
-/// learner; then register the broker.
-async fn join_then_register(core: Weak<Core>, join: ControllerOp, register: ControllerOp) {
-    let mut failures = 0u32;
-    'joined: loop {
-        let Some(c) = core.upgrade() else { return };
-        for addr in c.voters.values() {
-            match c.forwarder.forward(addr, &join, Duration::from_secs(5)).await {
-                Ok(Ok(_)) => break 'joined,
-                Ok(Err(ForwardError::NotLeader)) | Err(_) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e.into_controller_error(), "joining the controller quorum"),
-            }
-        }
-        failures += 1;
-        if failures.is_power_of_two() {
-            tracing::warn!(failures, "no controller leader took this broker-only node yet; retrying");
-        }
-        drop(c);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    register_until_done(core, register).await;
-}
-
-/// Ask every listener whether it can act on `records`; if one cannot, those that agreed
-/// drop what they readied.
-fn prepare(
-    listeners: &[Arc<dyn MetadataListener>],
-    image: &MetadataImage,
-    records: &[MetadataRecord],
-) -> Result<(), String> {
-    let mut next = image.clone();
-    records.iter().for_each(|r| next.apply(r));
-    let delta = MetadataDelta::of(records);
-    for (i, l) in listeners.iter().enumerate() {
-        if let Err(reason) = l.prepare(&next, &delta) {
-            listeners[..i].iter().for_each(|l| l.discard());
-            return Err(reason);
-        }
-    }
-    Ok(())
-}
-
-fn forward_handler(core: &Arc<Core>) -> ForwardHandler {
-    let core = Arc::downgrade(core);
-    Arc::new(move |op| -> ForwardFuture {
-        let core = core.clone();
-        Box::pin(async move {
-            match core.upgrade() {
-                Some(core) if core.raft.current_leader().await == Some(core.node_id as NodeId) => {
-                    core.decide_and_commit(op).await
-                }
-                _ => Err(ForwardError::NotLeader),
-            }
-        })
-    })
-}
-
-/// Register this broker with the quorum, retrying until a leader takes it.
-async fn register_until_done(core: Weak<Core>, op: ControllerOp) {
-    let mut failures = 0u32;
-    while let Some(c) = core.upgrade() {
-        match c.submit(op.clone()).await {
-            Ok(_) => {
-                tracing::info!(node_id = c.node_id, "broker registered with the controller quorum");
-                return;
-            }
-            Err(e) => {
-                failures += 1;
-                if failures.is_power_of_two() {
-                    tracing::warn!(error = %e, failures, "broker registration not committed yet; retrying");
-                }
-            }
-        }
-        drop(c);
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
-
-async fn wait_applied(published: &Published, index: u64, deadline: Instant) -> Result<(), ControllerError> {
-    let mut applied = published.applied();
-    let reached = tokio::time::timeout_at(deadline, async { applied.wait_for(|&a| a >= index).await.is_ok() }).await;
-    match reached {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(ControllerError::Internal("the controller stopped".into())),
-        Err(_) => Err(ControllerError::NotController(format!("metadata log index {index} not applied in time"))),
-    }
-}
-
-/// The metadata of a pre-Raft runnel (`metadata.log`), for a single voter; empty
-/// otherwise.
-fn base_image(dir: &Path, single: bool) -> Result<MetadataImage, ControllerError> {
-    if !dir.join("metadata.log").exists() {
-        return Ok(MetadataImage::default());
-    }
-    if !single {
-        tracing::warn!(dir = %dir.display(), "ignoring a single-node metadata.log: this node is one of several voters");
-        return Ok(MetadataImage::default());
-    }
-    let (_, records) = MetadataLog::open(dir)?;
-    let mut image = MetadataImage::default();
-    records.iter().for_each(|r| image.apply(r));
-    Ok(image)
-}
-
 fn internal(e: impl std::fmt::Display) -> ControllerError {
     ControllerError::Internal(e.to_string())
 }
+
+mod bootstrap;
+mod leader;
 
 #[cfg(test)]
 mod tests;

@@ -107,12 +107,13 @@ impl Broker {
         );
         let clock = system_clock();
         let replicas = Arc::new(ReplicaManager::new(&config, clock.clone()));
-        let image = controller.image();
-        replicas.remove_orphans(&image);
-        replicas.apply_image(&image, clock())?;
         // From here on metadata is pushed: each commit reaches the partitions before the
-        // request that made it is answered.
-        controller.subscribe(replicas.clone());
+        // request that made it is answered. Other nodes may commit while this one starts:
+        // the partitions open from the current image and every commit after it, in order.
+        controller.subscribe_from(replicas.clone(), |image| {
+            replicas.remove_orphans(image);
+            replicas.apply_image(image, clock())
+        })?;
         let limits = GroupLimits {
             min_session_timeout_ms: config.group_min_session_timeout_ms,
             max_session_timeout_ms: config.group_max_session_timeout_ms,

@@ -32,6 +32,10 @@ use crate::controller::records::MetadataRecord;
 /// What the state machine shows the rest of the broker: the latest applied image, the
 /// listeners told of each commit, and the last applied log index (to wait on).
 pub struct Published {
+    /// Held while an image is published to listeners, and while a listener joins: a
+    /// joining listener sees either the image before a commit and then that commit, or
+    /// the image after it, never a commit out of order with its first image.
+    publishing: Mutex<()>,
     image: RwLock<Arc<MetadataImage>>,
     listeners: RwLock<Vec<Arc<dyn MetadataListener>>>,
     applied: watch::Sender<u64>,
@@ -40,6 +44,7 @@ pub struct Published {
 impl Published {
     pub fn new(image: MetadataImage) -> Published {
         Published {
+            publishing: Mutex::new(()),
             image: RwLock::new(Arc::new(image)),
             listeners: RwLock::new(Vec::new()),
             applied: watch::Sender::new(0),
@@ -54,6 +59,19 @@ impl Published {
         self.listeners.write().unwrap_or_else(|e| e.into_inner()).push(listener);
     }
 
+    /// Run `init` on the current image and subscribe `listener` to every commit after
+    /// it, with no commit slipping in between.
+    pub fn subscribe_from<R>(
+        &self,
+        listener: Arc<dyn MetadataListener>,
+        init: impl FnOnce(&Arc<MetadataImage>) -> R,
+    ) -> R {
+        let _turn = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
+        let result = init(&self.image());
+        self.subscribe(listener);
+        result
+    }
+
     pub fn listeners(&self) -> Vec<Arc<dyn MetadataListener>> {
         self.listeners.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -64,6 +82,7 @@ impl Published {
     }
 
     fn publish(&self, image: Arc<MetadataImage>, delta: &MetadataDelta) {
+        let _turn = self.publishing.lock().unwrap_or_else(|e| e.into_inner());
         *self.image.write().unwrap_or_else(|e| e.into_inner()) = image.clone();
         for l in self.listeners() {
             l.on_commit(&image, delta);
