@@ -1,11 +1,11 @@
 //! Which brokers the controller counts as alive: heartbeats in, fencing decisions out.
 //! A pure state machine with the time passed in (Kafka's `BrokerHeartbeatManager`).
 //!
-//! * A broker is unfenced by a heartbeat from its current registration (the incarnation
-//!   it registered with); it is fenced when no heartbeat arrived for
-//!   `broker.session.timeout.ms` (Kafka's default 9 s, heartbeats every 2 s), or at once
-//!   when it re-registers with a new incarnation (it restarted: what it had in memory is
-//!   gone, so it must catch up again before it may lead).
+//! * Heartbeats carry the broker process's incarnation id. The first heartbeat of an
+//!   incarnation registers it fenced (a restarted process must catch up before it may
+//!   lead or be in sync); its next heartbeat unfences it. A broker is fenced when no
+//!   heartbeat arrived for `broker.session.timeout.ms` (Kafka's default 9 s, heartbeats
+//!   every 2 s).
 //! * A broker that asks to shut down (`want_shut_down`) keeps heartbeating while its
 //!   leadership moves off; it is reported as shutting down, not fenced.
 //! * A controller that just became leader has heard from nobody yet: every broker gets a
@@ -23,7 +23,9 @@ pub const BROKER_HEARTBEAT_INTERVAL_MS: i64 = 2_000;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Broker {
-    incarnation: Uuid,
+    /// The process's incarnation id; `None` after a controller failover, until the
+    /// broker's next heartbeat names it.
+    incarnation: Option<Uuid>,
     last_heartbeat_ms: i64,
     fenced: bool,
     shutting_down: bool,
@@ -32,14 +34,14 @@ struct Broker {
 /// What a heartbeat changed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HeartbeatOutcome {
+    /// A broker this controller did not know, or a new incarnation of one it knew (the
+    /// process restarted): fenced from now on, until its next heartbeat.
+    Registered,
     /// The broker was fenced and is now alive again: elect it where it can lead.
     Unfenced,
     /// The broker asked to shut down for the first time: move its leadership off.
     ShutdownRequested,
     Unchanged,
-    /// The heartbeat is from an old incarnation, or a broker that never registered
-    /// (Kafka answers STALE_BROKER_EPOCH / it must register again).
-    Stale,
 }
 
 #[derive(Debug, Clone)]
@@ -53,36 +55,34 @@ impl BrokerLiveness {
         BrokerLiveness { brokers: BTreeMap::new(), session_timeout_ms }
     }
 
-    /// A broker registered (or registered again). A new incarnation starts fenced; the
-    /// same incarnation (a retried registration) changes nothing.
-    pub fn register(&mut self, node: i32, incarnation: Uuid, now_ms: i64) {
-        match self.brokers.get(&node) {
-            Some(b) if b.incarnation == incarnation => {}
-            _ => {
-                self.brokers.insert(
-                    node,
-                    Broker { incarnation, last_heartbeat_ms: now_ms, fenced: true, shutting_down: false },
-                );
-            }
-        }
-    }
-
-    /// This controller just became the quorum leader: it knows of `nodes` (from the
-    /// image) but has heard from none of them; each gets a full session from now.
-    pub fn became_leader(&mut self, nodes: impl IntoIterator<Item = (i32, Uuid, bool)>, now_ms: i64) {
+    /// This controller just became the quorum leader: it knows of `nodes` (id, fenced)
+    /// from the image but has heard from none of them; each gets a full session from
+    /// now, and its next heartbeat's incarnation is taken as its current one.
+    pub fn became_leader(&mut self, nodes: impl IntoIterator<Item = (i32, bool)>, now_ms: i64) {
         self.brokers = nodes
             .into_iter()
-            .map(|(node, incarnation, fenced)| {
-                (node, Broker { incarnation, last_heartbeat_ms: now_ms, fenced, shutting_down: false })
+            .map(|(node, fenced)| {
+                (node, Broker { incarnation: None, last_heartbeat_ms: now_ms, fenced, shutting_down: false })
             })
             .collect();
     }
 
     pub fn heartbeat(&mut self, node: i32, incarnation: Uuid, want_shut_down: bool, now_ms: i64) -> HeartbeatOutcome {
-        let Some(b) = self.brokers.get_mut(&node).filter(|b| b.incarnation == incarnation) else {
-            return HeartbeatOutcome::Stale;
+        let fresh =
+            Broker { incarnation: Some(incarnation), last_heartbeat_ms: now_ms, fenced: true, shutting_down: false };
+        let Some(b) = self.brokers.get_mut(&node) else {
+            self.brokers.insert(node, fresh);
+            return HeartbeatOutcome::Registered;
         };
         b.last_heartbeat_ms = now_ms;
+        match b.incarnation {
+            None => b.incarnation = Some(incarnation),
+            Some(known) if known != incarnation => {
+                *b = fresh;
+                return HeartbeatOutcome::Registered;
+            }
+            Some(_) => {}
+        }
         if want_shut_down && !b.shutting_down {
             b.shutting_down = true;
             return HeartbeatOutcome::ShutdownRequested;
@@ -128,9 +128,9 @@ mod tests {
     const B: Uuid = Uuid::from_u128(2);
 
     #[test]
-    fn a_registered_broker_is_unfenced_by_its_first_heartbeat_and_fenced_after_the_session() {
+    fn a_new_broker_starts_fenced_is_unfenced_by_its_next_heartbeat_and_fenced_after_the_session() {
         let mut l = BrokerLiveness::new(9_000);
-        l.register(1, A, 0);
+        assert_eq!(l.heartbeat(1, A, false, 0), HeartbeatOutcome::Registered);
         assert!(l.is_fenced(1) && !l.is_alive(1));
         assert_eq!(l.heartbeat(1, A, false, 100), HeartbeatOutcome::Unfenced);
         assert!(l.is_alive(1));
@@ -145,21 +145,18 @@ mod tests {
     #[test]
     fn a_restarted_broker_is_a_new_incarnation_and_starts_fenced() {
         let mut l = BrokerLiveness::new(9_000);
-        l.register(1, A, 0);
+        l.heartbeat(1, A, false, 0);
         l.heartbeat(1, A, false, 1);
-        l.register(1, A, 5);
-        assert!(l.is_alive(1), "a retried registration changes nothing");
-        l.register(1, B, 10);
+        assert!(l.is_alive(1));
+        assert_eq!(l.heartbeat(1, B, false, 10), HeartbeatOutcome::Registered);
         assert!(l.is_fenced(1));
-        assert_eq!(l.heartbeat(1, A, false, 11), HeartbeatOutcome::Stale);
-        assert_eq!(l.heartbeat(9, A, false, 11), HeartbeatOutcome::Stale);
         assert_eq!(l.heartbeat(1, B, false, 12), HeartbeatOutcome::Unfenced);
     }
 
     #[test]
     fn a_shutting_down_broker_is_not_alive_but_not_fenced() {
         let mut l = BrokerLiveness::new(9_000);
-        l.register(1, A, 0);
+        l.heartbeat(1, A, false, 0);
         l.heartbeat(1, A, false, 1);
         assert_eq!(l.heartbeat(1, A, true, 2), HeartbeatOutcome::ShutdownRequested);
         assert_eq!(l.heartbeat(1, A, true, 3), HeartbeatOutcome::Unchanged);
@@ -167,11 +164,13 @@ mod tests {
     }
 
     #[test]
-    fn a_new_controller_leader_gives_every_broker_a_full_session() {
+    fn a_new_controller_leader_gives_every_broker_a_full_session_and_adopts_its_incarnation() {
         let mut l = BrokerLiveness::new(9_000);
-        l.became_leader([(1, A, false), (2, B, true)], 50_000);
+        l.became_leader([(1, false), (2, true)], 50_000);
         assert!(l.is_alive(1) && l.is_fenced(2));
-        assert!(l.expire(59_000).is_empty());
-        assert_eq!(l.expire(59_001), vec![1]);
+        assert_eq!(l.heartbeat(1, A, false, 50_001), HeartbeatOutcome::Unchanged, "no fencing after a failover");
+        assert!(l.expire(59_001).is_empty());
+        assert_eq!(l.expire(59_002), vec![1]);
+        assert_eq!(l.heartbeat(2, B, false, 59_003), HeartbeatOutcome::Unfenced);
     }
 }

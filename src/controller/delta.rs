@@ -37,6 +37,7 @@ impl MetadataDelta {
                 }
                 MetadataRecord::Cluster { .. }
                 | MetadataRecord::RegisterBroker { .. }
+                | MetadataRecord::BrokerFenced { .. }
                 | MetadataRecord::ProducerIds { .. } => {}
             }
         }

@@ -13,6 +13,8 @@ pub struct BrokerImage {
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
+    /// Out of the cluster until its heartbeats let it back in (Kafka's fenced broker).
+    pub fenced: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -69,9 +71,10 @@ impl MetadataImage {
         match record {
             MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id.clone(),
             MetadataRecord::RegisterBroker { node_id, host, port, rack } => {
+                let fenced = self.brokers.get(node_id).is_some_and(|b| b.fenced);
                 self.brokers.insert(
                     *node_id,
-                    BrokerImage { node_id: *node_id, host: host.clone(), port: *port, rack: rack.clone() },
+                    BrokerImage { node_id: *node_id, host: host.clone(), port: *port, rack: rack.clone(), fenced },
                 );
             }
             MetadataRecord::Topic { name, topic_id } => {
@@ -120,7 +123,17 @@ impl MetadataImage {
             MetadataRecord::ProducerIds { next_producer_id } => {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
+            MetadataRecord::BrokerFenced { node_id, fenced } => {
+                if let Some(b) = self.brokers.get_mut(node_id) {
+                    b.fenced = *fenced;
+                }
+            }
         }
+    }
+
+    /// Registered and not fenced.
+    pub fn broker_alive(&self, node_id: i32) -> bool {
+        self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
     }
 
     /// The records that rebuild this image when applied to an empty one (a snapshot of
@@ -137,6 +150,9 @@ impl MetadataImage {
                 port: b.port,
                 rack: b.rack.clone(),
             });
+            if b.fenced {
+                out.push(MetadataRecord::BrokerFenced { node_id: b.node_id, fenced: true });
+            }
         }
         for t in self.topics.values() {
             out.push(MetadataRecord::Topic { name: t.name.clone(), topic_id: t.topic_id });

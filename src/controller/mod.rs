@@ -9,6 +9,7 @@
 //! dir written before the quorum.
 
 pub mod broker_liveness;
+pub mod cluster_ops;
 pub mod delta;
 pub mod image;
 pub mod metadata_log;
@@ -54,6 +55,10 @@ pub enum ControllerError {
     NotController(String),
     #[error("metadata log I/O failed: {0}")]
     Io(#[from] std::io::Error),
+    /// A broker's heartbeat or AlterPartition the controller turned down (Kafka answers
+    /// those with an error code the broker acts on; the message names it).
+    #[error("{0}")]
+    Refused(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -68,6 +68,25 @@ pub enum ControllerOp {
         node_id: i32,
         controller_addr: String,
     },
+    /// A broker process is alive (every `broker.heartbeat.interval.ms`); with
+    /// `want_shut_down` it asks for its leadership to move off before it stops.
+    BrokerHeartbeat {
+        node_id: i32,
+        incarnation: Uuid,
+        want_shut_down: bool,
+    },
+    /// The leader's periodic check: fence brokers whose session expired.
+    ExpireBrokers,
+    /// A partition leader asks to take `remove` out of the ISR or `add` into it
+    /// (Kafka's AlterPartition).
+    AlterPartition {
+        broker: i32,
+        topic_id: Uuid,
+        partition: i32,
+        leader_epoch: i32,
+        remove: Vec<i32>,
+        add: Option<i32>,
+    },
     /// A broker's address and rack; the first registration also names the cluster.
     RegisterBroker {
         node_id: i32,
@@ -106,6 +125,10 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::AlterTopicConfigs { name, changes, .. } => alter_topic_configs(image, name, changes),
         // A membership change, not a metadata record: the leader carries it out itself.
         ControllerOp::AddObserver { .. } => Ok(Vec::new()),
+        // Decided with the leader's view of broker liveness (`cluster_ops.rs`).
+        ControllerOp::BrokerHeartbeat { .. } | ControllerOp::ExpireBrokers | ControllerOp::AlterPartition { .. } => {
+            Err(ControllerError::Internal("a liveness operation needs the leader's broker liveness".into()))
+        }
         ControllerOp::AllocateProducerIds => {
             Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
         }

@@ -69,7 +69,7 @@ mod tests {
     use super::*;
 
     fn broker(id: i32, rack: Option<&str>) -> BrokerImage {
-        BrokerImage { node_id: id, host: "h".into(), port: 1, rack: rack.map(str::to_owned) }
+        BrokerImage { node_id: id, host: "h".into(), port: 1, rack: rack.map(str::to_owned), fenced: false }
     }
 
     #[test]

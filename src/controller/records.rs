@@ -47,4 +47,10 @@ pub enum MetadataRecord {
     ProducerIds {
         next_producer_id: i64,
     },
+    /// The controller fenced a broker (it missed its heartbeats or restarted) or let it
+    /// back in. A fenced broker leads nothing and is not listed to clients.
+    BrokerFenced {
+        node_id: i32,
+        fenced: bool,
+    },
 }

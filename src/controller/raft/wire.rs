@@ -69,6 +69,7 @@ pub enum ErrorKind {
     InvalidConfig,
     Storage,
     NotController,
+    Refused,
     Internal,
 }
 
@@ -85,6 +86,7 @@ impl From<&ControllerError> for ForwardError {
             E::InvalidConfig(m) => (ErrorKind::InvalidConfig, m.clone()),
             E::Storage(m) => (ErrorKind::Storage, m.clone()),
             E::NotController(m) => (ErrorKind::NotController, m.clone()),
+            E::Refused(m) => (ErrorKind::Refused, m.clone()),
             E::Io(_) | E::Internal(_) => (ErrorKind::Internal, e.to_string()),
         };
         ForwardError::Refused { kind, message }
@@ -106,6 +108,7 @@ impl ForwardError {
                 ErrorKind::InvalidConfig => E::InvalidConfig(m),
                 ErrorKind::Storage => E::Storage(m),
                 ErrorKind::NotController => E::NotController(m),
+                ErrorKind::Refused => E::Refused(m),
                 ErrorKind::Internal => E::Internal(m),
             },
         }

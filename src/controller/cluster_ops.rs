@@ -1,0 +1,243 @@
+//! The quorum leader's decisions that depend on which brokers are alive: heartbeats
+//! (registration of a new incarnation, unfencing, controlled shutdown), session expiry,
+//! and AlterPartition. Pure: the image, the leader's [`BrokerLiveness`] and `now` in;
+//! records out (Kafka's `ReplicationControlManager` and `ClusterControlManager`).
+
+use super::broker_liveness::{BrokerLiveness, HeartbeatOutcome};
+use super::image::MetadataImage;
+use super::operations::ControllerOp;
+use super::partition_change::{alter_partition, elect_leaderless, remove_broker, AlterPartitionError, IsrProposal};
+use super::records::MetadataRecord;
+use super::ControllerError;
+
+/// The records `op` commits, given the leader's liveness view (which it updates).
+pub fn decide(
+    image: &MetadataImage,
+    op: &ControllerOp,
+    liveness: &mut BrokerLiveness,
+    now_ms: i64,
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    let mut out = Changes { image: image.clone(), records: Vec::new() };
+    match op {
+        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down } => {
+            if !image.brokers.contains_key(node_id) {
+                return Err(ControllerError::Refused(format!("broker {node_id} is not registered")));
+            }
+            match liveness.heartbeat(*node_id, *incarnation, *want_shut_down, now_ms) {
+                HeartbeatOutcome::Registered => out.fence(*node_id, liveness),
+                HeartbeatOutcome::Unfenced => {
+                    out.set_fenced(*node_id, false);
+                    out.elect_leaderless(liveness);
+                }
+                HeartbeatOutcome::ShutdownRequested => out.push(remove_broker(&out.image, *node_id, &alive(liveness))),
+                HeartbeatOutcome::Unchanged => {
+                    if liveness.is_shutting_down(*node_id) {
+                        // Partitions whose other replicas were down at the request.
+                        out.push(remove_broker(&out.image, *node_id, &alive(liveness)));
+                    } else if liveness.is_alive(*node_id) {
+                        // After a controller failover the image may still say fenced.
+                        if out.image.brokers.get(node_id).is_some_and(|b| b.fenced) {
+                            out.set_fenced(*node_id, false);
+                        }
+                        out.elect_leaderless(liveness);
+                    }
+                }
+            }
+        }
+        ControllerOp::ExpireBrokers => {
+            for node in liveness.expire(now_ms) {
+                tracing::warn!(node_id = node, "broker session expired; fencing it");
+                out.fence(node, liveness);
+            }
+        }
+        ControllerOp::AlterPartition { broker, topic_id, partition, leader_epoch, remove, add } => {
+            let topic =
+                image.topic_by_id(topic_id).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
+            let pi = usize::try_from(*partition)
+                .ok()
+                .and_then(|i| topic.partitions.get(i))
+                .ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
+            let mut new_isr: Vec<i32> = pi.isr.iter().copied().filter(|r| !remove.contains(r)).collect();
+            if let Some(a) = add {
+                if !new_isr.contains(a) {
+                    new_isr.push(*a);
+                }
+            }
+            let proposal = IsrProposal {
+                broker: *broker,
+                topic_id: *topic_id,
+                partition: *partition,
+                leader_epoch: *leader_epoch,
+                partition_epoch: pi.partition_epoch,
+                new_isr,
+            };
+            if let Some(r) = alter_partition(image, &proposal, &alive(liveness)).map_err(refused)? {
+                out.records.push(r);
+            }
+        }
+        _ => return Err(ControllerError::Internal("not a liveness operation".into())),
+    }
+    Ok(out.records)
+}
+
+fn alive(liveness: &BrokerLiveness) -> impl Fn(i32) -> bool + '_ {
+    move |r| liveness.is_alive(r)
+}
+
+fn refused(e: AlterPartitionError) -> ControllerError {
+    ControllerError::Refused(format!("AlterPartition refused: {e:?}"))
+}
+
+/// Records decided so far, and the image they make (later decisions of the same
+/// operation see earlier ones).
+struct Changes {
+    image: MetadataImage,
+    records: Vec<MetadataRecord>,
+}
+
+impl Changes {
+    fn push(&mut self, records: Vec<MetadataRecord>) {
+        for r in records {
+            self.image.apply(&r);
+            self.records.push(r);
+        }
+    }
+
+    fn set_fenced(&mut self, node_id: i32, fenced: bool) {
+        if self.image.brokers.get(&node_id).is_some_and(|b| b.fenced != fenced) {
+            self.push(vec![MetadataRecord::BrokerFenced { node_id, fenced }]);
+        }
+    }
+
+    /// Out of every ISR (but the last member) and no longer leading anything.
+    fn fence(&mut self, node_id: i32, liveness: &BrokerLiveness) {
+        self.set_fenced(node_id, true);
+        let records = remove_broker(&self.image, node_id, &alive(liveness));
+        self.push(records);
+    }
+
+    fn elect_leaderless(&mut self, liveness: &BrokerLiveness) {
+        let records = elect_leaderless(&self.image, &alive(liveness));
+        self.push(records);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::controller::image::{BrokerImage, PartitionImage, TopicImage};
+
+    const T: Uuid = Uuid::from_u128(9);
+    const INC: Uuid = Uuid::from_u128(1);
+
+    fn image() -> MetadataImage {
+        let mut img = MetadataImage::default();
+        for id in 1..=3 {
+            img.brokers.insert(id, BrokerImage { node_id: id, host: "h".into(), port: 1, rack: None, fenced: false });
+        }
+        let p = |i: i32, replicas: Vec<i32>| PartitionImage {
+            partition: i,
+            isr: replicas.clone(),
+            leader: replicas[0],
+            replicas,
+            leader_epoch: 0,
+            partition_epoch: 0,
+        };
+        let topic = TopicImage {
+            name: "t".into(),
+            topic_id: T,
+            partitions: vec![p(0, vec![1, 2, 3]), p(1, vec![2, 3, 1])],
+            configs: Default::default(),
+        };
+        img.topic_names_by_id.insert(T, "t".into());
+        img.topics.insert("t".into(), Arc::new(topic));
+        img
+    }
+
+    fn heartbeat(node_id: i32, want_shut_down: bool) -> ControllerOp {
+        ControllerOp::BrokerHeartbeat { node_id, incarnation: INC, want_shut_down }
+    }
+
+    fn run(img: &mut MetadataImage, op: &ControllerOp, l: &mut BrokerLiveness, now: i64) -> Vec<MetadataRecord> {
+        let records = decide(img, op, l, now).unwrap();
+        records.iter().for_each(|r| img.apply(r));
+        records
+    }
+
+    fn leaders(img: &MetadataImage) -> Vec<(i32, Vec<i32>)> {
+        img.topic("t").unwrap().partitions.iter().map(|p| (p.leader, p.isr.clone())).collect()
+    }
+
+    #[test]
+    fn an_expired_broker_is_fenced_and_loses_leadership_then_returns() {
+        let mut img = image();
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader([(1, false), (2, false), (3, false)], 0);
+        for n in 2..=3 {
+            run(&mut img, &heartbeat(n, false), &mut l, 8_000);
+        }
+        run(&mut img, &ControllerOp::ExpireBrokers, &mut l, 10_000);
+        assert!(img.brokers[&1].fenced);
+        assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
+        // Back: its first heartbeat (an incarnation this leader adopts) unfences it; it
+        // rejoins ISRs only through the leaders' AlterPartition, once caught up.
+        run(&mut img, &heartbeat(1, false), &mut l, 11_000);
+        assert!(!img.brokers[&1].fenced);
+        assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
+        let expand = ControllerOp::AlterPartition {
+            broker: 2,
+            topic_id: T,
+            partition: 0,
+            leader_epoch: 1,
+            remove: vec![],
+            add: Some(1),
+        };
+        run(&mut img, &expand, &mut l, 11_500);
+        assert_eq!(leaders(&img)[0], (2, vec![1, 2, 3]));
+    }
+
+    #[test]
+    fn a_restarted_broker_is_fenced_at_its_first_heartbeat_and_unfenced_at_the_next() {
+        let mut img = image();
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader([(1, false), (2, false), (3, false)], 0);
+        run(&mut img, &heartbeat(1, false), &mut l, 1);
+        let restarted =
+            ControllerOp::BrokerHeartbeat { node_id: 1, incarnation: Uuid::from_u128(2), want_shut_down: false };
+        run(&mut img, &restarted, &mut l, 2);
+        assert!(img.brokers[&1].fenced);
+        assert_eq!(leaders(&img)[0], (2, vec![2, 3]));
+        run(&mut img, &restarted, &mut l, 3);
+        assert!(!img.brokers[&1].fenced);
+    }
+
+    #[test]
+    fn a_controlled_shutdown_moves_leadership_off_first() {
+        let mut img = image();
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader([(1, false), (2, false), (3, false)], 0);
+        run(&mut img, &heartbeat(2, true), &mut l, 1);
+        assert_eq!(leaders(&img), vec![(1, vec![1, 3]), (3, vec![3, 1])]);
+        assert!(!img.brokers[&2].fenced, "shutting down, not fenced");
+    }
+
+    #[test]
+    fn unknown_brokers_and_bad_alter_partitions_are_refused() {
+        let img = image();
+        let mut l = BrokerLiveness::new(9_000);
+        assert!(matches!(decide(&img, &heartbeat(7, false), &mut l, 0), Err(ControllerError::Refused(_))));
+        let stale = ControllerOp::AlterPartition {
+            broker: 1,
+            topic_id: T,
+            partition: 0,
+            leader_epoch: 3,
+            remove: vec![2],
+            add: None,
+        };
+        assert!(matches!(decide(&img, &stale, &mut l, 0), Err(ControllerError::Refused(_))));
+    }
+}
