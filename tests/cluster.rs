@@ -1,7 +1,8 @@
 //! Three whole brokers (combined broker and controller roles) on loopback form one
 //! cluster: every broker registers through the controller quorum, Metadata from any of
 //! them lists all three, and a topic with replication factor 3 gets its replicas placed
-//! on all three with leaders spread. (Partition data is not replicated yet.)
+//! on all three with leaders spread; a fourth, broker-only node joins as a learner.
+//! (Partition data is not replicated yet.)
 
 mod common;
 
@@ -90,6 +91,34 @@ async fn three_brokers_register_and_place_replicas_on_all_of_them() {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+
+    // A broker-only node follows the metadata log as a learner and registers too.
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = BrokerConfig::ephemeral(dir.path());
+    config.node_id = 4;
+    config.process_roles = "broker".into();
+    config.controller_listen = Some("127.0.0.1:0".into());
+    config.controller_quorum_voters = runnel::config::parse_voters(&voters).unwrap();
+    config.validate().unwrap();
+    brokers.push(Broker::start(config).await.expect("broker-only node starts"));
+    let started = Instant::now();
+    for b in &brokers {
+        loop {
+            let md = metadata(b.local_addr()).await;
+            let sees_topic = md.topics.iter().any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "replicated"));
+            if md.brokers.len() == 4 && sees_topic {
+                break;
+            }
+            assert!(started.elapsed() < DEADLINE, "broker {} lists {:?}", b.local_addr(), md.brokers);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    let mut c = Client::connect(brokers[3].local_addr()).await;
+    let resp = c.send(5, create_topics_request("via-broker-only", 1, 2, &[])).await;
+    assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
+    let md = metadata(brokers[3].local_addr()).await;
+    assert!(md.topics.iter().any(|t| t.name.as_ref().is_some_and(|n| n.0.as_str() == "via-broker-only")));
+
     for b in brokers {
         b.shutdown().await;
     }
