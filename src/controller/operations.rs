@@ -222,13 +222,14 @@ fn create_topic(
         if rf <= 0 {
             return Err(ControllerError::InvalidReplicationFactor("Replication factor must be larger than 0.".into()));
         }
-        if rf as usize > image.brokers.len() {
+        // Replicas go on brokers that are in the cluster now (Kafka skips fenced ones).
+        let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
+        if rf as usize > brokers.len() {
             return Err(ControllerError::InvalidReplicationFactor(format!(
                 "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
-                image.brokers.len()
+                brokers.len()
             )));
         }
-        let brokers: Vec<_> = image.brokers.values().cloned().collect();
         placement::place(&brokers, 0, partitions, rf as usize, start)
     };
     let mut seen = BTreeMap::new();
@@ -282,13 +283,13 @@ fn create_partitions(
         )));
     }
     let rf = topic.partitions.first().map_or(1, |p| p.replicas.len()).max(1);
-    if rf > image.brokers.len() {
+    let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
+    if rf > brokers.len() {
         return Err(ControllerError::InvalidReplicationFactor(format!(
             "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
-            image.brokers.len()
+            brokers.len()
         )));
     }
-    let brokers: Vec<_> = image.brokers.values().cloned().collect();
     let placed = placement::place(&brokers, current, total - current, rf, start);
     Ok((current..total)
         .zip(placed)

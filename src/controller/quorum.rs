@@ -31,6 +31,7 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::broker_liveness::BrokerLiveness;
 use super::delta::MetadataListener;
 use super::image::{MetadataImage, TopicImage};
 use super::operations::{topic_of, ConfigChange, ControllerOp, NewTopic, PRODUCER_ID_BLOCK};
@@ -106,6 +107,10 @@ struct Core {
     op_lock: tokio::sync::Mutex<()>,
     /// (next, limit) of this node's block of producer ids.
     producer_ids: Mutex<(i64, i64)>,
+    /// More than one voter, or a broker-only node: brokers heartbeat and can be fenced.
+    clustered: bool,
+    /// As the quorum leader: which brokers are alive, for the term it was built in.
+    liveness: Mutex<Option<(u64, BrokerLiveness)>>,
 }
 
 pub struct Controller {
@@ -175,6 +180,8 @@ impl Controller {
             forwarder: Forwarder,
             op_lock: tokio::sync::Mutex::new(()),
             producer_ids: Mutex::new((0, 0)),
+            clustered: !single,
+            liveness: Mutex::new(None),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
@@ -218,6 +225,9 @@ impl Controller {
             tasks.push(tokio::spawn(join_then_register(Arc::downgrade(&core), join, register)));
         } else {
             tasks.push(tokio::spawn(register_until_done(Arc::downgrade(&core), register)));
+        }
+        if !single {
+            tasks.push(tokio::spawn(liveness::expire_loop(Arc::downgrade(&core))));
         }
         let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks };
         if fold_base {
@@ -393,6 +403,7 @@ fn internal(e: impl std::fmt::Display) -> ControllerError {
 
 mod bootstrap;
 mod leader;
+mod liveness;
 
 #[cfg(test)]
 mod tests;

@@ -1,6 +1,7 @@
 //! The network side: listener, connections, shutdown, and [`Broker`], the handle that
 //! starts and stops a whole broker (used by `main` and embeddable in tests).
 
+pub mod cluster;
 pub mod connection;
 pub mod connections;
 pub mod embedded;
@@ -55,6 +56,8 @@ pub struct Broker {
     tasks: Vec<JoinHandle<()>>,
     /// The follower fetchers of the partitions this broker follows.
     fetchers: Option<FetcherManager>,
+    /// This process's identity in the cluster's liveness (a restart is a new one).
+    incarnation: uuid::Uuid,
     /// Held for the broker's lifetime: one process per data dir.
     _lock: std::fs::File,
 }
@@ -130,17 +133,22 @@ impl Broker {
         let (shutdown, _) = broadcast::channel(1);
         let (done, connections_done) = mpsc::channel(1);
         let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone(), done)));
+        let incarnation = uuid::Uuid::new_v4();
+        if ctx.controller.is_clustered() {
+            ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller)));
+        }
         let tasks = vec![
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
+            tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
         ];
         let image_of = ctx.controller.clone();
         let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
         let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
         let fetchers = Some(FetcherManager::start(ctx.replicas.clone(), endpoints));
         tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
-        Ok(Broker { local_addr, ctx, shutdown, connections_done, accept, tasks, fetchers, _lock: lock })
+        Ok(Broker { local_addr, ctx, shutdown, connections_done, accept, tasks, fetchers, incarnation, _lock: lock })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -162,6 +170,9 @@ impl Broker {
     /// are answered at once with what they have. So nothing is appended after the final
     /// flush, and every acknowledged record is in it.
     pub async fn shutdown(mut self) {
+        // In a cluster, leadership moves to other replicas while this broker still
+        // answers (clients are told NOT_LEADER_OR_FOLLOWER and follow the new leaders).
+        cluster::controlled_shutdown(&self.ctx, self.incarnation).await;
         let _ = self.shutdown.send(());
         self.ctx.replicas.purgatory().close();
         if let Some(accept) = self.accept.take() {

@@ -77,7 +77,8 @@ impl Core {
         }
         let image = self.published.image();
         let start = Uuid::new_v4().as_u128() as usize;
-        let records = decide(&image, &op, start).map_err(|e| ForwardError::from(&e))?;
+        let decided = if op.needs_liveness() { self.decide_liveness(&image, &op) } else { decide(&image, &op, start) };
+        let records = decided.map_err(|e| ForwardError::from(&e))?;
         if op.validate_only() || records.is_empty() {
             return Ok(OpReply { index: None, records });
         }
@@ -94,6 +95,9 @@ impl Core {
         match self.raft.client_write(Commit { records: records.clone() }).await {
             Ok(resp) => Ok(OpReply { index: Some(resp.log_id.index), records }),
             Err(e) => {
+                if op.needs_liveness() {
+                    self.forget_liveness();
+                }
                 let _ = tokio::task::spawn_blocking(move || listeners.iter().for_each(|l| l.discard())).await;
                 match e {
                     RaftError::APIError(ClientWriteError::ForwardToLeader(_)) => Err(ForwardError::NotLeader),

@@ -95,7 +95,7 @@ fn describe_topic(
     let partitions = page
         .iter()
         .map(|p| {
-            let leader_known = p.leader != NO_LEADER && image.brokers.contains_key(&p.leader);
+            let leader_known = p.leader != NO_LEADER && image.broker_alive(p.leader);
             let error = if leader_known { 0 } else { ResponseError::LeaderNotAvailable.code() };
             DescribeTopicPartitionsResponsePartition::default()
                 .with_error_code(error)
@@ -110,7 +110,7 @@ fn describe_topic(
                 .with_eligible_leader_replicas(Some(vec![]))
                 .with_last_known_elr(Some(vec![]))
                 .with_offline_replicas(
-                    p.replicas.iter().filter(|r| !image.brokers.contains_key(r)).map(|r| BrokerId(*r)).collect(),
+                    p.replicas.iter().filter(|r| !image.broker_alive(**r)).map(|r| BrokerId(*r)).collect(),
                 )
         })
         .collect();

@@ -44,9 +44,11 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataRe
         }
     }
     let image = ctx.image();
+    // Fenced brokers are out of the cluster: clients are not pointed at them.
     let brokers = image
         .brokers
         .values()
+        .filter(|b| !b.fenced)
         .map(|b| {
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.node_id))
@@ -80,7 +82,10 @@ fn describe_topic(t: &TopicImage, include_ops: bool) -> MetadataResponseTopic {
         .partitions
         .iter()
         .map(|p| {
+            // No leader (every ISR member is down): clients wait and ask again.
+            let error = if p.leader < 0 { ResponseError::LeaderNotAvailable.code() } else { 0 };
             MetadataResponsePartition::default()
+                .with_error_code(error)
                 .with_partition_index(p.partition)
                 .with_leader_id(BrokerId(p.leader))
                 .with_leader_epoch(p.leader_epoch)

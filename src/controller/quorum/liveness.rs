@@ -1,0 +1,111 @@
+//! Broker liveness on the quorum leader: heartbeats, session expiry and AlterPartition
+//! go through the same decide-and-commit path as every operation, decided by
+//! `cluster_ops` against the leader's [`BrokerLiveness`] (kept in memory only: a new
+//! leader starts it from the image and gives every broker a full session).
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use uuid::Uuid;
+
+use super::{Controller, Core};
+use crate::controller::broker_liveness::{BrokerLiveness, BROKER_SESSION_TIMEOUT_MS};
+use crate::controller::image::MetadataImage;
+use crate::controller::operations::ControllerOp;
+use crate::controller::raft::NodeId;
+use crate::controller::records::MetadataRecord;
+use crate::controller::{cluster_ops, ControllerError};
+
+/// How often the leader looks for expired broker sessions.
+const EXPIRE_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+
+pub(super) fn now_ms() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
+}
+
+impl ControllerOp {
+    /// Decided against the leader's broker liveness rather than the image alone.
+    pub(super) fn needs_liveness(&self) -> bool {
+        matches!(
+            self,
+            ControllerOp::BrokerHeartbeat { .. } | ControllerOp::ExpireBrokers | ControllerOp::AlterPartition { .. }
+        )
+    }
+}
+
+impl Core {
+    /// As the leader (under the operation lock): decide a liveness operation. The view
+    /// belongs to a term; a new term (this node became leader again, or for the first
+    /// time) starts a new one from the image.
+    pub(super) fn decide_liveness(
+        &self,
+        image: &MetadataImage,
+        op: &ControllerOp,
+    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+        let term = self.raft.metrics().borrow().current_term;
+        let now = now_ms();
+        let mut guard = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
+        if guard.as_ref().is_none_or(|(t, _)| *t != term) {
+            let mut view = BrokerLiveness::new(BROKER_SESSION_TIMEOUT_MS);
+            view.became_leader(image.brokers.values().map(|b| (b.node_id, b.fenced)), now);
+            *guard = Some((term, view));
+        }
+        let (_, view) = guard.as_mut().ok_or_else(|| ControllerError::Internal("no liveness view".into()))?;
+        cluster_ops::decide(image, op, view, now)
+    }
+
+    /// A liveness decision was not committed: its view may be ahead of the image, so the
+    /// next decision starts a fresh one (every broker gets a full session again).
+    pub(super) fn forget_liveness(&self) {
+        *self.liveness.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+}
+
+/// On every node of a cluster: while this node leads the quorum, fence brokers whose
+/// session expired.
+pub(super) async fn expire_loop(core: Weak<Core>) {
+    let mut tick = tokio::time::interval(EXPIRE_CHECK_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(c) = core.upgrade() else { return };
+        if c.raft.metrics().borrow().current_leader == Some(c.node_id as NodeId) {
+            if let Err(e) = c.submit(ControllerOp::ExpireBrokers).await {
+                tracing::debug!(error = %e, "broker session check");
+            }
+        }
+    }
+}
+
+impl Controller {
+    /// Part of a cluster (more than one voter, or a broker-only node): brokers heartbeat
+    /// and can be fenced. A single node never is.
+    pub fn is_clustered(&self) -> bool {
+        self.core.clustered
+    }
+
+    /// This broker process (`incarnation`) is alive; with `want_shut_down` it asks for
+    /// its leadership to move off. Returns once the leader's decision is applied here.
+    pub fn heartbeat(&self, incarnation: Uuid, want_shut_down: bool) -> Result<(), ControllerError> {
+        let node_id = self.core.node_id;
+        self.run(move |core| async move {
+            core.submit(ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down }).await.map(drop)
+        })
+    }
+
+    /// As the leader of a partition: take `remove` out of its ISR, or `add` into it.
+    pub fn alter_partition(
+        &self,
+        topic_id: Uuid,
+        partition: i32,
+        leader_epoch: i32,
+        remove: Vec<i32>,
+        add: Option<i32>,
+    ) -> Result<(), ControllerError> {
+        let broker = self.core.node_id;
+        self.run(move |core| async move {
+            let op = ControllerOp::AlterPartition { broker, topic_id, partition, leader_epoch, remove, add };
+            core.submit(op).await.map(drop)
+        })
+    }
+}

@@ -1,0 +1,122 @@
+//! A broker's part in the cluster (Kafka's `BrokerLifecycleManager` and
+//! `AlterPartitionManager`): heartbeats to the controller quorum so it is not fenced, a
+//! controlled shutdown that moves its leadership off before the process stops, and the
+//! ISR changes its partitions' leaders propose. A single node does none of this.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use crate::controller::broker_liveness::BROKER_HEARTBEAT_INTERVAL_MS;
+use crate::controller::Controller;
+use crate::protocol::Ctx;
+use crate::replication::isr::IsrProposal;
+use crate::replication::isr_sink::{IsrChange, IsrChangeSink};
+
+/// How long a controlled shutdown waits for its leadership to move off.
+const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// Heartbeat every `broker.heartbeat.interval.ms` until shutdown. The first heartbeat
+/// of this process registers its incarnation (fenced); the next one lets it back in.
+pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broadcast::Receiver<()>) {
+    if !ctx.controller.is_clustered() {
+        return;
+    }
+    let mut failures = 0u32;
+    let mut first = true;
+    loop {
+        let controller = ctx.controller.clone();
+        let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, false));
+        match beat.await {
+            Ok(Ok(())) => {
+                if failures > 0 {
+                    tracing::info!(failures, "controller heartbeats answered again");
+                }
+                failures = 0;
+            }
+            Ok(Err(e)) => {
+                failures += 1;
+                if failures.is_power_of_two() {
+                    tracing::warn!(error = %e, failures, "broker heartbeat not answered");
+                }
+            }
+            Err(_) => return,
+        }
+        // The second heartbeat of an incarnation unfences it: send it at once.
+        let wait = if first && failures == 0 { 0 } else { BROKER_HEARTBEAT_INTERVAL_MS as u64 };
+        first = false;
+        tokio::select! {
+            _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            _ = shutdown.recv() => return,
+        }
+    }
+}
+
+/// Ask the quorum to move this broker's leadership off (and take it out of ISRs), and
+/// wait until the local image shows it leads nothing another live replica could lead.
+pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
+    if !ctx.controller.is_clustered() {
+        return;
+    }
+    let me = ctx.config.node_id;
+    let deadline = tokio::time::Instant::now() + CONTROLLED_SHUTDOWN_TIMEOUT;
+    loop {
+        let controller = ctx.controller.clone();
+        let asked = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, true)).await;
+        let image = ctx.controller.image();
+        let still_leading = image
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| p.leader == me && p.isr.iter().any(|r| *r != me && image.broker_alive(*r)))
+            .count();
+        if matches!(asked, Ok(Ok(()))) && still_leading == 0 {
+            tracing::info!("controlled shutdown: leadership moved off this broker");
+            return;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(still_leading, "controlled shutdown timed out; stopping anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Takes a leader's ISR proposals to the controller as AlterPartition requests, one
+/// blocking task each (a proposal is sent once until the partition's metadata changes).
+pub struct ControllerIsrSink {
+    controller: Weak<Controller>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl ControllerIsrSink {
+    pub fn new(controller: &Arc<Controller>) -> ControllerIsrSink {
+        ControllerIsrSink { controller: Arc::downgrade(controller), runtime: tokio::runtime::Handle::current() }
+    }
+}
+
+impl IsrChangeSink for ControllerIsrSink {
+    fn propose(&self, change: IsrChange) {
+        let Some(controller) = self.controller.upgrade() else { return };
+        let (remove, add) = match &change.proposal {
+            IsrProposal::Shrink { remove } => (remove.clone(), None),
+            IsrProposal::Expand { add } => (Vec::new(), Some(*add)),
+        };
+        self.runtime.spawn_blocking(move || {
+            let result =
+                controller.alter_partition(change.topic_id, change.partition, change.leader_epoch, remove, add);
+            match result {
+                Ok(()) => tracing::info!(
+                    topic = %change.topic, partition = change.partition, proposal = ?change.proposal,
+                    "ISR change committed"
+                ),
+                Err(e) => tracing::warn!(
+                    topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
+                    "ISR change not committed"
+                ),
+            }
+        });
+    }
+}
