@@ -121,6 +121,19 @@ fn topic(name: &str, partitions: i32, replication_factor: i16) -> NewTopic {
     NewTopic { name: name.into(), num_partitions: partitions, replication_factor, assignments: vec![], configs: vec![] }
 }
 
+/// Brokers register fenced; two heartbeats of one incarnation let each in (what a
+/// Broker's heartbeat loop does).
+fn admit_all(cluster: &Cluster) {
+    for c in cluster.running() {
+        let incarnation = uuid::Uuid::new_v4();
+        c.heartbeat(incarnation, false).unwrap();
+        c.heartbeat(incarnation, false).unwrap();
+    }
+    wait_until("every broker is unfenced on every node", || {
+        cluster.running().all(|c| c.image().brokers.values().filter(|b| !b.fenced).count() == 3)
+    });
+}
+
 fn has_topic(c: &Controller, name: &str) -> bool {
     c.image().topic(name).is_some()
 }
@@ -131,6 +144,7 @@ fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
     let elected = wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
     eprintln!("first leader agreed after {elected:?}");
     wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    admit_all(&cluster);
     let leader = cluster.agreed_leader().unwrap();
     let follower = (1..=3).find(|&id| id != leader).unwrap();
 
@@ -184,6 +198,7 @@ fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
     let mut cluster = Cluster::start(tuning);
     wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
     wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    admit_all(&cluster);
     let leader = cluster.agreed_leader().unwrap();
     let lagging = (1..=3).find(|&id| id != leader).unwrap();
     cluster.stop(lagging);
@@ -216,6 +231,7 @@ fn a_broker_only_node_follows_the_log_and_forwards_changes() {
     let cluster = Cluster::start(RaftTuning::default());
     wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
     wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    admit_all(&cluster);
     cluster.node(1).create_topic(&topic("before-join", 1, 1), false).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut config = cluster.config(0);

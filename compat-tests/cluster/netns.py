@@ -2,9 +2,11 @@
 clients, joined by a bridge; iptables in the namespaces cuts links; signals crash and
 pause brokers.
 
-Names carry the creating process's pid (`rnl<pid>-n1`, bridge `rb<pid>`, veth
-`v<pid>n1`), so concurrent runs do not collide and a run that died is cleaned up by the
-next one (`Network.sweep`). Needs root, iproute2 and iptables.
+Namespaces are named after the creating process's pid and a random id
+(`rnl<pid>-<id>-n1`); the bridge (`rb<id>`) and host-side veths (`v<id><host>`) after the
+id alone (interface names have 15 characters). Concurrent runs and several networks in
+one process do not collide, and whatever a dead run left is removed by the next one
+(`Network.sweep`). Needs root, iproute2 and iptables.
 """
 import os
 import random
@@ -48,8 +50,9 @@ def pid_alive(pid):
 class Network:
     def __init__(self, hosts):
         """`hosts`: names such as ["n1", "n2", "n3", "client"]."""
-        self.tag = f"{PREFIX}{os.getpid()}"
-        self.bridge = f"rb{os.getpid()}"
+        self.id = f"{random.randrange(16 ** 6):06x}"
+        self.tag = f"{PREFIX}{os.getpid()}-{self.id}"
+        self.bridge = f"rb{self.id}"
         self.subnet = self._free_subnet()
         self.hosts = list(hosts)
         self.ips = {h: f"{self.subnet}.{10 + i}" for i, h in enumerate(self.hosts)}
@@ -68,7 +71,7 @@ class Network:
         return f"{self.tag}-{host}"
 
     def veth(self, host):
-        return f"v{os.getpid()}{host[:3]}"[:15]
+        return f"v{self.id}{host[:3]}"[:15]
 
     @staticmethod
     def sweep():
@@ -79,13 +82,22 @@ class Network:
                 pid = name[len(PREFIX):].split("-")[0]
                 if pid.isdigit() and not pid_alive(int(pid)):
                     sh("ip", "netns", "del", name, check=False)
+        # A bridge of ours with nothing attached belongs to a network that is gone.
         for line in sh("ip", "-o", "link", "show", "type", "bridge", capture=True).splitlines():
             name = line.split(":")[1].strip()
-            if name.startswith("rb") and name[2:].isdigit() and not pid_alive(int(name[2:])):
+            if name.startswith("rb") and len(name) == 8 and not sh("ip", "-o", "link", "show", "master", name,
+                                                                   capture=True, check=False).strip():
                 sh("ip", "link", "del", name, check=False)
                 sh("iptables", "-D", "FORWARD", "-i", name, "-j", "ACCEPT", check=False)
 
     def up(self):
+        try:
+            return self._up()
+        except Exception:
+            self.down()
+            raise
+
+    def _up(self):
         self.sweep()
         sh("ip", "link", "add", self.bridge, "type", "bridge")
         sh("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)

@@ -89,11 +89,18 @@ def test_dev_cluster_replicates_and_stops_on_ctrl_c(tmp_path, franz_path):
         report = check_files(acks, observed, tmp_path / "final.jsonl")
         assert report.acked > 1000 and report.ok(), json.dumps(report.anomalies())[:3000]
 
-        leaders = subprocess.run([franz_path, "leaders", "-brokers", bootstrap, "-topic", "replicated"],
-                                 capture_output=True, text=True, timeout=30)
-        rows = [json.loads(x) for x in leaders.stdout.splitlines()]
-        assert sorted(r["leader"] for r in rows) == [1, 2, 3], rows
+        # Every replica is in sync (a follower that fell behind is let back in by its
+        # leader's AlterPartition), and leadership is spread over the three brokers.
+        deadline = time.monotonic() + 30
+        while True:
+            leaders = subprocess.run([franz_path, "leaders", "-brokers", bootstrap, "-topic", "replicated"],
+                                     capture_output=True, text=True, timeout=30)
+            rows = [json.loads(x) for x in leaders.stdout.splitlines()]
+            if all(sorted(r["isr"]) == [1, 2, 3] for r in rows) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
         assert all(sorted(r["isr"]) == [1, 2, 3] for r in rows), rows
+        assert sorted(r["leader"] for r in rows) == [1, 2, 3], rows
 
         # Followers fetch continuously; give them a moment to hold the last batches too.
         def digests(p):

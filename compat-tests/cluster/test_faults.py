@@ -331,3 +331,79 @@ def test_cluster_rolling_restart(tmp_path, cluster3, franz_bin):
 
     cluster_scenario(tmp_path, net, nodes, franz_bin, "rolling-restart", new_topic("rolling"), fault,
                      lambda: hit.node.start(60), hold=1.0)
+
+
+def test_cluster_group_rides_through_a_coordinator_kill(tmp_path, cluster3, franz_bin):
+    """A consumer group (franz-go, classic protocol, two members) consumes an RF=3 topic
+    while the broker coordinating it (the leader of __consumer_offsets) is SIGKILLed and
+    restarted: the group moves to the new leader, every acknowledged record is consumed,
+    and the committed offsets survive (a member joining afterwards gets nothing new)."""
+    net, nodes = cluster3
+    bootstrap = ",".join(n.address for n in nodes)
+    topic, group = new_topic("group"), "g-" + uuid.uuid4().hex[:8]
+    acks, observed = tmp_path / "acks.jsonl", tmp_path / "observed.jsonl"
+    wl = net.run("client", [franz_bin, "workload", "-brokers", bootstrap, "-topic", topic, "-writers", 3,
+                            "-partitions", 3, "-rf", 3, "-min-isr", 2, "-duration", "3s", "-rate", 500,
+                            "-acks", acks, "-observed", observed], timeout=120, capture_output=True, text=True)
+    assert wl.returncode == 0, wl.stderr[-3000:]
+    wanted = {f"w{a['w']}-{a['seq']}" for a in map(json.loads, acks.read_text().splitlines()) if not a.get("err")}
+    ctl = tmp_path / "ctl"
+    ctl.mkdir()
+
+    def member(name):
+        out = open(tmp_path / f"{name}.jsonl", "wb")
+        return net.popen("client", [franz_bin, "group", "-brokers", bootstrap, "-topic", topic, "-group", group,
+                                    "-name", name, "-ctl", ctl], stdout=out, stderr=subprocess.STDOUT)
+
+    def events(name):
+        path = tmp_path / f"{name}.jsonl"
+        rows = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                pass
+        return rows
+
+    def consumed(names):
+        return {e["v"] for n in names for e in events(n) if e.get("e") == "rec"}
+
+    members = {n: member(n) for n in ("m1", "m2")}
+    try:
+        deadline = time.monotonic() + 60
+        while len(consumed(members)) < len(wanted) // 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        coordinator = partition_leader(net, nodes, franz_bin, "__consumer_offsets")
+        coordinator.kill()
+        time.sleep(CLUSTER_HOLD)
+        coordinator.start(60)
+        deadline = time.monotonic() + 90
+        while not wanted <= consumed(members) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        missing = wanted - consumed(members)
+        assert not missing, f"{len(missing)} acknowledged records never consumed, e.g. {sorted(missing)[:5]}"
+        # Commits go on after the move (to the new coordinator).
+        assert any(e.get("e") == "commit" for n in members for e in events(n)[-20:]), events("m1")[-10:]
+    finally:
+        (ctl / "stop").touch()
+        for p in members.values():
+            try:
+                p.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    # Committed offsets survived the coordinator's death: a new member starts at them.
+    (ctl / "stop").unlink()
+    late = member("m3")
+    try:
+        deadline = time.monotonic() + 30
+        while not any(e.get("e") in ("assigned", "revoked") or "ps" in e for e in events("m3")):
+            assert time.monotonic() < deadline, events("m3")
+            time.sleep(0.2)
+        time.sleep(5)
+        assert consumed(["m3"]) == set(), f"a new member re-read {len(consumed(['m3']))} committed records"
+    finally:
+        (ctl / "stop").touch()
+        try:
+            late.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            late.kill()

@@ -94,6 +94,10 @@ pub enum ControllerOp {
         port: u16,
         rack: Option<String>,
         cluster_id: Option<String>,
+        /// In a cluster a new broker joins fenced: it gets no replicas and leads nothing
+        /// until its heartbeats let it in (a single node is never fenced).
+        #[serde(default)]
+        fenced: bool,
     },
 }
 
@@ -132,7 +136,7 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::AllocateProducerIds => {
             Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
         }
-        ControllerOp::RegisterBroker { node_id, host, port, rack, cluster_id } => {
+        ControllerOp::RegisterBroker { node_id, host, port, rack, cluster_id, fenced } => {
             let mut records = Vec::new();
             if image.cluster_id.is_empty() {
                 let id = cluster_id.clone().unwrap_or_else(new_cluster_id);
@@ -146,6 +150,9 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
                     port: *port,
                     rack: rack.clone(),
                 });
+                if *fenced && current.is_none() {
+                    records.push(MetadataRecord::BrokerFenced { node_id: *node_id, fenced: true });
+                }
             }
             Ok(records)
         }

@@ -216,6 +216,7 @@ impl Controller {
             port: config.advertised.1,
             rack: config.rack.clone(),
             cluster_id: config.cluster_id.clone(),
+            fenced: !single,
         };
         if single {
             core.submit(register).await?;

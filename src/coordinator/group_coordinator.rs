@@ -20,7 +20,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
@@ -88,6 +88,11 @@ pub struct GroupCoordinator {
     turns: GroupLocks,
     writer: Arc<dyn OffsetsWriter>,
     next_token: AtomicU64,
+    /// Serving groups: this broker leads `__consumer_offsets` and loaded it. Inactive,
+    /// every group request is answered NOT_COORDINATOR.
+    active: AtomicBool,
+    limits: GroupLimits,
+    offsets_retention_ms: i64,
 }
 
 impl GroupCoordinator {
@@ -97,7 +102,37 @@ impl GroupCoordinator {
             turns: GroupLocks::default(),
             writer,
             next_token: AtomicU64::new(1),
+            active: AtomicBool::new(true),
+            limits,
+            offsets_retention_ms,
         }
+    }
+
+    pub fn is_active(&self) -> bool {
+        self.active.load(Ordering::Acquire)
+    }
+
+    /// This broker became the coordinator: forget whatever it held and rebuild groups
+    /// and offsets from `__consumer_offsets` as it is now (the new leader's log).
+    pub fn activate(&self, records: impl IntoIterator<Item = OffsetsRecord>, now: i64) {
+        {
+            let mut st = self.lock();
+            let parked: Vec<Token> = st.waiters.keys().copied().collect();
+            st.fail(parked, OffsetsWriteError::Unavailable);
+            st.shard = Shard::new(self.limits, self.offsets_retention_ms);
+        }
+        self.load(records, now);
+    }
+
+    /// This broker stopped leading `__consumer_offsets`: its groups are another
+    /// broker's now. Parked requests get COORDINATOR_NOT_AVAILABLE and find the new one.
+    pub fn deactivate(&self) {
+        let mut st = self.lock();
+        self.active.store(false, Ordering::Release);
+        let parked: Vec<Token> = st.waiters.keys().copied().collect();
+        st.fail(parked, OffsetsWriteError::Unavailable);
+        st.shard = Shard::new(self.limits, self.offsets_retention_ms);
+        tracing::info!("group coordinator inactive: this broker does not lead __consumer_offsets");
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -116,6 +151,7 @@ impl GroupCoordinator {
             st.shard.replay(r, now);
         }
         st.shard.finish_load(now);
+        self.active.store(true, Ordering::Release);
         tracing::info!(groups = st.shard.groups.len(), "group coordinator loaded __consumer_offsets");
     }
 
@@ -130,6 +166,14 @@ impl GroupCoordinator {
         decide: impl FnOnce(&Shard) -> CoordinatorResult<T>,
     ) -> Result<T, OffsetsWriteError> {
         let _turn = self.turns.lock(group_id).await;
+        if !self.is_active() {
+            let mut st = self.lock();
+            if let Some((t, w)) = parked {
+                st.waiters.insert(t, w);
+                st.fail(vec![t], OffsetsWriteError::NotCoordinator);
+            }
+            return Err(OffsetsWriteError::NotCoordinator);
+        }
         let own = parked.as_ref().map(|(t, _)| *t);
         let result = {
             let mut st = self.lock();
@@ -203,6 +247,9 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
         now: i64,
     ) -> Result<(), GroupError> {
+        if !self.is_active() {
+            return Err(GroupError::Write(OffsetsWriteError::NotCoordinator));
+        }
         self.lock().shard.heartbeat(group_id, member_id, generation_id, group_instance_id, now)
     }
 

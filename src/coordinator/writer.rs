@@ -24,6 +24,10 @@ pub enum OffsetsWriteError {
     /// RECORD_LIST_TOO_LARGE).
     #[error("__consumer_offsets refused the coordinator's records")]
     Rejected,
+    /// This broker does not lead `__consumer_offsets` (any more): the group is another
+    /// broker's, and the client finds its coordinator again (NOT_COORDINATOR).
+    #[error("this broker is not the coordinator")]
+    NotCoordinator,
 }
 
 pub type AppendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), OffsetsWriteError>> + Send + 'a>>;

@@ -24,6 +24,9 @@ pub struct Ctx {
     pub clock: Clock,
     /// Rate limits the warn lines about refused client input.
     pub refusals: super::refusal_log::RefusalLog,
+    /// Serializes loading and unloading the group coordinator
+    /// (`offsets_topic::refresh_coordinator`).
+    pub coordinator_switch: std::sync::Mutex<()>,
 }
 
 impl Ctx {

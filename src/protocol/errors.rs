@@ -107,6 +107,7 @@ pub fn offsets_write_error(e: OffsetsWriteError) -> ResponseError {
         OffsetsWriteError::Unavailable => ResponseError::CoordinatorNotAvailable,
         OffsetsWriteError::Storage => ResponseError::NotCoordinator,
         OffsetsWriteError::Rejected => ResponseError::UnknownServerError,
+        OffsetsWriteError::NotCoordinator => ResponseError::NotCoordinator,
     }
 }
 

@@ -106,6 +106,22 @@ pub async fn handle_frame(
 
 async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -> Result<Reply, ProtocolError> {
     use handlers::*;
+    if matches!(
+        request,
+        RequestKind::JoinGroup(_)
+            | RequestKind::SyncGroup(_)
+            | RequestKind::Heartbeat(_)
+            | RequestKind::LeaveGroup(_)
+            | RequestKind::OffsetCommit(_)
+            | RequestKind::OffsetFetch(_)
+            | RequestKind::DescribeGroups(_)
+            | RequestKind::ListGroups(_)
+            | RequestKind::DeleteGroups(_)
+            | RequestKind::OffsetDelete(_)
+    ) {
+        // Groups follow the leadership of `__consumer_offsets`.
+        offsets_topic::refresh_coordinator(ctx);
+    }
     let resp = match request {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, v).await),

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::Ctx;
-use crate::controller::{ControllerError, NewTopic};
+use crate::controller::{ControllerError, MetadataImage, NewTopic};
 use crate::coordinator::offsets_codec::{self, OffsetsRecord};
 use crate::coordinator::writer::{AppendFuture, OffsetsWriteError, OffsetsWriter};
 use crate::replication::{Acks, Partition, PartitionError, ProduceLimits, ValidatedRecords};
@@ -20,14 +20,65 @@ pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 /// its commit before the members get an error.
 const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_millis(5_000);
 
-/// Create `__consumer_offsets` if it does not exist yet; its partition 0. Creating it is
-/// a controller round trip, run off the async workers.
+/// Kafka's `offsets.topic.replication.factor` default; runnel caps it at the number of
+/// live brokers when the topic is created (one on a single node).
+const OFFSETS_TOPIC_REPLICATION_FACTOR: usize = 3;
+
+/// The broker coordinating every group: the leader of `__consumer_offsets` partition 0
+/// (one partition for now, where Kafka spreads groups over 50), if it has one.
+pub fn coordinator_node(image: &MetadataImage) -> Option<i32> {
+    let leader = image.topic(OFFSETS_TOPIC)?.partitions.first()?.leader;
+    (leader >= 0 && image.broker_alive(leader)).then_some(leader)
+}
+
+/// Whether this broker should serve groups now: it leads `__consumer_offsets` (a single
+/// node also before the topic exists; it is created at the first FindCoordinator).
+pub fn should_coordinate(ctx: &Ctx) -> bool {
+    let image = ctx.image();
+    match image.topic(OFFSETS_TOPIC) {
+        None => !ctx.controller.is_clustered(),
+        Some(t) => t.partitions.first().is_some_and(|p| p.leader == ctx.config.node_id),
+    }
+}
+
+/// Load or unload the group coordinator when this broker gains or loses the leadership
+/// of `__consumer_offsets` (called before each group request and on the group clock).
+/// Returns whether it coordinates.
+pub fn refresh_coordinator(ctx: &Ctx) -> bool {
+    let want = should_coordinate(ctx);
+    if want == ctx.groups.is_active() {
+        return want;
+    }
+    let _switch = ctx.coordinator_switch.lock().unwrap_or_else(|e| e.into_inner());
+    if want != ctx.groups.is_active() {
+        if want {
+            ctx.groups.activate(read_all(ctx), ctx.now_ms());
+        } else {
+            ctx.groups.deactivate();
+        }
+    }
+    want
+}
+
+/// Create `__consumer_offsets` if it does not exist yet; its partition 0 when this
+/// broker leads it. Creating it is a controller round trip, run off the async workers.
 pub async fn ensure_topic(ctx: &Ctx) -> Result<Arc<Partition>, String> {
-    if ctx.image().topic(OFFSETS_TOPIC).is_none() {
+    ensure_topic_exists(ctx).await?;
+    let topic = ctx.image().topic(OFFSETS_TOPIC).cloned().ok_or("offsets topic missing")?;
+    ctx.replicas.partition(&topic.topic_id, 0).ok_or_else(|| "offsets partition not on this broker".to_owned())
+}
+
+/// Create `__consumer_offsets` if it does not exist yet, replicated on up to three live
+/// brokers.
+pub async fn ensure_topic_exists(ctx: &Ctx) -> Result<(), String> {
+    let image = ctx.image();
+    if image.topic(OFFSETS_TOPIC).is_none() {
+        let live = image.brokers.values().filter(|b| !b.fenced).count();
+        let rf = OFFSETS_TOPIC_REPLICATION_FACTOR.min(live.max(1)) as i16;
         let req = NewTopic {
             name: OFFSETS_TOPIC.to_owned(),
             num_partitions: 1,
-            replication_factor: -1,
+            replication_factor: rf,
             assignments: vec![],
             configs: vec![
                 ("cleanup.policy".into(), Some("compact".into())),
@@ -39,8 +90,7 @@ pub async fn ensure_topic(ctx: &Ctx) -> Result<Arc<Partition>, String> {
             Err(e) => return Err(e.to_string()),
         }
     }
-    let topic = ctx.image().topic(OFFSETS_TOPIC).cloned().ok_or("offsets topic missing")?;
-    ctx.replicas.partition(&topic.topic_id, 0).ok_or_else(|| "offsets partition missing".to_owned())
+    Ok(())
 }
 
 /// The group coordinator's writer. It holds the broker context weakly: the context owns
@@ -88,6 +138,9 @@ fn append_error(e: PartitionError) -> OffsetsWriteError {
         PartitionError::NotEnoughReplicas { .. } | PartitionError::ReplicationTimedOut(_) => {
             OffsetsWriteError::Unavailable
         }
+        PartitionError::NotLeaderOrFollower
+        | PartitionError::NotAReplica(_)
+        | PartitionError::FencedLeaderEpoch { .. } => OffsetsWriteError::NotCoordinator,
         _ => OffsetsWriteError::Storage,
     }
 }

@@ -25,16 +25,17 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
         return;
     }
     let mut failures = 0u32;
-    let mut first = true;
+    let mut answered = 0u64;
     loop {
         let controller = ctx.controller.clone();
         let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, false));
         match beat.await {
             Ok(Ok(())) => {
-                if failures > 0 {
+                if failures > 0 && answered > 0 {
                     tracing::info!(failures, "controller heartbeats answered again");
                 }
                 failures = 0;
+                answered += 1;
             }
             Ok(Err(e)) => {
                 failures += 1;
@@ -44,14 +45,36 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
             }
             Err(_) => return,
         }
-        // The second heartbeat of an incarnation unfences it: send it at once.
-        let wait = if first && failures == 0 { 0 } else { BROKER_HEARTBEAT_INTERVAL_MS as u64 };
-        first = false;
+        // The second heartbeat of an incarnation unfences it: send it at once. Until the
+        // first is answered (the quorum forming, the registration committing), retry
+        // soon: the broker waits for it before it serves.
+        let wait = match (answered, failures) {
+            (1, 0) => 0,
+            (0, f) if f < 100 => 100,
+            _ => BROKER_HEARTBEAT_INTERVAL_MS as u64,
+        };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             _ = shutdown.recv() => return,
         }
     }
+}
+
+/// At start, in a cluster: wait (at most `timeout`) until the quorum has let this
+/// broker in, as Kafka's broker waits to be unfenced before it serves.
+pub async fn wait_unfenced(ctx: &Ctx, timeout: Duration) {
+    if !ctx.controller.is_clustered() {
+        return;
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    while !ctx.controller.image().broker_alive(ctx.config.node_id) {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!(timeout_s = timeout.as_secs(), "not unfenced by the controller quorum yet; serving anyway");
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    tracing::info!("unfenced by the controller quorum");
 }
 
 /// Ask the quorum to move this broker's leadership off (and take it out of ISRs), and

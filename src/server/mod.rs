@@ -127,9 +127,22 @@ impl Broker {
         let ctx = Arc::new_cyclic(|me| {
             let writer = writer.unwrap_or_else(|| Arc::new(offsets_topic::ConsumerOffsetsWriter::new(me.clone())));
             let groups = GroupCoordinator::new(limits, retention_ms, writer);
-            Ctx { config, controller, replicas, groups, clock, refusals: Default::default() }
+            Ctx {
+                config,
+                controller,
+                replicas,
+                groups,
+                clock,
+                refusals: Default::default(),
+                coordinator_switch: Default::default(),
+            }
         });
-        ctx.groups.load(offsets_topic::read_all(&ctx), ctx.now_ms());
+        // Groups are served by the broker that leads `__consumer_offsets`, loaded from it.
+        if offsets_topic::should_coordinate(&ctx) {
+            ctx.groups.activate(offsets_topic::read_all(&ctx), ctx.now_ms());
+        } else {
+            ctx.groups.deactivate();
+        }
         let (shutdown, _) = broadcast::channel(1);
         let (done, connections_done) = mpsc::channel(1);
         let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone(), done)));
@@ -143,6 +156,7 @@ impl Broker {
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
         ];
+        cluster::wait_unfenced(&ctx, Duration::from_secs(30)).await;
         let image_of = ctx.controller.clone();
         let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
         let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
@@ -373,6 +387,8 @@ async fn group_clock(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
             _ = interval.tick() => {}
             _ = stop.recv() => return,
         }
-        ctx.groups.tick(ctx.now_ms()).await;
+        if offsets_topic::refresh_coordinator(&ctx) {
+            ctx.groups.tick(ctx.now_ms()).await;
+        }
     }
 }

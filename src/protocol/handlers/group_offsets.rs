@@ -100,6 +100,37 @@ fn fetch_group(ctx: &Ctx, group: &str, topics: Option<Vec<(String, Vec<i32>)>>) 
 }
 
 pub fn offset_fetch(ctx: &Ctx, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
+    if !ctx.groups.is_active() {
+        let code = ResponseError::NotCoordinator.code();
+        if version < 8 {
+            // v0 and v1 have no top-level error: it goes on each partition.
+            return OffsetFetchResponse::default().with_error_code(if version >= 2 { code } else { 0 }).with_topics(
+                req.topics
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|t| {
+                        OffsetFetchResponseTopic::default().with_name(t.name).with_partitions(
+                            t.partition_indexes
+                                .into_iter()
+                                .map(|p| {
+                                    OffsetFetchResponsePartition::default()
+                                        .with_partition_index(p)
+                                        .with_committed_offset(-1)
+                                        .with_error_code(code)
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect(),
+            );
+        }
+        let groups = req
+            .groups
+            .into_iter()
+            .map(|g| OffsetFetchResponseGroup::default().with_group_id(g.group_id).with_error_code(code))
+            .collect();
+        return OffsetFetchResponse::default().with_groups(groups);
+    }
     if version < 8 {
         let topics = req.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
         let fetched = fetch_group(ctx, req.group_id.0.as_str(), topics);

@@ -29,9 +29,10 @@ pub async fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i
     let wants_group =
         req.key_type == KEY_TYPE_GROUP && (!req.key.is_empty() || req.coordinator_keys.iter().any(|k| !k.is_empty()));
     let offsets_topic =
-        if wants_group { crate::protocol::offsets_topic::ensure_topic(ctx).await.map(drop) } else { Ok(()) };
+        if wants_group { crate::protocol::offsets_topic::ensure_topic_exists(ctx).await } else { Ok(()) };
     let image = ctx.image();
-    let me = image.brokers.get(&ctx.config.node_id).cloned();
+    // Every group's coordinator is the leader of `__consumer_offsets` (one partition).
+    let coordinator = crate::protocol::offsets_topic::coordinator_node(&image).and_then(|id| image.brokers.get(&id));
     let lookup = |key: &str| -> Result<(i32, String, i32), ResponseError> {
         if req.key_type != KEY_TYPE_GROUP {
             return Err(ResponseError::CoordinatorNotAvailable);
@@ -43,7 +44,7 @@ pub async fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i
             tracing::error!(error = %e, "cannot create __consumer_offsets");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
-        let b = me.as_ref().ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let b = coordinator.ok_or(ResponseError::CoordinatorNotAvailable)?;
         Ok((b.node_id, b.host.clone(), i32::from(b.port)))
     };
     if version < 4 {
@@ -224,6 +225,12 @@ pub fn describe_groups(ctx: &Ctx, req: DescribeGroupsRequest, version: i16) -> D
         .into_iter()
         .map(|gid| {
             let ops = if req.include_authorized_operations { super::group_ops_all() } else { OPS_NOT_REQUESTED };
+            if !ctx.groups.is_active() {
+                return DescribedGroup::default()
+                    .with_error_code(ResponseError::NotCoordinator.code())
+                    .with_group_id(gid)
+                    .with_authorized_operations(ops);
+            }
             match ctx.groups.describe(gid.0.as_str()) {
                 None if version >= 6 => DescribedGroup::default()
                     .with_error_code(ResponseError::GroupIdNotFound.code())
