@@ -9,14 +9,11 @@ import signal
 import socket
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
 
 from checker import check_files
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("COMPAT_BOOTSTRAP")),
                                 reason="starts its own brokers")
@@ -46,19 +43,9 @@ def free_base_port():
     raise RuntimeError("no free port range")
 
 
-@pytest.fixture(scope="module")
-def franz_path():
-    path = os.environ.get("FRANZ_BIN")
-    if not path:
-        out = subprocess.run(["bash", str(HERE.parent / "setup" / "go.sh")], capture_output=True,
-                             text=True, timeout=600)
-        assert out.returncode == 0, out.stderr[-3000:]
-        path = out.stdout.strip().splitlines()[-1]
-    return path
-
-
-def test_dev_cluster_replicates_and_stops_on_ctrl_c(tmp_path, franz_path):
-    binary = os.environ.get("RUNNEL_BIN", str(REPO / "target" / "debug" / "runnel"))
+def test_dev_cluster_replicates_and_stops_on_ctrl_c(tmp_path, franz_bin, runnel_bin):
+    binary = runnel_bin
+    franz_path = franz_bin
     base = free_base_port()
     parent = subprocess.Popen([binary, "dev-cluster", "--nodes", "3", "--base-port", str(base),
                                "--data-root", str(tmp_path / "data")],

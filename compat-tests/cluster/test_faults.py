@@ -21,8 +21,6 @@ import pytest
 import netns
 from checker import check, read_lines
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent.parent
 SECONDS = int(os.environ.get("FAULT_SECONDS", "20"))
 # Records per second per writer: enough for thousands of acknowledged records per
 # scenario, few enough that the read-back and the checker take seconds.
@@ -31,24 +29,6 @@ RATE = int(os.environ.get("FAULT_RATE", "2000"))
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
                                 reason=why_not or "fault tests start their own brokers")
-
-
-@pytest.fixture(scope="module")
-def franz_bin():
-    path = os.environ.get("FRANZ_BIN")
-    if not path:
-        out = subprocess.run(["bash", str(HERE.parent / "setup" / "go.sh")], capture_output=True,
-                             text=True, timeout=600)
-        assert out.returncode == 0, f"setup/go.sh failed:\n{out.stderr[-3000:]}"
-        path = out.stdout.strip().splitlines()[-1]
-    return path
-
-
-@pytest.fixture(scope="module")
-def runnel_bin():
-    path = os.environ.get("RUNNEL_BIN", str(REPO / "target" / "debug" / "runnel"))
-    assert Path(path).exists(), f"runnel binary not found at {path}"
-    return path
 
 
 @pytest.fixture

@@ -32,12 +32,17 @@ pub fn coordinator_node(image: &MetadataImage) -> Option<i32> {
 }
 
 /// Whether this broker should serve groups now: it leads `__consumer_offsets` (a single
-/// node also before the topic exists; it is created at the first FindCoordinator).
+/// node also before the topic exists; it is created at the first FindCoordinator). The
+/// local partition must have taken the leadership too: until then its follower fetcher
+/// may still append what the previous leader had.
 pub fn should_coordinate(ctx: &Ctx) -> bool {
     let image = ctx.image();
     match image.topic(OFFSETS_TOPIC) {
         None => !ctx.controller.is_clustered(),
-        Some(t) => t.partitions.first().is_some_and(|p| p.leader == ctx.config.node_id),
+        Some(t) => {
+            t.partitions.first().is_some_and(|p| p.leader == ctx.config.node_id)
+                && ctx.replicas.partition(&t.topic_id, 0).is_some_and(|p| p.is_leader())
+        }
     }
 }
 
@@ -159,8 +164,8 @@ pub fn read_all(ctx: &Ctx) -> Vec<OffsetsRecord> {
     for partition in topic.partitions.iter().filter_map(|p| ctx.replicas.partition(&topic.topic_id, p.partition)) {
         let mut offset = partition.log_start_offset();
         loop {
-            let read = partition.fetch(offset, 1 << 20).map_err(|e| e.to_string());
-            let records = match read.and_then(|d| d.records.read().map_err(|e| e.to_string())) {
+            let read = partition.read_to_log_end(offset, 1 << 20).map_err(|e| e.to_string());
+            let records = match read.and_then(|d| d.read().map_err(|e| e.to_string())) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::error!(error = %e, offset, "failed to read __consumer_offsets");

@@ -344,6 +344,16 @@ impl Partition {
 
     /// A consumer's read: up to the high watermark, from the leader only (follower
     /// fetching, KIP-392, is not served yet).
+    /// Records from `offset` up to the log end offset, past the high watermark: what a
+    /// coordinator that just became leader loads. Kafka's loader reads to the log end:
+    /// a new leader's high watermark trails the records its predecessor had committed,
+    /// and its log (not its high watermark) is what the partition now holds.
+    pub fn read_to_log_end(&self, offset: i64, max_bytes: usize) -> Result<LogSlices, PartitionError> {
+        let s = self.lock();
+        let log_end = s.log.log_end_offset();
+        Ok(s.log.read_slices(offset, max_bytes, log_end)?)
+    }
+
     pub fn fetch(&self, offset: i64, max_bytes: usize) -> Result<FetchResult, PartitionError> {
         let s = self.lock();
         if s.role != Role::Leader {
