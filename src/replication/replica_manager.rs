@@ -317,6 +317,11 @@ impl ReplicaManager {
             }
             let Some((topic, part)) = name.rsplit_once('-') else { continue };
             let Ok(part) = part.parse::<usize>() else { continue };
+            // A partition's directory holds files only; anything else named like one
+            // (`runnel dev-cluster`'s `node-1` beside a single node's data) is not ours.
+            if !holds_files_only(&e.path()) {
+                continue;
+            }
             let known = image.topic(topic).and_then(|t| t.partitions.get(part)).is_some_and(|pi| self.is_local(pi));
             if !known {
                 tracing::warn!(dir = %e.path().display(), "removing partition directory of a topic that does not exist");
@@ -468,6 +473,10 @@ impl Acks {
 
 #[cfg(test)]
 mod tests;
+
+fn holds_files_only(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|entries| entries.flatten().all(|e| e.file_type().is_ok_and(|t| t.is_file())))
+}
 
 fn remove_partition_dir(dir: &Path) {
     if let Err(e) = std::fs::remove_dir_all(dir) {

@@ -175,3 +175,19 @@ fn a_new_leader_epoch_reaches_an_open_partition() {
     assert!(Arc::ptr_eq(&p, &manager.partition(&topic_id, 0).unwrap()), "the same partition, not reopened");
     assert_eq!(p.leader_epoch(), 3);
 }
+
+/// Only partition directories of topics the image does not have are removed: a directory
+/// named like one that holds directories (a dev cluster's `node-1`) is left alone.
+#[test]
+fn orphans_are_partition_directories_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, _) = setup(dir.path(), |_| {});
+    let gone = dir.path().join("deleted-0");
+    std::fs::create_dir_all(&gone).unwrap();
+    std::fs::write(gone.join("00000000000000000000.log"), b"").unwrap();
+    let node = dir.path().join("node-1");
+    std::fs::create_dir_all(node.join("__cluster_metadata-0")).unwrap();
+    manager.remove_orphans(&crate::controller::MetadataImage::default());
+    assert!(!gone.exists(), "an orphan partition directory is removed");
+    assert!(node.join("__cluster_metadata-0").exists(), "a directory holding directories is not a partition's");
+}
