@@ -178,11 +178,11 @@ def supports_cluster(binary):
     return "--controller-quorum-voters" in out.stdout
 
 
-@pytest.fixture
-def cluster3(tmp_path, runnel_bin):
+def start_cluster(tmp_path, runnel_bin, size):
+    """`size` brokers, every one a broker and a controller quorum voter."""
     if not supports_cluster(runnel_bin):
         pytest.skip("this runnel has no --controller-quorum-voters (no controller quorum yet)")
-    hosts = ["n1", "n2", "n3"]
+    hosts = [f"n{i + 1}" for i in range(size)]
     net = netns.Network(hosts + ["client"]).up()
     voters = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(hosts))
     nodes = [netns.Node(net, h, runnel_bin, tmp_path / h,
@@ -200,6 +200,16 @@ def cluster3(tmp_path, runnel_bin):
         for n in nodes:
             n.stop()
         net.down()
+
+
+@pytest.fixture
+def cluster3(tmp_path, runnel_bin):
+    yield from start_cluster(tmp_path, runnel_bin, 3)
+
+
+@pytest.fixture
+def cluster5(tmp_path, runnel_bin):
+    yield from start_cluster(tmp_path, runnel_bin, 5)
 
 
 def partition_leader(net, nodes, franz, topic, partition=0):
@@ -247,6 +257,20 @@ def test_cluster_leader_kill(tmp_path, cluster3, franz_bin):
 
     cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-kill", topic, fault,
                      lambda: hit.node.start(60))
+
+
+def test_cluster5_leader_kill(tmp_path, cluster5, franz_bin):
+    """Five brokers (five voters), RF=3: the leader of partition 0 is killed and
+    restarted."""
+    net, nodes = cluster5
+    hit = Target()
+    topic = new_topic("five")
+
+    def fault():
+        hit.node = partition_leader(net, nodes, franz_bin, topic)
+        hit.node.kill()
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-kill-5", topic, fault, lambda: hit.node.start(60))
 
 
 def test_cluster_random_kill(tmp_path, cluster3, franz_bin):
