@@ -13,6 +13,7 @@ import time
 import pytest
 
 from checker import check_files
+from cluster_fixtures import franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
 
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("COMPAT_BOOTSTRAP")),

@@ -20,6 +20,7 @@ import pytest
 
 import netns
 from checker import check, read_lines
+from cluster_fixtures import franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
 
 SECONDS = int(os.environ.get("FAULT_SECONDS", "20"))
 # Records per second per writer: enough for thousands of acknowledged records per

@@ -1,4 +1,5 @@
-"""Fixtures shared by the cluster tests: the franz-go helper and the runnel binary."""
+"""Fixtures shared by the cluster tests (imported by them: a second conftest.py would
+shadow the suite's own `conftest` module): the franz-go helper and the runnel binary."""
 import os
 import subprocess
 from pathlib import Path
