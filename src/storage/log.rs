@@ -231,7 +231,21 @@ impl PartitionLog {
                 return Err(e.into());
             }
         }
-        let (max_timestamp, offset_of_max_timestamp) = max_timestamp_of(records, &headers);
+        self.finish_append(records, &headers, base_offset, last_offset, record_count, now_ms)
+    }
+
+    /// The end of every append, a leader's or a follower's: the records count toward the
+    /// flush policy (flushing when it says so), and the append is reported.
+    fn finish_append(
+        &mut self,
+        records: &[u8],
+        headers: &[BatchHeader],
+        base_offset: i64,
+        last_offset: i64,
+        record_count: i64,
+        now_ms: i64,
+    ) -> Result<AppendInfo, StorageError> {
+        let (max_timestamp, offset_of_max_timestamp) = max_timestamp_of(records, headers);
         self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
         if self.unflushed_messages >= self.config.flush_messages
             || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms

@@ -1,7 +1,7 @@
 //! Appends on a follower: batches copied from the leader keep the offsets and partition
 //! leader epochs the leader gave them (Kafka's `UnifiedLog.appendAsFollower`).
 
-use super::{max_timestamp_of, AppendInfo, PartitionLog};
+use super::{AppendInfo, PartitionLog};
 use crate::storage::batch::{check_batch, split_batches};
 use crate::storage::error::StorageError;
 
@@ -48,20 +48,7 @@ impl PartitionLog {
                 }
             }
         }
-        let (max_timestamp, offset_of_max_timestamp) = max_timestamp_of(records, &headers);
-        self.unflushed_messages = self.unflushed_messages.saturating_add(record_count);
-        if self.unflushed_messages >= self.config.flush_messages
-            || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
-        {
-            self.flush_at(now_ms)?;
-        }
-        Ok(AppendInfo {
-            base_offset,
-            last_offset,
-            max_timestamp,
-            offset_of_max_timestamp,
-            log_start_offset: self.log_start_offset,
-        })
+        self.finish_append(records, &headers, base_offset, last_offset, record_count, now_ms)
     }
 }
 
