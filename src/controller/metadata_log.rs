@@ -10,6 +10,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
 use super::records::MetadataRecord;
 use super::ControllerError;
 
@@ -33,7 +36,7 @@ impl MetadataLog {
         let mut records = Vec::new();
         let mut pos = 0usize;
         while pos < bytes.len() {
-            match decode_entry(&bytes[pos..]) {
+            match decode_entry(&bytes[pos..], MAX_ENTRY) {
                 Some((record, used)) => {
                     records.push(record);
                     pos += used;
@@ -57,10 +60,7 @@ impl MetadataLog {
     pub fn append(&mut self, records: &[MetadataRecord]) -> Result<(), ControllerError> {
         let mut buf = Vec::new();
         for r in records {
-            let payload = serde_json::to_vec(r).map_err(|e| ControllerError::Internal(e.to_string()))?;
-            buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-            buf.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
-            buf.extend_from_slice(&payload);
+            encode_entry(&mut buf, r).map_err(|e| ControllerError::Internal(e.to_string()))?;
         }
         let before = self.file.metadata()?.len();
         if let Err(e) = self.file.write_all(&buf).and_then(|_| self.file.sync_data()) {
@@ -76,21 +76,32 @@ impl MetadataLog {
     }
 }
 
-fn decode_entry(buf: &[u8]) -> Option<(MetadataRecord, usize)> {
+/// Appends one entry framed as this file's doc says: `length | crc32c | JSON payload`.
+/// The Raft log (`raft/log_store.rs`) frames its entries the same way.
+pub(crate) fn encode_entry<T: Serialize>(buf: &mut Vec<u8>, value: &T) -> serde_json::Result<()> {
+    let payload = serde_json::to_vec(value)?;
+    buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    buf.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
+    buf.extend_from_slice(&payload);
+    Ok(())
+}
+
+/// The entry at the start of `buf` and the bytes it takes; `None` for a torn or corrupt
+/// entry, or one longer than `max_len`.
+pub(crate) fn decode_entry<T: DeserializeOwned>(buf: &[u8], max_len: usize) -> Option<(T, usize)> {
     if buf.len() < ENTRY_HEADER {
         return None;
     }
     let len = u32::from_be_bytes(buf[0..4].try_into().ok()?) as usize;
     let crc = u32::from_be_bytes(buf[4..8].try_into().ok()?);
-    if len > MAX_ENTRY || buf.len() < ENTRY_HEADER + len {
+    if len > max_len || buf.len() < ENTRY_HEADER + len {
         return None;
     }
     let payload = &buf[ENTRY_HEADER..ENTRY_HEADER + len];
     if crc32c::crc32c(payload) != crc {
         return None;
     }
-    let record = serde_json::from_slice(payload).ok()?;
-    Some((record, ENTRY_HEADER + len))
+    Some((serde_json::from_slice(payload).ok()?, ENTRY_HEADER + len))
 }
 
 #[cfg(test)]

@@ -30,8 +30,8 @@ use openraft::{Entry, LogId, RaftLogReader, RaftTypeConfig, Vote};
 use serde::{Deserialize, Serialize};
 
 use super::{io_err, read_err, replace_file, NodeId, StorageError, TypeConfig};
+use crate::controller::metadata_log::{decode_entry, encode_entry};
 
-const ENTRY_HEADER: usize = 8;
 /// A larger length is corruption: one commit is at most a CreateTopics of
 /// `MAX_PARTITIONS` partitions, a few MiB of JSON.
 const MAX_ENTRY: usize = 64 << 20;
@@ -74,7 +74,7 @@ impl LogStore {
         let mut entries = BTreeMap::new();
         let mut pos = 0usize;
         while pos < bytes.len() {
-            let Some((entry, used)) = decode_entry(&bytes[pos..]) else {
+            let Some((entry, used)) = decode_entry::<Entry<TypeConfig>>(&bytes[pos..], MAX_ENTRY) else {
                 tracing::warn!(
                     path = %path.display(), valid_bytes = pos, file_bytes = bytes.len(),
                     "truncating torn or corrupt tail of the controller's Raft log"
@@ -120,10 +120,7 @@ impl Inner {
         let mut positions = Vec::with_capacity(entries.len());
         for e in &entries {
             positions.push(self.end + buf.len() as u64);
-            let payload = serde_json::to_vec(e).map_err(std::io::Error::other)?;
-            buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-            buf.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
-            buf.extend_from_slice(&payload);
+            encode_entry(&mut buf, e).map_err(std::io::Error::other)?;
         }
         if let Err(e) = self.file.write_all(&buf).and_then(|_| self.file.sync_data()) {
             // Leave no half entry behind.
@@ -159,32 +156,13 @@ impl Inner {
         let mut buf = Vec::new();
         for (e, pos) in self.entries.values_mut() {
             *pos = buf.len() as u64;
-            let payload = serde_json::to_vec(e).map_err(std::io::Error::other)?;
-            buf.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-            buf.extend_from_slice(&crc32c::crc32c(&payload).to_be_bytes());
-            buf.extend_from_slice(&payload);
+            encode_entry(&mut buf, e).map_err(std::io::Error::other)?;
         }
         replace_file(&path, &buf)?;
         self.file = OpenOptions::new().read(true).append(true).open(&path)?;
         self.end = buf.len() as u64;
         Ok(())
     }
-}
-
-fn decode_entry(buf: &[u8]) -> Option<(Entry<TypeConfig>, usize)> {
-    if buf.len() < ENTRY_HEADER {
-        return None;
-    }
-    let len = u32::from_be_bytes(buf[0..4].try_into().ok()?) as usize;
-    let crc = u32::from_be_bytes(buf[4..8].try_into().ok()?);
-    if len > MAX_ENTRY || buf.len() < ENTRY_HEADER + len {
-        return None;
-    }
-    let payload = &buf[ENTRY_HEADER..ENTRY_HEADER + len];
-    if crc32c::crc32c(payload) != crc {
-        return None;
-    }
-    Some((serde_json::from_slice(payload).ok()?, ENTRY_HEADER + len))
 }
 
 impl RaftLogReader<TypeConfig> for LogStore {
