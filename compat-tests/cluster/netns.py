@@ -128,11 +128,6 @@ class Network:
             sh("iptables", "-A", "OUTPUT", "-d", self.ips[y], "-j", "DROP", ns=self.ns(x))
         self.cut.add(frozenset((a, b)))
 
-    def isolate(self, host):
-        for other in self.hosts:
-            if other != host:
-                self.partition(host, other)
-
     def heal(self):
         for h in self.hosts:
             sh("iptables", "-F", ns=self.ns(h), check=False)

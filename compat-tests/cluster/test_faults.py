@@ -236,6 +236,15 @@ class Target:
         self.node = None
 
 
+def on_leader(net, nodes, franz, topic, hit, act):
+    """A fault that finds the current leader of `topic`'s partition 0, records it in
+    `hit` and does `act` to it."""
+    def fault():
+        hit.node = partition_leader(net, nodes, franz, topic)
+        act(hit.node)
+    return fault
+
+
 def cluster_scenario(tmp_path, net, nodes, franz, name, topic, fault, heal, hold=CLUSTER_HOLD):
     nemesis = Nemesis(name, fault, heal, hold=hold, gap=4.0)
     return run_scenario(tmp_path, net, nodes, franz, nemesis, writers=3, partitions=3, rf=3, min_isr=2,
@@ -246,16 +255,8 @@ def test_cluster_leader_kill(tmp_path, cluster3, franz_bin):
     """SIGKILL the leader of partition 0; a new leader is elected from the ISR; the old
     one restarts, truncates to the new leader's log and rejoins."""
     net, nodes = cluster3
-    hit = Target()
-    topic = new_topic("leader")
-
-    def find():
-        return partition_leader(net, nodes, franz_bin, topic)
-
-    def fault():
-        hit.node = find()
-        hit.node.kill()
-
+    hit, topic = Target(), new_topic("leader")
+    fault = on_leader(net, nodes, franz_bin, topic, hit, netns.Node.kill)
     cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-kill", topic, fault,
                      lambda: hit.node.start(60))
 
@@ -264,13 +265,8 @@ def test_cluster5_leader_kill(tmp_path, cluster5, franz_bin):
     """Five brokers (five voters), RF=3: the leader of partition 0 is killed and
     restarted."""
     net, nodes = cluster5
-    hit = Target()
-    topic = new_topic("five")
-
-    def fault():
-        hit.node = partition_leader(net, nodes, franz_bin, topic)
-        hit.node.kill()
-
+    hit, topic = Target(), new_topic("five")
+    fault = on_leader(net, nodes, franz_bin, topic, hit, netns.Node.kill)
     cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-kill-5", topic, fault, lambda: hit.node.start(60))
 
 
@@ -291,16 +287,8 @@ def test_cluster_leader_pause(tmp_path, cluster3, franz_bin):
     """SIGSTOP the leader past the broker session timeout: it is fenced and replaced;
     when it resumes, nothing it accepts as a stale leader may be acknowledged."""
     net, nodes = cluster3
-    hit = Target()
-    topic = new_topic("leader")
-
-    def find():
-        return partition_leader(net, nodes, franz_bin, topic)
-
-    def fault():
-        hit.node = find()
-        hit.node.pause()
-
+    hit, topic = Target(), new_topic("leader")
+    fault = on_leader(net, nodes, franz_bin, topic, hit, netns.Node.pause)
     cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-pause", topic, fault,
                      lambda: hit.node.resume())
 
@@ -308,18 +296,14 @@ def test_cluster_leader_pause(tmp_path, cluster3, franz_bin):
 def test_cluster_leader_isolated(tmp_path, cluster3, franz_bin):
     """Cut the leader off from the other brokers (clients still reach it)."""
     net, nodes = cluster3
-    hit = Target()
-    topic = new_topic("leader")
+    hit, topic = Target(), new_topic("leader")
 
-    def find():
-        return partition_leader(net, nodes, franz_bin, topic)
-
-    def fault():
-        hit.node = find()
+    def cut_off(leader):
         for other in nodes:
-            if other is not hit.node:
-                net.partition(hit.node.host, other.host)
+            if other is not leader:
+                net.partition(leader.host, other.host)
 
+    fault = on_leader(net, nodes, franz_bin, topic, hit, cut_off)
     cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-isolated", topic, fault, net.heal)
 
 
