@@ -87,6 +87,9 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::DescribeTopicPartitions => describe_topic_partitions(c, fx, v).await,
         ApiKey::ElectLeaders => elect_leaders(c, v).await,
         ApiKey::DescribeQuorum => describe_quorum(c, v).await,
+        ApiKey::DescribeLogDirs => describe_log_dirs(c, v).await,
+        ApiKey::AlterPartitionReassignments => alter_partition_reassignments(c, v).await,
+        ApiKey::ListPartitionReassignments => list_partition_reassignments(c, v).await,
         ApiKey::FindCoordinator => groups::find_coordinator(c, fx.port, v).await,
         ApiKey::JoinGroup => groups::join_group(c, v).await,
         ApiKey::SyncGroup => groups::sync_group(c, v).await,
@@ -495,4 +498,45 @@ async fn describe_quorum(c: &mut Client, v: i16) -> anyhow::Result<()> {
     })?;
     // A single node opens no controller listener: there is no endpoint to name.
     ensure(resp.nodes.is_empty(), || format!("nodes {:?}", resp.nodes))
+}
+
+/// One log directory holding the topic's partition.
+async fn describe_log_dirs(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::describe_log_dirs_request::DescribableLogDirTopic;
+    let req = DescribeLogDirsRequest::default().with_topics(Some(vec![DescribableLogDirTopic::default()
+        .with_topic(TopicName(str(TOPIC)))
+        .with_partitions(vec![0])]));
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.error_code == 0 && resp.results.len() == 1, || format!("{resp:?}"))?;
+    let dir = &resp.results[0];
+    ensure(dir.error_code == 0 && !dir.log_dir.is_empty(), || format!("{dir:?}"))?;
+    let t = dir.topics.first().context("no topic")?;
+    ensure(t.name.0.as_str() == TOPIC && t.partitions.len() == 1 && t.partitions[0].partition_index == 0, || {
+        format!("{t:?}")
+    })
+}
+
+/// One node: the replicas it has already (nothing to do), and a cancellation with
+/// nothing to cancel.
+async fn alter_partition_reassignments(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::alter_partition_reassignments_request::{ReassignablePartition, ReassignableTopic};
+    let req = |replicas: Option<Vec<BrokerId>>| {
+        AlterPartitionReassignmentsRequest::default().with_timeout_ms(5_000).with_topics(vec![
+            ReassignableTopic::default().with_name(TopicName(str(TOPIC))).with_partitions(vec![
+                ReassignablePartition::default().with_partition_index(0).with_replicas(replicas),
+            ]),
+        ])
+    };
+    let resp = c.try_send(v, req(Some(vec![BrokerId(1)]))).await?;
+    let code = |r: &AlterPartitionReassignmentsResponse| {
+        r.responses.first().and_then(|t| t.partitions.first()).map(|p| p.error_code)
+    };
+    ensure(resp.error_code == 0 && code(&resp) == Some(0), || format!("{resp:?}"))?;
+    let resp = c.try_send(v, req(None)).await?;
+    ensure(code(&resp) == Some(85), || format!("expected NO_REASSIGNMENT_IN_PROGRESS: {resp:?}"))
+}
+
+async fn list_partition_reassignments(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let resp = c.try_send(v, ListPartitionReassignmentsRequest::default().with_timeout_ms(5_000)).await?;
+    ensure(resp.error_code == 0 && resp.topics.is_empty(), || format!("{resp:?}"))
 }

@@ -27,6 +27,8 @@ fn reassign(broker: &TestBroker, topic: &str, changes: &[(i32, &[i32], i32, i32)
             leader,
             leader_epoch,
             partition_epoch: leader_epoch + 1,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         });
     }
     ctx.replicas.apply_image(&image, ctx.now_ms()).unwrap();

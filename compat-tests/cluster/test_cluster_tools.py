@@ -2,18 +2,23 @@
 namespaces, the tools in the root namespace over the bridge): `kafka-metadata-quorum`
 describes the controller quorum and follows a controller failover, `kafka-topics
 --describe` shows leaders, replicas and ISRs as they change, and `kafka-leader-election`
-moves leadership back to the preferred replica after a broker's restart."""
+moves leadership back to the preferred replica after a broker's restart;
+`kafka-reassign-partitions` moves a partition's replicas to another broker with its
+records."""
+import json
 import os
 import re
+import subprocess
 import time
 
 import pytest
 
 import netns
-from cluster_fixtures import cluster3, runnel_bin  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import cluster3, franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
 from kafka_tools import TOPICS, describe, run_tool
 
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"   # kafka-metadata-quorum.sh
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
 ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election.sh
 
 why_not = netns.available()
@@ -111,3 +116,41 @@ def test_quorum_topics_and_leader_election_tools(cluster3):
     assert int(new["LeaderEpoch"]) > int(status["LeaderEpoch"]), (status, new)
     nodes[old - 1].start(60)
     wait_for("every voter caught up", lambda: quorum_status(servers)["MaxFollowerLag"] == "0")
+
+
+def test_reassign_partitions_tool_moves_a_replica_with_its_records(cluster3, franz_bin, tmp_path):
+    net, nodes = cluster3
+    servers = bootstrap(nodes)
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "moved",
+                    "--partitions", "1", "--replication-factor", "2", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    out = subprocess.run([franz_bin, "produce", "-brokers", servers, "-topic", "moved", "-n", "500",
+                          "-create=false"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    _, replicas, _ = partitions(servers, "moved")[0]
+    outsider = ({1, 2, 3} - set(replicas)).pop()
+    leaving = replicas[0]
+    target = [outsider, replicas[1]]
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "moved", "partition": 0, "replicas": target}]}))
+
+    proc = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--execute",
+                    timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    assert "Successfully started partition reassignment for moved-0" in proc.stdout, describe(proc)
+
+    def verified():
+        p = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--verify",
+                     timeout=60)
+        return p.returncode == 0 and "Reassignment of partition moved-0 is completed." in p.stdout and p
+    wait_for("the reassignment to complete", verified)
+    leader, replicas, isr = partitions(servers, "moved")[0]
+    assert (sorted(replicas), sorted(isr)) == (sorted(target), sorted(target)), (leader, replicas, isr)
+    # The old leader left; leadership went to the first target replica in the ISR.
+    assert leader == target[0], (leader, replicas, isr)
+    # The replica that left deleted its copy; the records are all there.
+    wait_for("the old replica's copy deleted", lambda: not (nodes[leaving - 1].data_dir / "moved-0").exists())
+    out = subprocess.run([franz_bin, "consume", "-brokers", servers, "-topic", "moved", "-n", "500"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(out.stdout.splitlines()) == 500, out.stdout[-2000:]

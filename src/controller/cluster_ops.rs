@@ -10,6 +10,7 @@ use super::partition_change::{
     alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, AlterPartitionError,
     IsrProposal,
 };
+use super::reassignment;
 use super::records::MetadataRecord;
 use super::ControllerError;
 
@@ -75,7 +76,13 @@ pub fn decide(
                 new_isr,
             };
             if let Some(r) = alter_partition(image, &proposal, &alive(liveness)).map_err(refused)? {
-                out.records.push(r);
+                out.push(vec![r]);
+                // A reassignment completes once its new replicas are in sync.
+                let done = out.image.topic_by_id(topic_id).and_then(|t| {
+                    let pi = t.partitions.get(*partition as usize)?;
+                    reassignment::complete_if_caught_up(*topic_id, pi, &alive(liveness))
+                });
+                out.push(done.into_iter().collect());
             }
         }
         ControllerOp::ElectLeaders { election, partitions } => {
@@ -84,6 +91,23 @@ pub fn decide(
                     if let Ok(r) = elect_requested(topic, partition, *election, &alive(liveness)) {
                         out.records.push(r);
                     }
+                }
+            }
+        }
+        ControllerOp::AlterReassignments { partitions, allow_replication_factor_change } => {
+            let registered = |r: i32| image.brokers.contains_key(&r);
+            for (topic, partition, target) in partitions {
+                let Some(t) = out.image.topic(topic).cloned() else { continue };
+                let decided = reassignment::alter(
+                    &t,
+                    *partition,
+                    target.as_deref(),
+                    *allow_replication_factor_change,
+                    &registered,
+                    &alive(liveness),
+                );
+                if let Ok(Some(r)) = decided {
+                    out.push(vec![r]);
                 }
             }
         }
@@ -158,6 +182,8 @@ mod tests {
             replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         };
         let topic = TopicImage {
             name: "t".into(),

@@ -90,6 +90,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             },
             MetadataRecord::RemoveTopic { topic_id: b },
             MetadataRecord::ProducerIds { next_producer_id: 1000 },

@@ -25,6 +25,31 @@ pub struct PartitionImage {
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// A reassignment in progress: see [`MetadataRecord::Partition`].
+    pub adding_replicas: Vec<i32>,
+    pub removing_replicas: Vec<i32>,
+}
+
+impl PartitionImage {
+    /// The record that sets this partition as it is.
+    pub fn to_record(&self, topic_id: Uuid) -> MetadataRecord {
+        MetadataRecord::Partition {
+            topic_id,
+            partition: self.partition,
+            replicas: self.replicas.clone(),
+            isr: self.isr.clone(),
+            leader: self.leader,
+            leader_epoch: self.leader_epoch,
+            partition_epoch: self.partition_epoch,
+            adding_replicas: self.adding_replicas.clone(),
+            removing_replicas: self.removing_replicas.clone(),
+        }
+    }
+
+    /// A reassignment is in progress.
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding_replicas.is_empty() || !self.removing_replicas.is_empty()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -89,7 +114,17 @@ impl MetadataImage {
                     }),
                 );
             }
-            MetadataRecord::Partition { topic_id, partition, replicas, isr, leader, leader_epoch, partition_epoch } => {
+            MetadataRecord::Partition {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                leader,
+                leader_epoch,
+                partition_epoch,
+                adding_replicas,
+                removing_replicas,
+            } => {
                 if let Some(topic) = self.topic_mut(topic_id) {
                     let p = PartitionImage {
                         partition: *partition,
@@ -98,6 +133,8 @@ impl MetadataImage {
                         leader: *leader,
                         leader_epoch: *leader_epoch,
                         partition_epoch: *partition_epoch,
+                        adding_replicas: adding_replicas.clone(),
+                        removing_replicas: removing_replicas.clone(),
                     };
                     let idx = *partition as usize;
                     if idx < topic.partitions.len() {
@@ -163,17 +200,7 @@ impl MetadataImage {
                     value: Some(value.clone()),
                 });
             }
-            for p in &t.partitions {
-                out.push(MetadataRecord::Partition {
-                    topic_id: t.topic_id,
-                    partition: p.partition,
-                    replicas: p.replicas.clone(),
-                    isr: p.isr.clone(),
-                    leader: p.leader,
-                    leader_epoch: p.leader_epoch,
-                    partition_epoch: p.partition_epoch,
-                });
-            }
+            out.extend(t.partitions.iter().map(|p| p.to_record(t.topic_id)));
         }
         if self.next_producer_id != 0 {
             out.push(MetadataRecord::ProducerIds { next_producer_id: self.next_producer_id });
@@ -215,6 +242,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             });
         }
         img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });
@@ -246,6 +275,8 @@ mod tests {
             leader: 2,
             leader_epoch: 3,
             partition_epoch: 4,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         });
         img.apply(&MetadataRecord::ProducerIds { next_producer_id: 1000 });
         let back = MetadataImage::from_records(&img.to_records(), img.offset);

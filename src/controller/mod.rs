@@ -18,6 +18,7 @@ pub mod partition_change;
 pub mod placement;
 mod quorum;
 pub mod raft;
+pub mod reassignment;
 pub mod records;
 pub mod topic_config;
 
@@ -26,6 +27,7 @@ pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use operations::{validate_topic_name, ConfigChange, ControllerOp, NewTopic};
 pub use partition_change::{ElectionError, ElectionType};
 pub use quorum::{Controller, ControllerConfig, QuorumDescription, QuorumReplica, RaftTuning};
+pub use reassignment::ReassignmentError;
 pub use records::MetadataRecord;
 
 use thiserror::Error;

@@ -94,6 +94,12 @@ pub enum ControllerOp {
         election: ElectionType,
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// AlterPartitionReassignments: per partition (topic name, partition), the target
+    /// replicas, or `None` to cancel a reassignment in progress.
+    AlterReassignments {
+        partitions: Vec<(String, i32, Option<Vec<i32>>)>,
+        allow_replication_factor_change: bool,
+    },
     /// DescribeQuorum: the leader's view of the quorum (no records; read-only).
     DescribeQuorum,
     /// A broker's address and rack; the first registration also names the cluster.
@@ -142,7 +148,8 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::BrokerHeartbeat { .. }
         | ControllerOp::ExpireBrokers
         | ControllerOp::AlterPartition { .. }
-        | ControllerOp::ElectLeaders { .. } => {
+        | ControllerOp::ElectLeaders { .. }
+        | ControllerOp::AlterReassignments { .. } => {
             Err(ControllerError::Internal("a liveness operation needs the leader's broker liveness".into()))
         }
         ControllerOp::DescribeQuorum => Err(ControllerError::Internal("the quorum is described by its leader".into())),
@@ -274,6 +281,8 @@ fn create_topic(
             replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         });
     }
     Ok(records)
@@ -321,6 +330,8 @@ fn create_partitions(
             replicas,
             leader_epoch: 0,
             partition_epoch: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
         })
         .collect())
 }

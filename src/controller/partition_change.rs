@@ -42,6 +42,8 @@ fn record(topic_id: Uuid, pi: &PartitionImage, target: Target) -> Option<Metadat
         leader: target.leader,
         leader_epoch,
         partition_epoch: pi.partition_epoch + 1,
+        adding_replicas: pi.adding_replicas.clone(),
+        removing_replicas: pi.removing_replicas.clone(),
     })
 }
 
@@ -305,6 +307,8 @@ mod tests {
                     leader: *leader,
                     leader_epoch: 5,
                     partition_epoch: 9,
+                    adding_replicas: vec![],
+                    removing_replicas: vec![],
                 })
                 .collect(),
             configs: configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),

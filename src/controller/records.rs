@@ -33,6 +33,13 @@ pub enum MetadataRecord {
         leader: i32,
         leader_epoch: i32,
         partition_epoch: i32,
+        /// A reassignment in progress (Kafka's `addingReplicas`/`removingReplicas`):
+        /// replicas catching up to join, and replicas to drop once they have. `replicas`
+        /// holds both sides meanwhile. Empty when no reassignment runs.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        adding_replicas: Vec<i32>,
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        removing_replicas: Vec<i32>,
     },
     /// Set (`value: Some`) or remove (`None`) one config of a topic.
     TopicConfig {

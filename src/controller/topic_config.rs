@@ -133,6 +133,16 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         "Force an fsync after this much time."
     ),
     def!(
+        "follower.replication.throttled.replicas",
+        List,
+        None,
+        None,
+        None,
+        &[],
+        |_| String::new(),
+        "Replicas whose replication is throttled on the follower side; accepted and kept, but runnel does not throttle replication."
+    ),
+    def!(
         "index.interval.bytes",
         Int,
         Some("log.index.interval.bytes"),
@@ -141,6 +151,16 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         &[],
         |_| "4096".into(),
         "Bytes of log between offset index entries."
+    ),
+    def!(
+        "leader.replication.throttled.replicas",
+        List,
+        None,
+        None,
+        None,
+        &[],
+        |_| String::new(),
+        "Replicas whose replication is throttled on the leader side; accepted and kept, but runnel does not throttle replication."
     ),
     def!(
         "max.compaction.lag.ms",

@@ -106,6 +106,8 @@ fn image(replicas: &[i32], leader: i32, epoch: i32) -> MetadataImage {
         leader,
         leader_epoch: epoch,
         partition_epoch: epoch,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     });
     image
 }
@@ -371,6 +373,8 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
         leader: 1,
         leader_epoch: 0,
         partition_epoch: 1,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     });
     manager.apply_image(&shrunk, 40_000).unwrap();
     assert_eq!(p.high_watermark(), 2, "no longer held back by follower 3");

@@ -1,6 +1,7 @@
-//! Admin requests about the quorum and its leaders: ElectLeaders (decided by the leader
-//! with its view of which brokers are alive) and DescribeQuorum (the leader's view of
-//! its voters and observers, as `kafka-metadata-quorum describe` shows it).
+//! Admin requests about the quorum and its partitions: ElectLeaders and
+//! AlterPartitionReassignments (decided by the leader with its view of which brokers are
+//! alive) and DescribeQuorum (the leader's view of its voters and observers, as
+//! `kafka-metadata-quorum describe` shows it).
 
 use std::collections::BTreeMap;
 
@@ -11,6 +12,7 @@ use crate::controller::operations::ControllerOp;
 use crate::controller::partition_change::{election_outcomes, ElectionError, ElectionType};
 use crate::controller::raft::wire::{ForwardError, OpReply};
 use crate::controller::raft::NodeId;
+use crate::controller::reassignment::{self, ReassignmentError};
 use crate::controller::ControllerError;
 
 /// One member of the quorum as the leader sees it (Kafka's `ReplicaState`). Offsets are
@@ -144,6 +146,44 @@ impl Controller {
         let op = ControllerOp::ElectLeaders { election, partitions: partitions.clone() };
         let reply = self.run(move |core| async move { core.submit(op).await })?;
         Ok(election_outcomes(&before, election, partitions.as_deref(), &reply.records))
+    }
+
+    /// AlterPartitionReassignments: each partition's outcome. Requests are checked
+    /// against this node's image (bad targets, unknown partitions, nothing to cancel);
+    /// the valid ones go to the quorum leader, which decides them against its own.
+    #[allow(clippy::type_complexity)]
+    pub fn alter_reassignments(
+        &self,
+        partitions: Vec<(String, i32, Option<Vec<i32>>)>,
+        allow_replication_factor_change: bool,
+    ) -> Result<Vec<(String, i32, Result<(), ReassignmentError>)>, ControllerError> {
+        let image = self.image();
+        let registered = |r: i32| image.brokers.contains_key(&r);
+        let mut outcomes = Vec::with_capacity(partitions.len());
+        let mut valid = Vec::new();
+        for (topic, partition, target) in partitions {
+            let checked = match image.topic(&topic) {
+                Some(t) => reassignment::alter(
+                    t,
+                    partition,
+                    target.as_deref(),
+                    allow_replication_factor_change,
+                    &registered,
+                    &|_| true,
+                )
+                .map(drop),
+                None => Err(ReassignmentError::UnknownPartition),
+            };
+            if checked.is_ok() {
+                valid.push((topic.clone(), partition, target));
+            }
+            outcomes.push((topic, partition, checked));
+        }
+        if !valid.is_empty() {
+            let op = ControllerOp::AlterReassignments { partitions: valid, allow_replication_factor_change };
+            self.run(move |core| async move { core.submit(op).await })?;
+        }
+        Ok(outcomes)
     }
 
     /// DescribeQuorum, answered by the quorum leader.

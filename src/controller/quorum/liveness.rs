@@ -32,6 +32,7 @@ impl ControllerOp {
                 | ControllerOp::ExpireBrokers
                 | ControllerOp::AlterPartition { .. }
                 | ControllerOp::ElectLeaders { .. }
+                | ControllerOp::AlterReassignments { .. }
         )
     }
 }

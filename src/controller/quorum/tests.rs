@@ -128,6 +128,8 @@ fn a_pre_raft_metadata_log_is_the_base_of_the_quorum() {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding_replicas: vec![],
+                removing_replicas: vec![],
             },
         ])
         .unwrap();

@@ -491,6 +491,30 @@ pub mod elect_leaders {
     static TOPIC_PARTITIONS: Layout =
         Layout { fields: &[f("topic", Str, 0, 2), f("partitions", prims(I32), 0, 2)], tags: &[] };
 }
+pub mod alter_partition_reassignments {
+    use super::*;
+    pub static API: Api = Api { key: 45, min: 0, max: 1, flexible_from: 0, body: &REQUEST };
+    static REQUEST: Layout = Layout {
+        fields: &[
+            f("timeout_ms", I32, 0, 1),
+            f("allow_replication_factor_change", Bool, 1, 1),
+            f("topics", Array(&TOPIC), 0, 1),
+        ],
+        tags: &[],
+    };
+    static TOPIC: Layout =
+        Layout { fields: &[f("name", Str, 0, 1), f("partitions", Array(&PARTITION), 0, 1)], tags: &[] };
+    static PARTITION: Layout =
+        Layout { fields: &[f("partition_index", I32, 0, 1), f("replicas", NPrims(4), 0, 1)], tags: &[] };
+}
+pub mod list_partition_reassignments {
+    use super::*;
+    pub static API: Api = Api { key: 46, min: 0, max: 0, flexible_from: 0, body: &REQUEST };
+    static REQUEST: Layout =
+        Layout { fields: &[f("timeout_ms", I32, 0, 0), f("topics", NArray(&TOPICS), 0, 0)], tags: &[] };
+    static TOPICS: Layout =
+        Layout { fields: &[f("name", Str, 0, 0), f("partition_indexes", prims(I32), 0, 0)], tags: &[] };
+}
 pub mod incremental_alter_configs {
     use super::*;
     pub static API: Api = Api { key: 44, min: 0, max: 1, flexible_from: 1, body: &INCREMENTAL_ALTER_CONFIGS_REQUEST };

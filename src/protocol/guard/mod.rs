@@ -140,6 +140,8 @@ enum Ty {
     Records,
     /// Array of fixed-width elements of the given width.
     Prims(usize),
+    /// Nullable array of fixed-width elements of the given width.
+    NPrims(usize),
     /// Array of non-null strings.
     Strs,
     /// Nullable array of non-null strings.
@@ -278,8 +280,8 @@ fn walk_value(cursor: &mut Cursor<'_>, ty: Ty, version: i16, flexible: bool) -> 
         Ty::NStr => cursor.skip_sized(flexible, false, true),
         Ty::Bytes => cursor.skip_sized(flexible, true, false),
         Ty::Records => cursor.skip_sized(flexible, true, true),
-        Ty::Prims(width) => {
-            let n = cursor.count(flexible, false, width)?;
+        Ty::Prims(width) | Ty::NPrims(width) => {
+            let n = cursor.count(flexible, matches!(ty, Ty::NPrims(_)), width)?;
             cursor.skip(n * width)
         }
         Ty::Strs | Ty::NStrs => {
@@ -364,6 +366,8 @@ static APIS: &[&Api] = &[
     &layouts::delete_groups::API,
     &layouts::elect_leaders::API,
     &layouts::incremental_alter_configs::API,
+    &layouts::alter_partition_reassignments::API,
+    &layouts::list_partition_reassignments::API,
     &layouts::offset_delete::API,
     &layouts::describe_quorum::API,
     &layouts::describe_cluster::API,

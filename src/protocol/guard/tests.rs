@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 41] = [
+const BRIEF_KEYS: [i16; 43] = [
     0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 35, 36, 37, 42,
-    43, 44, 47, 55, 60, 61, 65, 66, 68, 69, 75,
+    43, 44, 45, 46, 47, 55, 60, 61, 65, 66, 68, 69, 75,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -43,7 +43,8 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         25 => AddOffsetsToTxnRequest, 26 => EndTxnRequest, 28 => TxnOffsetCommitRequest,
         32 => DescribeConfigsRequest, 33 => AlterConfigsRequest, 35 => DescribeLogDirsRequest,
         36 => SaslAuthenticateRequest, 37 => CreatePartitionsRequest, 42 => DeleteGroupsRequest,
-        43 => ElectLeadersRequest, 44 => IncrementalAlterConfigsRequest, 47 => OffsetDeleteRequest,
+        43 => ElectLeadersRequest, 44 => IncrementalAlterConfigsRequest,
+        45 => AlterPartitionReassignmentsRequest, 46 => ListPartitionReassignmentsRequest, 47 => OffsetDeleteRequest,
         55 => DescribeQuorumRequest,
         60 => DescribeClusterRequest, 61 => DescribeProducersRequest,
         65 => DescribeTransactionsRequest, 66 => ListTransactionsRequest,
@@ -124,7 +125,7 @@ fn put_value(out: &mut Vec<u8>, ty: Ty, version: i16, flexible: bool) {
             put_len(out, flexible, true, 3);
             out.extend([1, 2, 3]);
         }
-        Ty::Prims(width) => {
+        Ty::Prims(width) | Ty::NPrims(width) => {
             put_len(out, flexible, true, 2);
             out.extend(std::iter::repeat_n(0x7f, 2 * width));
         }
@@ -197,7 +198,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 211);
+    assert_eq!(checked, 214);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.

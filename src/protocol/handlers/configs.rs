@@ -199,6 +199,10 @@ async fn apply_changes(
                 Err(e) => Err((controller_error(&e), e.to_string())),
             }
         }
+        // No broker config is ever set dynamically, so deleting some changes nothing and
+        // succeeds, as it does on Kafka for configs that are not set
+        // (`kafka-reassign-partitions --verify` clears throttles this way).
+        RESOURCE_BROKER if changes.iter().all(|c| matches!(c, ConfigChange::Delete(_))) => Ok(()),
         RESOURCE_BROKER => Err((
             ResponseError::InvalidRequest,
             "runnel does not support dynamic broker configs; set them in the config file".into(),

@@ -161,6 +161,8 @@ mod tests {
                     leader: if p == 1 { NO_LEADER } else { 1 },
                     leader_epoch: 0,
                     partition_epoch: 0,
+                    adding_replicas: vec![],
+                    removing_replicas: vec![],
                 })
                 .collect();
             img.topic_names_by_id.insert(id, name.to_string());

@@ -8,6 +8,7 @@ pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_log_dirs;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
@@ -19,6 +20,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod reassignments;
 pub mod replica_fetch;
 
 use std::sync::Arc;

@@ -44,6 +44,8 @@ async fn setup(isr: &[i32]) -> Setup {
         leader: 1,
         leader_epoch: 0,
         partition_epoch: 1,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     });
     ctx.replicas.apply_image(&image, ctx.now_ms()).unwrap();
     let leader_partition = ctx.replicas.partition(&topic.topic_id, 0).unwrap();
@@ -175,6 +177,8 @@ async fn a_diverging_epoch_over_the_wire_makes_the_follower_truncate() {
         leader,
         leader_epoch,
         partition_epoch: leader_epoch + 2,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     };
     led_by_2.apply(&partition(2, 0));
     s.follower.apply_image(&led_by_2, s.follower.now_ms()).unwrap();

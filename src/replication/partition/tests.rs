@@ -66,6 +66,8 @@ fn lead(p: &Partition, epoch: i32) {
         leader: 1,
         leader_epoch: epoch,
         partition_epoch: epoch,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     };
     p.set_leadership(&pi, 30_000, 1_000);
 }
@@ -121,6 +123,8 @@ fn the_leader_answers_a_follower_fetch_as_kafka_does() {
         leader: 2,
         leader_epoch: 5,
         partition_epoch: 5,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     };
     assert!(p.become_follower(&pi));
     assert!(!p.become_follower(&pi), "no change the second time");

@@ -48,6 +48,8 @@ fn leadership(replicas: &[i32], isr: &[i32]) -> PartitionImage {
         leader: 1,
         leader_epoch: 0,
         partition_epoch: 0,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     }
 }
 
@@ -162,6 +164,8 @@ fn a_new_leader_epoch_reaches_an_open_partition() {
         leader: 1,
         leader_epoch,
         partition_epoch: leader_epoch,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
     };
     let mut image = MetadataImage::default();
     let created = [MetadataRecord::Topic { name: "t".into(), topic_id }, partition(0)];

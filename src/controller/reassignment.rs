@@ -1,0 +1,315 @@
+//! Partition reassignment (Kafka's AlterPartitionReassignments): pure decisions from a
+//! partition's image to the record that starts, completes or cancels a reassignment.
+//!
+//! Kafka's rules (`ReplicationControlManager`, `PartitionReassignmentReplicas`,
+//! `PartitionReassignmentRevert`):
+//! * starting moves the partition to `target ++ (original − target)`: the new replicas
+//!   join as `adding` (they fetch from the leader like any follower, outside the ISR), the
+//!   ones leaving stay as `removing` until the new ones caught up, and the leader stays;
+//! * it completes once every adding replica is in the ISR and the ISR keeps a target
+//!   replica: the replicas become the target, the ISR loses the removed ones, and a leader
+//!   that is not a target replica hands over to the first live target replica in the ISR.
+//!   So no acknowledged record depends on a replica that leaves before the others have
+//!   it. A broker that is no longer a replica deletes its copy;
+//! * cancelling (no target) goes back to the original replicas (`replicas − adding`, in
+//!   that order, as Kafka's revert does);
+//!   a new target while one runs starts from the original replicas too.
+
+use std::collections::HashSet;
+
+use super::image::{PartitionImage, TopicImage};
+use super::partition_change::NO_LEADER;
+use super::records::MetadataRecord;
+
+/// Why a reassignment request for a partition is refused, named as Kafka's error codes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReassignmentError {
+    /// UNKNOWN_TOPIC_OR_PARTITION
+    UnknownPartition,
+    /// INVALID_REPLICA_ASSIGNMENT
+    InvalidAssignment(String),
+    /// INVALID_REPLICATION_FACTOR: the target changes the replica count while the
+    /// request does not allow it (v1 `allow_replication_factor_change=false`).
+    ReplicationFactorChange,
+    /// NO_REASSIGNMENT_IN_PROGRESS: a cancellation with nothing to cancel.
+    NoReassignmentInProgress,
+}
+
+/// The replicas a partition had before its reassignment (itself when none runs).
+fn original(pi: &PartitionImage) -> Vec<i32> {
+    pi.replicas.iter().copied().filter(|r| !pi.adding_replicas.contains(r)).collect()
+}
+
+fn minus(a: &[i32], b: &[i32]) -> Vec<i32> {
+    a.iter().copied().filter(|r| !b.contains(r)).collect()
+}
+
+/// A partition's next state, before it is a record.
+struct Next {
+    replicas: Vec<i32>,
+    isr: Vec<i32>,
+    leader: i32,
+    adding: Vec<i32>,
+    removing: Vec<i32>,
+}
+
+impl Next {
+    fn of(pi: &PartitionImage) -> Next {
+        Next {
+            replicas: pi.replicas.clone(),
+            isr: pi.isr.clone(),
+            leader: pi.leader,
+            adding: pi.adding_replicas.clone(),
+            removing: pi.removing_replicas.clone(),
+        }
+    }
+
+    /// A leader that is not among `replicas` and in the ISR (and alive) hands over to the
+    /// first one that is.
+    fn keep_or_elect_leader(&mut self, alive: &dyn Fn(i32) -> bool) {
+        let eligible = |r: i32| self.replicas.contains(&r) && self.isr.contains(&r) && alive(r);
+        if self.leader == NO_LEADER || !eligible(self.leader) {
+            self.leader = self.replicas.iter().copied().find(|r| eligible(*r)).unwrap_or(NO_LEADER);
+        }
+    }
+
+    /// Completes the reassignment if every adding replica is in the ISR and the ISR
+    /// keeps a target replica (Kafka's `maybeCompleteReassignment`).
+    fn try_complete(&mut self, alive: &dyn Fn(i32) -> bool) {
+        if self.adding.is_empty() && self.removing.is_empty() {
+            return;
+        }
+        let target = minus(&self.replicas, &self.removing);
+        let isr: Vec<i32> = self.isr.iter().copied().filter(|r| target.contains(r)).collect();
+        if !self.adding.iter().all(|r| self.isr.contains(r)) || isr.is_empty() {
+            return;
+        }
+        let ordered: Vec<i32> = target.iter().copied().filter(|r| isr.contains(r)).collect();
+        *self = Next { replicas: target, isr: ordered, leader: self.leader, adding: vec![], removing: vec![] };
+        self.keep_or_elect_leader(alive);
+    }
+
+    fn record(self, topic_id: uuid::Uuid, pi: &PartitionImage) -> Option<MetadataRecord> {
+        let unchanged = self.replicas == pi.replicas
+            && self.isr == pi.isr
+            && self.leader == pi.leader
+            && self.adding == pi.adding_replicas
+            && self.removing == pi.removing_replicas;
+        if unchanged {
+            return None;
+        }
+        Some(MetadataRecord::Partition {
+            topic_id,
+            partition: pi.partition,
+            replicas: self.replicas,
+            isr: self.isr,
+            leader_epoch: if self.leader != pi.leader { pi.leader_epoch + 1 } else { pi.leader_epoch },
+            leader: self.leader,
+            partition_epoch: pi.partition_epoch + 1,
+            adding_replicas: self.adding,
+            removing_replicas: self.removing,
+        })
+    }
+}
+
+/// One partition of an AlterPartitionReassignments request: `target` replicas, or `None`
+/// to cancel. `registered`: the broker id is known to the cluster; `alive`: it may lead.
+/// `Ok(None)`: nothing to change (the partition already has the target replicas).
+pub fn alter(
+    topic: &TopicImage,
+    partition: i32,
+    target: Option<&[i32]>,
+    allow_replication_factor_change: bool,
+    registered: &dyn Fn(i32) -> bool,
+    alive: &dyn Fn(i32) -> bool,
+) -> Result<Option<MetadataRecord>, ReassignmentError> {
+    let pi = usize::try_from(partition)
+        .ok()
+        .and_then(|i| topic.partitions.get(i))
+        .ok_or(ReassignmentError::UnknownPartition)?;
+    let base = original(pi);
+    let mut next = Next::of(pi);
+    if pi.is_reassigning() {
+        // Back to the original replicas first (Kafka's revert); an ISR that would empty
+        // keeps its members (they hold what was acknowledged).
+        let isr: Vec<i32> = pi.isr.iter().copied().filter(|r| base.contains(r)).collect();
+        next = Next {
+            isr: if isr.is_empty() { pi.isr.clone() } else { isr },
+            replicas: base.clone(),
+            leader: pi.leader,
+            adding: vec![],
+            removing: vec![],
+        };
+    }
+    let Some(target) = target else {
+        if !pi.is_reassigning() {
+            return Err(ReassignmentError::NoReassignmentInProgress);
+        }
+        if !next.isr.iter().all(|r| base.contains(r)) {
+            return Err(ReassignmentError::InvalidAssignment(format!(
+                "cannot cancel the reassignment of partition {partition}: no original replica is in sync"
+            )));
+        }
+        next.keep_or_elect_leader(alive);
+        return Ok(next.record(topic.topic_id, pi));
+    };
+    validate(target, registered)?;
+    if !allow_replication_factor_change && target.len() != base.len() {
+        return Err(ReassignmentError::ReplicationFactorChange);
+    }
+    if target != base.as_slice() {
+        let mut replicas = target.to_vec();
+        replicas.extend(minus(&base, target));
+        next.adding = minus(target, &base);
+        next.removing = minus(&base, target);
+        next.replicas = replicas;
+        next.try_complete(alive);
+    }
+    Ok(next.record(topic.topic_id, pi))
+}
+
+/// After an ISR change of a reassigning partition (its new state in `pi`): the record
+/// that completes the reassignment, if it can complete now.
+pub fn complete_if_caught_up(
+    topic_id: uuid::Uuid,
+    pi: &PartitionImage,
+    alive: &dyn Fn(i32) -> bool,
+) -> Option<MetadataRecord> {
+    let mut next = Next::of(pi);
+    next.try_complete(alive);
+    next.record(topic_id, pi)
+}
+
+fn validate(target: &[i32], registered: &dyn Fn(i32) -> bool) -> Result<(), ReassignmentError> {
+    if target.is_empty() {
+        return Err(ReassignmentError::InvalidAssignment("the target replica list is empty".into()));
+    }
+    let mut seen = HashSet::new();
+    if let Some(dup) = target.iter().find(|r| !seen.insert(**r)) {
+        return Err(ReassignmentError::InvalidAssignment(format!("broker {dup} appears twice in the target replicas")));
+    }
+    if let Some(unknown) = target.iter().find(|r| !registered(**r)) {
+        return Err(ReassignmentError::InvalidAssignment(format!(
+            "the target replicas include broker {unknown}, which is not registered"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use uuid::Uuid;
+
+    use super::*;
+    use crate::controller::image::MetadataImage;
+
+    const T: Uuid = Uuid::from_u128(5);
+
+    fn topic(replicas: &[i32], isr: &[i32], leader: i32, adding: &[i32], removing: &[i32]) -> TopicImage {
+        TopicImage {
+            name: "t".into(),
+            topic_id: T,
+            partitions: vec![PartitionImage {
+                partition: 0,
+                replicas: replicas.to_vec(),
+                isr: isr.to_vec(),
+                leader,
+                leader_epoch: 3,
+                partition_epoch: 7,
+                adding_replicas: adding.to_vec(),
+                removing_replicas: removing.to_vec(),
+            }],
+            configs: BTreeMap::new(),
+        }
+    }
+
+    /// (replicas, isr, leader, leader epoch, adding, removing) of a record.
+    fn state(r: &MetadataRecord) -> (Vec<i32>, Vec<i32>, i32, i32, Vec<i32>, Vec<i32>) {
+        match r {
+            MetadataRecord::Partition {
+                replicas,
+                isr,
+                leader,
+                leader_epoch,
+                adding_replicas,
+                removing_replicas,
+                ..
+            } => (
+                replicas.clone(),
+                isr.clone(),
+                *leader,
+                *leader_epoch,
+                adding_replicas.clone(),
+                removing_replicas.clone(),
+            ),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn apply(t: &TopicImage, r: &MetadataRecord) -> TopicImage {
+        let mut img = MetadataImage::default();
+        img.topic_names_by_id.insert(T, "t".into());
+        img.topics.insert("t".into(), std::sync::Arc::new(t.clone()));
+        img.apply(r);
+        (**img.topic("t").unwrap()).clone()
+    }
+
+    const ANY: &dyn Fn(i32) -> bool = &|_| true;
+
+    #[test]
+    fn a_move_adds_first_and_removes_once_the_new_replicas_are_in_sync() {
+        let t = topic(&[1, 2], &[1, 2], 1, &[], &[]);
+        let start = alter(&t, 0, Some(&[2, 3]), true, ANY, ANY).unwrap().unwrap();
+        assert_eq!(state(&start), (vec![2, 3, 1], vec![1, 2], 1, 3, vec![3], vec![1]), "leader stays");
+        let moving = apply(&t, &start);
+        assert_eq!(complete_if_caught_up(T, &moving.partitions[0], ANY), None, "3 is not in sync yet");
+        // The leader's AlterPartition lets 3 in: the reassignment completes, leadership
+        // moves to the first target replica in the ISR, and 1 is gone.
+        let mut caught_up = moving.partitions[0].clone();
+        caught_up.isr = vec![1, 2, 3];
+        let done = complete_if_caught_up(T, &caught_up, ANY).unwrap();
+        assert_eq!(state(&done), (vec![2, 3], vec![2, 3], 2, 4, vec![], vec![]));
+    }
+
+    #[test]
+    fn a_removal_or_reorder_completes_at_once() {
+        let t = topic(&[1, 2, 3], &[1, 2, 3], 1, &[], &[]);
+        let shrink = alter(&t, 0, Some(&[2, 3]), true, ANY, ANY).unwrap().unwrap();
+        assert_eq!(state(&shrink), (vec![2, 3], vec![2, 3], 2, 4, vec![], vec![]));
+        let reorder = alter(&t, 0, Some(&[3, 1, 2]), true, ANY, ANY).unwrap().unwrap();
+        assert_eq!(state(&reorder), (vec![3, 1, 2], vec![1, 2, 3], 1, 3, vec![], vec![]), "leader kept");
+        assert_eq!(alter(&t, 0, Some(&[1, 2, 3]), true, ANY, ANY), Ok(None));
+    }
+
+    #[test]
+    fn cancel_reverts_and_a_new_target_starts_from_the_original_replicas() {
+        let moving = topic(&[2, 3, 1], &[1, 2], 1, &[3], &[1]);
+        // The original replicas in their merged order, as Kafka's revert keeps them.
+        let cancel = alter(&moving, 0, None, true, ANY, ANY).unwrap().unwrap();
+        assert_eq!(state(&cancel), (vec![2, 1], vec![1, 2], 1, 3, vec![], vec![]));
+        let other = alter(&moving, 0, Some(&[1, 4]), true, ANY, ANY).unwrap().unwrap();
+        assert_eq!(state(&other), (vec![1, 4, 2], vec![1, 2], 1, 3, vec![4], vec![2]));
+        let idle = topic(&[1, 2], &[1, 2], 1, &[], &[]);
+        assert_eq!(alter(&idle, 0, None, true, ANY, ANY), Err(ReassignmentError::NoReassignmentInProgress));
+    }
+
+    #[test]
+    fn bad_targets_are_refused() {
+        let t = topic(&[1, 2], &[1, 2], 1, &[], &[]);
+        let known = |r: i32| r <= 3;
+        assert!(matches!(alter(&t, 0, Some(&[]), true, &known, ANY), Err(ReassignmentError::InvalidAssignment(_))));
+        assert!(matches!(alter(&t, 0, Some(&[1, 1]), true, &known, ANY), Err(ReassignmentError::InvalidAssignment(_))));
+        assert!(matches!(alter(&t, 0, Some(&[1, 9]), true, &known, ANY), Err(ReassignmentError::InvalidAssignment(_))));
+        assert_eq!(alter(&t, 0, Some(&[1, 2, 3]), false, &known, ANY), Err(ReassignmentError::ReplicationFactorChange));
+        assert_eq!(alter(&t, 1, Some(&[1]), true, &known, ANY), Err(ReassignmentError::UnknownPartition));
+    }
+
+    #[test]
+    fn a_dead_target_replica_does_not_lead() {
+        let t = topic(&[1, 2, 3], &[1, 2, 3], 1, &[], &[]);
+        let r = alter(&t, 0, Some(&[2, 3]), true, ANY, &|r| r != 2).unwrap().unwrap();
+        assert_eq!(state(&r).2, 3);
+    }
+}
