@@ -120,19 +120,32 @@ async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
 }
 
 async fn produce(c: &mut Client, v: i16) -> anyhow::Result<()> {
-    let resp = c.try_send(v, produce_request("matrix-produce", 0, batches::values("p", 2), -1)).await;
+    // From v13 a request names topics by id (KIP-516), and so does the response.
+    let by_id = |mut req: ProduceRequest, id: uuid::Uuid| {
+        if v >= 13 {
+            req.topic_data[0].name = Default::default();
+            req.topic_data[0].topic_id = id;
+        }
+        req
+    };
     // The topic does not exist (auto-create is off): first the error path...
-    let resp = resp?;
+    let missing = by_id(produce_request("matrix-produce", 0, batches::values("p", 2), -1), uuid::Uuid::from_u128(7));
+    let resp = c.try_send(v, missing).await?;
     let p = &resp.responses[0].partition_responses[0];
-    ensure(p.error_code == 3, || format!("produce to a missing topic: error {}", p.error_code))?;
+    let want = if v >= 13 { 100 } else { 3 };
+    ensure(p.error_code == want, || format!("produce to a missing topic: error {} != {want}", p.error_code))?;
     // ...then the success path, on a topic of its own.
     let topic = format!("matrix-produce-v{v}");
-    c.create_topic_ok(&topic, 1, &[]).await;
+    let id = c.create_topic_ok(&topic, 1, &[]).await;
     for expected_base in [0, 2] {
-        let resp = c.try_send(v, produce_request(&topic, 0, batches::values("p", 2), -1)).await?;
+        let resp = c.try_send(v, by_id(produce_request(&topic, 0, batches::values("p", 2), -1), id)).await?;
         ensure(resp.responses.len() == 1, || "one topic".into())?;
         let t = &resp.responses[0];
-        ensure(t.name.0.as_str() == topic, || format!("topic {:?}", t.name))?;
+        if v >= 13 {
+            ensure(t.topic_id == id && t.name.0.is_empty(), || format!("topic {:?} {}", t.name, t.topic_id))?;
+        } else {
+            ensure(t.name.0.as_str() == topic, || format!("topic {:?}", t.name))?;
+        }
         let p = &t.partition_responses[0];
         ensure(p.error_code == 0, || format!("error {} {:?}", p.error_code, p.error_message))?;
         ensure(p.base_offset == expected_base, || format!("base offset {} != {expected_base}", p.base_offset))?;
@@ -140,7 +153,8 @@ async fn produce(c: &mut Client, v: i16) -> anyhow::Result<()> {
             ensure(p.log_start_offset == 0, || format!("log start offset {}", p.log_start_offset))?;
         }
     }
-    Ok(())
+    let end = c.log_end_offset(&topic, 0).await;
+    ensure(end == 4, || format!("log end offset {end} after two batches of two"))
 }
 
 async fn fetch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
@@ -183,8 +197,12 @@ async fn list_offsets(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()
         cases.push((MAX_TIMESTAMP, 2, T0 + 20));
     }
     for (ts, want_offset, want_ts) in cases {
-        let resp =
-            c.try_send(v, list_offsets_request(TOPIC, 0, ts)).await.with_context(|| format!("timestamp {ts}"))?;
+        let mut req = list_offsets_request(TOPIC, 0, ts);
+        if v >= 10 {
+            // KIP-1075: the wait for a remote-storage lookup; no topic here has one.
+            req = req.with_timeout_ms(30_000);
+        }
+        let resp = c.try_send(v, req).await.with_context(|| format!("timestamp {ts}"))?;
         let p = &resp.topics[0].partitions[0];
         ensure(p.error_code == 0, || format!("timestamp {ts}: error {}", p.error_code))?;
         ensure(p.offset == want_offset, || format!("timestamp {ts}: offset {} != {want_offset}", p.offset))?;
@@ -208,6 +226,10 @@ async fn metadata(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
     }
     if v >= 2 {
         ensure(resp.cluster_id.as_ref().is_some_and(|id| !id.is_empty()), || "no cluster id".into())?;
+    }
+    if v >= 13 {
+        // KIP-1102's top-level error (REBOOTSTRAP_REQUIRED when it is not 0).
+        ensure(resp.error_code == 0, || format!("top-level error {}", resp.error_code))?;
     }
     ensure(resp.topics.len() == 1, || format!("{} topics", resp.topics.len()))?;
     let t = &resp.topics[0];
@@ -400,8 +422,12 @@ async fn incremental_alter_configs(c: &mut Client, broker: &TestBroker, v: i16) 
 }
 
 async fn describe_cluster(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
-    let resp =
-        c.try_send(v, DescribeClusterRequest::default().with_include_cluster_authorized_operations(true)).await?;
+    let mut req = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+    if v >= 2 {
+        req = req.with_include_fenced_brokers(true);
+    }
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.brokers.iter().all(|b| !b.is_fenced), || format!("a fenced broker in {:?}", resp.brokers))?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
     ensure(!resp.cluster_id.is_empty(), || "empty cluster id".into())?;
     ensure(resp.controller_id.0 == 1, || format!("controller {:?}", resp.controller_id))?;
