@@ -85,6 +85,7 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::IncrementalAlterConfigs => incremental_alter_configs(c, broker, v).await,
         ApiKey::DescribeCluster => describe_cluster(c, fx, v).await,
         ApiKey::DescribeTopicPartitions => describe_topic_partitions(c, fx, v).await,
+        ApiKey::DescribeProducers => describe_producers(c, v).await,
         ApiKey::FindCoordinator => groups::find_coordinator(c, fx.port, v).await,
         ApiKey::JoinGroup => groups::join_group(c, v).await,
         ApiKey::SyncGroup => groups::sync_group(c, v).await,
@@ -446,6 +447,37 @@ async fn describe_topic_partitions(c: &mut Client, fx: &Fixture, v: i16) -> anyh
     ensure(t.error_code == 0 && t.topic_id == fx.topic_id, || format!("topic {t:?}"))?;
     ensure(t.partitions.len() == 1 && t.partitions[0].leader_id.0 == 1, || format!("partitions {:?}", t.partitions))?;
     ensure(resp.next_cursor.is_none(), || format!("cursor {:?}", resp.next_cursor))
+}
+
+async fn describe_producers(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    let topic = format!("matrix-dp-v{v}");
+    c.create_topic_ok(&topic, 1, &[]).await;
+    let producer = batches::Idempotence { producer_id: 4242, producer_epoch: 3, base_sequence: 0 };
+    c.produce_ok(&topic, 0, batches::idempotent(producer, "i", 3)).await;
+    c.produce_ok(&topic, 0, batches::values("plain", 2)).await;
+    let next = batches::Idempotence { base_sequence: 3, ..producer };
+    let before = batches::now_ms();
+    c.produce_ok(&topic, 0, batches::idempotent(next, "j", 2)).await;
+    let req = DescribeProducersRequest::default().with_topics(vec![
+        TopicRequest::default().with_name(topic_name(&topic)).with_partition_indexes(vec![0, 5]),
+        TopicRequest::default().with_name(topic_name("matrix-dp-missing")).with_partition_indexes(vec![0]),
+    ]);
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.topics.len() == 2, || format!("{} topics", resp.topics.len()))?;
+    let parts = &resp.topics[0].partitions;
+    ensure(parts[0].error_code == 0, || format!("error {}", parts[0].error_code))?;
+    let got: Vec<_> = parts[0]
+        .active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_txn_start_offset))
+        .collect();
+    ensure(got == [(4242, 3, 4, -1, -1)], || format!("producers {got:?}"))?;
+    let ts = parts[0].active_producers[0].last_timestamp;
+    ensure(ts >= before && ts <= batches::now_ms(), || format!("last timestamp {ts}, sent at {before}"))?;
+    ensure(parts[1].partition_index == 5 && parts[1].error_code == 3, || format!("partition 5: {:?}", parts[1]))?;
+    let missing = &resp.topics[1].partitions[0];
+    ensure(missing.error_code == 3, || format!("missing topic: error {}", missing.error_code))
 }
 
 /// A client newer than the broker asks for ApiVersions v99: Kafka answers with a v0

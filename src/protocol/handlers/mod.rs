@@ -8,6 +8,7 @@ pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod describe_producers;
 pub mod describe_topic_partitions;
 pub mod fetch;
 pub mod group_offsets;
