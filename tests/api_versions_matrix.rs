@@ -86,6 +86,8 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::DescribeCluster => describe_cluster(c, fx, v).await,
         ApiKey::DescribeTopicPartitions => describe_topic_partitions(c, fx, v).await,
         ApiKey::DescribeProducers => describe_producers(c, v).await,
+        ApiKey::UpdateFeatures => update_features(c, v).await,
+        ApiKey::ListConfigResources => list_config_resources(c, v).await,
         ApiKey::FindCoordinator => groups::find_coordinator(c, fx.port, v).await,
         ApiKey::JoinGroup => groups::join_group(c, v).await,
         ApiKey::SyncGroup => groups::sync_group(c, v).await,
@@ -117,7 +119,24 @@ async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
     }
     let resp = c.try_send(v, req).await?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
-    advertised_matches_supported(&resp)
+    advertised_matches_supported(&resp)?;
+    if v >= 3 {
+        // KIP-584 features: v3 leaves out those with a 0 minimum, as Kafka does.
+        let supported: Vec<_> =
+            resp.supported_features.iter().map(|f| (f.name.to_string(), f.min_version, f.max_version)).collect();
+        let want_supported = if v >= 4 { 7 } else { 1 };
+        ensure(supported.len() == want_supported && supported.contains(&("metadata.version".into(), 27, 27)), || {
+            format!("supported features {supported:?}")
+        })?;
+        let finalized: Vec<_> = resp
+            .finalized_features
+            .iter()
+            .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
+            .collect();
+        ensure(finalized == [("metadata.version".to_string(), 27, 27)], || format!("finalized {finalized:?}"))?;
+        ensure(resp.finalized_features_epoch >= 0, || format!("epoch {}", resp.finalized_features_epoch))?;
+    }
+    Ok(())
 }
 
 async fn produce(c: &mut Client, v: i16) -> anyhow::Result<()> {
@@ -478,6 +497,64 @@ async fn describe_producers(c: &mut Client, v: i16) -> anyhow::Result<()> {
     ensure(parts[1].partition_index == 5 && parts[1].error_code == 3, || format!("partition 5: {:?}", parts[1]))?;
     let missing = &resp.topics[1].partitions[0];
     ensure(missing.error_code == 3, || format!("missing topic: error {}", missing.error_code))
+}
+
+async fn update_features(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let request = |updates: &[(&str, i16)]| {
+        let keys = updates
+            .iter()
+            .map(|(name, level)| {
+                let key = FeatureUpdateKey::default().with_feature(str(name)).with_max_version_level(*level);
+                if v >= 1 {
+                    key.with_upgrade_type(1)
+                } else {
+                    key
+                }
+            })
+            .collect();
+        UpdateFeaturesRequest::default().with_timeout_ms(30_000).with_feature_updates(keys)
+    };
+    // The finalized level again: nothing to do, success.
+    let resp = c.try_send(v, request(&[("metadata.version", 27), ("group.version", 0)])).await?;
+    ensure(resp.error_code == 0, || format!("error {} {:?}", resp.error_code, resp.error_message))?;
+    let want_results = if v <= 1 { 2 } else { 0 };
+    ensure(resp.results.len() == want_results && resp.results.iter().all(|r| r.error_code == 0), || {
+        format!("results {:?}", resp.results)
+    })?;
+    // A level runnel does not support fails the whole batch.
+    let resp = c.try_send(v, request(&[("metadata.version", 27), ("group.version", 1)])).await?;
+    let msg = resp.error_message.as_deref().unwrap_or_default().to_string();
+    ensure(
+        resp.error_code == 95 && msg.contains("group.version. Local controller 1 only supports versions 0-0"),
+        || format!("unsupported level: {} {msg:?}", resp.error_code),
+    )?;
+    let resp = c.try_send(v, request(&[("no.such.version", 1)])).await?;
+    let msg = resp.error_message.as_deref().unwrap_or_default().to_string();
+    ensure(resp.error_code == 95 && msg.contains("does not support this feature"), || {
+        format!("unknown feature: {} {msg:?}", resp.error_code)
+    })
+}
+
+async fn list_config_resources(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let listed = |resp: &ListConfigResourcesResponse| -> Vec<(String, i8)> {
+        resp.config_resources.iter().map(|r| (r.resource_name.to_string(), r.resource_type)).collect()
+    };
+    if v == 0 {
+        // The former ListClientMetricsResources: client-metrics resources only, none here.
+        let resp = c.try_send(v, ListConfigResourcesRequest::default()).await?;
+        return ensure(resp.error_code == 0 && resp.config_resources.is_empty(), || format!("{resp:?}"));
+    }
+    let resp = c.try_send(v, ListConfigResourcesRequest::default()).await?;
+    let all = listed(&resp);
+    ensure(resp.error_code == 0 && all.contains(&(TOPIC.into(), 2)) && all.contains(&("1".into(), 4)), || {
+        format!("every type: {} {all:?}", resp.error_code)
+    })?;
+    let resp = c.try_send(v, ListConfigResourcesRequest::default().with_resource_types(vec![2])).await?;
+    let topics = listed(&resp);
+    ensure(topics.contains(&(TOPIC.into(), 2)) && topics.iter().all(|(_, t)| *t == 2), || format!("{topics:?}"))?;
+    let resp = c.try_send(v, ListConfigResourcesRequest::default().with_resource_types(vec![2, 3])).await?;
+    ensure(resp.error_code == 35 && resp.config_resources.is_empty(), || format!("type 3: {resp:?}"))
 }
 
 /// A client newer than the broker asks for ApiVersions v99: Kafka answers with a v0

@@ -8,6 +8,7 @@
 
 pub mod context;
 pub mod errors;
+pub mod features;
 pub mod fetch_encoding;
 pub mod guard;
 pub mod handlers;
@@ -144,6 +145,10 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(ctx, r, v))
         }
         RequestKind::DescribeProducers(r) => ResponseKind::DescribeProducers(describe_producers::handle(ctx, r, v)),
+        RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(update_features::handle(ctx, r, v)),
+        RequestKind::ListConfigResources(r) => {
+            ResponseKind::ListConfigResources(list_config_resources::handle(ctx, r, v))
+        }
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(ctx, r, v)),
         RequestKind::OffsetForLeaderEpoch(r) => {
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r, v))

@@ -23,6 +23,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeProducers, 0, 0),
+    (ApiKey::UpdateFeatures, 0, 2),
+    (ApiKey::ListConfigResources, 0, 1),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),

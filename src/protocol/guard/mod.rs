@@ -364,12 +364,14 @@ static APIS: &[&Api] = &[
     &layouts::delete_groups::API,
     &layouts::incremental_alter_configs::API,
     &layouts::offset_delete::API,
+    &layouts::update_features::API,
     &layouts::describe_cluster::API,
     &layouts::describe_producers::API,
     &layouts::describe_transactions::API,
     &layouts::list_transactions::API,
     &layouts::consumer_group_heartbeat::API,
     &layouts::consumer_group_describe::API,
+    &layouts::list_config_resources::API,
     &layouts::describe_topic_partitions::API,
 ];
 

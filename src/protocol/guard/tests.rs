@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 39] = [
+const BRIEF_KEYS: [i16; 41] = [
     0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 35, 36, 37, 42,
-    44, 47, 60, 61, 65, 66, 68, 69, 75,
+    44, 47, 57, 60, 61, 65, 66, 68, 69, 74, 75,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -43,11 +43,11 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         25 => AddOffsetsToTxnRequest, 26 => EndTxnRequest, 28 => TxnOffsetCommitRequest,
         32 => DescribeConfigsRequest, 33 => AlterConfigsRequest, 35 => DescribeLogDirsRequest,
         36 => SaslAuthenticateRequest, 37 => CreatePartitionsRequest, 42 => DeleteGroupsRequest,
-        44 => IncrementalAlterConfigsRequest, 47 => OffsetDeleteRequest,
+        44 => IncrementalAlterConfigsRequest, 47 => OffsetDeleteRequest, 57 => UpdateFeaturesRequest,
         60 => DescribeClusterRequest, 61 => DescribeProducersRequest,
         65 => DescribeTransactionsRequest, 66 => ListTransactionsRequest,
         68 => ConsumerGroupHeartbeatRequest, 69 => ConsumerGroupDescribeRequest,
-        75 => DescribeTopicPartitionsRequest,
+        74 => ListConfigResourcesRequest, 75 => DescribeTopicPartitionsRequest,
     }
 }
 
@@ -196,7 +196,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 205);
+    assert_eq!(checked, 210);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.
@@ -244,6 +244,17 @@ fn builder_made_requests_pass() {
     let cursor = Cursor::default().with_topic_name(topic_name()).with_partition_index(7);
     check_built(75, &page.clone().with_cursor(Some(cursor)), 0..=0);
     check_built(75, &page, 0..=0);
+
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let update = |key: FeatureUpdateKey| {
+        UpdateFeaturesRequest::default().with_timeout_ms(60_000).with_feature_updates(vec![key
+            .with_feature(StrBytes::from_static_str("metadata.version"))
+            .with_max_version_level(27)])
+    };
+    check_built(57, &update(FeatureUpdateKey::default().with_allow_downgrade(true)), 0..=0);
+    check_built(57, &update(FeatureUpdateKey::default().with_upgrade_type(2)).with_validate_only(true), 1..=2);
+    check_built(74, &ListConfigResourcesRequest::default(), 0..=0);
+    check_built(74, &ListConfigResourcesRequest::default().with_resource_types(vec![2, 4, 16]), 1..=1);
 }
 
 fn check_built<T>(key: i16, body: &T, versions: std::ops::RangeInclusive<i16>)

@@ -14,11 +14,13 @@ pub mod fetch;
 pub mod group_offsets;
 pub mod groups;
 pub mod init_producer_id;
+pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod replica_fetch;
+pub mod update_features;
 
 use std::sync::Arc;
 
