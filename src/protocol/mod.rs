@@ -6,6 +6,7 @@
 //! ApiVersions, which answers UNSUPPORTED_VERSION as Kafka does) and malformed requests
 //! close the connection, as Kafka does.
 
+pub mod api_table;
 pub mod context;
 pub mod errors;
 pub mod features;
