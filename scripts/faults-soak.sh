@@ -11,6 +11,8 @@ cd "$(dirname "$0")/.."
 CYCLES="${1:-5}"
 CACHE="${RUNNEL_CACHE:-$HOME/.cache/runnel}"
 export FAULT_SECONDS="${FAULT_SECONDS:-60}"
+# All eight cases of Kafka's replication test matrix, not only CI's four.
+export FAULT_MATRIX=all
 if [ -z "${RUNNEL_BIN:-}" ]; then
     cargo build --release --locked --bins
     export RUNNEL_BIN="$PWD/target/release/runnel"

@@ -88,6 +88,8 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::DescribeProducers => describe_producers(c, v).await,
         ApiKey::UpdateFeatures => update_features(c, v).await,
         ApiKey::ListConfigResources => list_config_resources(c, v).await,
+        ApiKey::ElectLeaders => elect_leaders(c, v).await,
+        ApiKey::DescribeQuorum => describe_quorum(c, v).await,
         ApiKey::FindCoordinator => groups::find_coordinator(c, fx.port, v).await,
         ApiKey::JoinGroup => groups::join_group(c, v).await,
         ApiKey::SyncGroup => groups::sync_group(c, v).await,
@@ -596,4 +598,36 @@ fn supported_versions_are_within_the_codec() {
         let valid = key.valid_versions();
         assert!(valid.min <= *lo && *hi <= valid.max, "{key:?} {lo}..={hi} outside {valid:?}");
     }
+}
+
+/// One node: the preferred replica leads every partition already.
+async fn elect_leaders(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    let req = ElectLeadersRequest::default().with_timeout_ms(5_000).with_topic_partitions(Some(vec![
+        TopicPartitions::default().with_topic(TopicName(str(TOPIC))).with_partitions(vec![0]),
+    ]));
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
+    let r = resp.replica_election_results.first().context("no result")?;
+    let p = r.partition_result.first().context("no partition result")?;
+    ensure(r.topic.0.as_str() == TOPIC && p.partition_id == 0 && p.error_code == 84, || {
+        format!("expected ELECTION_NOT_NEEDED: {resp:?}")
+    })
+}
+
+/// One node: a quorum of one voter that leads.
+async fn describe_quorum(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
+    let req = DescribeQuorumRequest::default().with_topics(vec![TopicData::default()
+        .with_topic_name(TopicName(str("__cluster_metadata")))
+        .with_partitions(vec![PartitionData::default().with_partition_index(0)])]);
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
+    let p = resp.topics.first().and_then(|t| t.partitions.first()).context("no partition")?;
+    ensure(p.error_code == 0 && p.leader_id.0 == 1 && p.high_watermark > 0, || format!("partition {p:?}"))?;
+    ensure(p.current_voters.len() == 1 && p.current_voters[0].replica_id.0 == 1 && p.observers.is_empty(), || {
+        format!("voters {:?} observers {:?}", p.current_voters, p.observers)
+    })?;
+    // A single node opens no controller listener: there is no endpoint to name.
+    ensure(resp.nodes.is_empty(), || format!("nodes {:?}", resp.nodes))
 }

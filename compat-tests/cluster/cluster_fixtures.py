@@ -1,10 +1,13 @@
 """Fixtures shared by the cluster tests (imported by them: a second conftest.py would
-shadow the suite's own `conftest` module): the franz-go helper and the runnel binary."""
+shadow the suite's own `conftest` module): the franz-go helper, the runnel binary, and
+clusters of three and five brokers in network namespaces."""
 import os
 import subprocess
 from pathlib import Path
 
 import pytest
+
+import netns
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
@@ -26,3 +29,47 @@ def runnel_bin():
     path = os.environ.get("RUNNEL_BIN", str(REPO / "target" / "debug" / "runnel"))
     assert Path(path).exists(), f"runnel binary not found at {path}"
     return path
+
+
+# ---- a replicated cluster: brokers with combined broker+controller roles -------------
+
+CONTROLLER_PORT = 9093
+
+
+def supports_cluster(binary):
+    out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30)
+    return "--controller-quorum-voters" in out.stdout
+
+
+def start_cluster(tmp_path, runnel_bin, size):
+    """`size` brokers, every one a broker and a controller quorum voter."""
+    if not supports_cluster(runnel_bin):
+        pytest.skip("this runnel has no --controller-quorum-voters (no controller quorum yet)")
+    hosts = [f"n{i + 1}" for i in range(size)]
+    net = netns.Network(hosts + ["client"]).up()
+    voters = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(hosts))
+    nodes = [netns.Node(net, h, runnel_bin, tmp_path / h,
+                        extra_args=["--node-id", i + 1,
+                                    "--controller-listen", f"{net.ips[h]}:{CONTROLLER_PORT}",
+                                    "--controller-quorum-voters", voters])
+             for i, h in enumerate(hosts)]
+    try:
+        for n in nodes:
+            n.launch()
+        for n in nodes:
+            n.wait_listening(60)
+        yield net, nodes
+    finally:
+        for n in nodes:
+            n.stop()
+        net.down()
+
+
+@pytest.fixture
+def cluster3(tmp_path, runnel_bin):
+    yield from start_cluster(tmp_path, runnel_bin, 3)
+
+
+@pytest.fixture
+def cluster5(tmp_path, runnel_bin):
+    yield from start_cluster(tmp_path, runnel_bin, 5)

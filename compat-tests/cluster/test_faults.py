@@ -20,7 +20,7 @@ import pytest
 
 import netns
 from checker import check, read_lines
-from cluster_fixtures import franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import cluster3, cluster5, franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
 
 SECONDS = int(os.environ.get("FAULT_SECONDS", "20"))
 # Records per second per writer: enough for thousands of acknowledged records per
@@ -87,7 +87,7 @@ def new_topic(scenario):
 
 
 def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=3, rf=1, min_isr=0,
-                 topic=None):
+                 topic=None, seconds=SECONDS):
     topic = topic or new_topic(nemesis.name)
     acks, observed = tmp_path / "acks.jsonl", tmp_path / "observed.jsonl"
     bootstrap = ",".join(n.address for n in nodes)
@@ -95,12 +95,12 @@ def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=
     started = time.monotonic()
     workload = net.popen("client", [franz, "workload", "-brokers", bootstrap, "-topic", topic,
                                     "-writers", writers, "-partitions", partitions, "-rf", rf,
-                                    "-min-isr", min_isr, "-duration", f"{SECONDS}s", "-rate", RATE,
+                                    "-min-isr", min_isr, "-duration", f"{seconds}s", "-rate", RATE,
                                     "-acks", acks, "-observed", observed],
                          stdout=subprocess.PIPE, stderr=err)
-    nemesis.start(warmup=3.0, until=started + SECONDS - 3.0)
+    nemesis.start(warmup=3.0, until=started + seconds - 3.0)
     try:
-        out, _ = workload.communicate(timeout=SECONDS + 180)
+        out, _ = workload.communicate(timeout=seconds + 180)
     finally:
         nemesis.join()
         if workload.poll() is None:
@@ -114,7 +114,7 @@ def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=
     (tmp_path / "final.jsonl").write_text(final.stdout)
     report = check(read_lines(acks), read_lines(observed), read_lines(tmp_path / "final.jsonl"))
     result = {
-        "scenario": nemesis.name, "brokers": len(nodes), "rf": rf, "seconds": SECONDS,
+        "scenario": nemesis.name, "brokers": len(nodes), "rf": rf, "seconds": seconds,
         "faults": nemesis.injected, **report.summary(),
         "acks_per_second": summary["acks_per_second"],
     }
@@ -168,49 +168,9 @@ def test_the_harness_cuts_and_heals_links(single):
 
 # ---- a replicated cluster: three brokers, combined broker+controller roles -------------
 
-CONTROLLER_PORT = 9093
 # Long enough for the controller to fence a dead broker (broker.session.timeout.ms, 9 s)
 # and for the partition to get a new leader before the fault heals.
 CLUSTER_HOLD = float(os.environ.get("FAULT_CLUSTER_HOLD", "12"))
-
-
-def supports_cluster(binary):
-    out = subprocess.run([binary, "--help"], capture_output=True, text=True, timeout=30)
-    return "--controller-quorum-voters" in out.stdout
-
-
-def start_cluster(tmp_path, runnel_bin, size):
-    """`size` brokers, every one a broker and a controller quorum voter."""
-    if not supports_cluster(runnel_bin):
-        pytest.skip("this runnel has no --controller-quorum-voters (no controller quorum yet)")
-    hosts = [f"n{i + 1}" for i in range(size)]
-    net = netns.Network(hosts + ["client"]).up()
-    voters = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(hosts))
-    nodes = [netns.Node(net, h, runnel_bin, tmp_path / h,
-                        extra_args=["--node-id", i + 1,
-                                    "--controller-listen", f"{net.ips[h]}:{CONTROLLER_PORT}",
-                                    "--controller-quorum-voters", voters])
-             for i, h in enumerate(hosts)]
-    try:
-        for n in nodes:
-            n.launch()
-        for n in nodes:
-            n.wait_listening(60)
-        yield net, nodes
-    finally:
-        for n in nodes:
-            n.stop()
-        net.down()
-
-
-@pytest.fixture
-def cluster3(tmp_path, runnel_bin):
-    yield from start_cluster(tmp_path, runnel_bin, 3)
-
-
-@pytest.fixture
-def cluster5(tmp_path, runnel_bin):
-    yield from start_cluster(tmp_path, runnel_bin, 5)
 
 
 def partition_leader(net, nodes, franz, topic, partition=0):
@@ -227,6 +187,29 @@ def partition_leader(net, nodes, franz, topic, partition=0):
                     return nodes[row["leader"] - 1]
         time.sleep(0.5)
     raise AssertionError(f"no leader for {topic}[{partition}]")
+
+
+def controller_leader(net, nodes, franz):
+    """The node leading the controller quorum, as DescribeQuorum says (retried while
+    there is none, e.g. during an election)."""
+    bootstrap = ",".join(n.address for n in nodes)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        p = net.run("client", [franz, "quorum", "-brokers", bootstrap], timeout=30, capture_output=True, text=True)
+        if p.returncode == 0:
+            leader = json.loads(p.stdout)["leader"]
+            if leader >= 1:
+                return nodes[leader - 1]
+        time.sleep(0.5)
+    raise AssertionError("no controller quorum leader")
+
+
+def broker_of(net, nodes, franz, kind, topic):
+    """Kafka's replication test aims at "leader" (of the topic's partition 0) or at
+    "controller" (the quorum leader)."""
+    if kind == "controller":
+        return controller_leader(net, nodes, franz)
+    return partition_leader(net, nodes, franz, topic)
 
 
 class Target:
@@ -320,6 +303,84 @@ def test_cluster_rolling_restart(tmp_path, cluster3, franz_bin):
 
     cluster_scenario(tmp_path, net, nodes, franz_bin, "rolling-restart", new_topic("rolling"), fault,
                      lambda: hit.node.start(60), hold=1.0)
+
+
+def test_cluster_controller_leader_kill(tmp_path, cluster3, franz_bin):
+    """SIGKILL the controller quorum leader (in combined mode, also a partition leader and
+    replica): the other voters elect a new one, brokers keep heartbeating to it, and the
+    killed node restarts, catches up the metadata log and rejoins."""
+    net, nodes = cluster3
+    hit = Target()
+
+    def fault():
+        hit.node = controller_leader(net, nodes, franz_bin)
+        hit.node.kill()
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-kill", new_topic("controller"), fault,
+                     lambda: hit.node.start(60))
+
+
+# Kafka's replication test matrix (tests/kafkatest/tests/core/replication_test.py): each
+# failure aimed at the partition leader or at the controller, while idempotent acks=all
+# producers write to an RF=3, min.insync.replicas=2 topic. A shutdown stops the broker
+# for the rest of the run; a bounce chases the current leader and restarts it, up to
+# five times (Kafka's count) as the run's length allows.
+MATRIX_SECONDS = int(os.environ.get("FAULT_MATRIX_SECONDS", "30"))
+# About a minute per case: CI runs one case per failure and per target (a diagonal);
+# scripts/faults-soak.sh sets FAULT_MATRIX=all for all eight.
+IN_CI_MATRIX = {("clean_shutdown", "leader"), ("hard_shutdown", "controller"), ("clean_bounce", "controller"),
+                ("hard_bounce", "leader")}
+
+
+class Failure:
+    """A nemesis that runs one failure sequence once, after the warm-up."""
+
+    def __init__(self, name, sequence):
+        self.name, self.sequence = name, sequence
+        self.injected = 0
+        self.errors = []
+        self._thread = None
+
+    def start(self, warmup, until):
+        def run():
+            time.sleep(warmup)
+            try:
+                self.sequence(self, until)
+            except Exception as e:  # noqa: BLE001 - reported by the test
+                self.errors.append(repr(e))
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def join(self):
+        self._thread.join(timeout=180)
+
+
+@pytest.mark.parametrize("kind", ["leader", "controller"])
+@pytest.mark.parametrize("failure", ["clean_shutdown", "hard_shutdown", "clean_bounce", "hard_bounce"])
+def test_replication_matrix(tmp_path, cluster3, franz_bin, failure, kind):
+    if (failure, kind) not in IN_CI_MATRIX and os.environ.get("FAULT_MATRIX") != "all":
+        pytest.skip("the rest of the matrix runs in scripts/faults-soak.sh (FAULT_MATRIX=all; CI time budget)")
+    net, nodes = cluster3
+    topic = new_topic(f"{failure}-{kind}")
+
+    def sequence(nemesis, until):
+        bounces = 1 if failure.endswith("shutdown") else 5
+        for _ in range(bounces):
+            if time.monotonic() + 8 > until:
+                break
+            node = broker_of(net, nodes, franz_bin, kind, topic)
+            if failure.startswith("clean"):
+                node.stop()
+            else:
+                node.kill()
+            nemesis.injected += 1
+            if failure.endswith("bounce"):
+                node.start(60)
+
+    result = run_scenario(tmp_path, net, nodes, franz_bin, Failure(f"{failure}-{kind}", sequence),
+                          writers=3, partitions=3, rf=3, min_isr=2, topic=topic, seconds=MATRIX_SECONDS)
+    assert result["acked"] > 5000, result
 
 
 def test_cluster_group_rides_through_a_coordinator_kill(tmp_path, cluster3, franz_bin):

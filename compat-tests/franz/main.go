@@ -253,7 +253,7 @@ func offsets(args []string) {
 
 func main() {
 	if len(os.Args) < 2 {
-		fmt.Fprintln(os.Stderr, "usage: franz produce|consume|offsets|workload|readall|leaders [flags]")
+		fmt.Fprintln(os.Stderr, "usage: franz produce|consume|offsets|workload|readall|leaders|quorum [flags]")
 		os.Exit(64)
 	}
 	switch os.Args[1] {
@@ -269,6 +269,8 @@ func main() {
 		readall(os.Args[2:])
 	case "leaders":
 		leaders(os.Args[2:])
+	case "quorum":
+		quorum(os.Args[2:])
 	default:
 		fmt.Fprintf(os.Stderr, "franz: unknown command %q\n", os.Args[1])
 		os.Exit(64)

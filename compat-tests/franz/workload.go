@@ -33,6 +33,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 type ackLine struct {
@@ -338,6 +339,45 @@ func leaders(args []string) {
 		enc.Encode(map[string]any{"p": p.Partition, "leader": p.Leader, "leader_epoch": p.LeaderEpoch,
 			"replicas": p.Replicas, "isr": p.ISR, "controller": meta.Controller})
 	}
+}
+
+// quorum prints {"leader","epoch","voters","high_watermark"}: the controller quorum as
+// DescribeQuorum answers it (the fault harness aims its controller nemeses with it).
+func quorum(args []string) {
+	fs := flag.NewFlagSet("quorum", flag.ExitOnError)
+	brokers := fs.String("brokers", "127.0.0.1:9092", "bootstrap brokers")
+	timeout := fs.Duration("timeout", 10*time.Second, "overall timeout")
+	fs.Parse(args)
+	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
+	defer cancel()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds(*brokers)...))
+	if err != nil {
+		fail("client: %v", err)
+	}
+	defer cl.Close()
+	req := kmsg.NewPtrDescribeQuorumRequest()
+	t := kmsg.NewDescribeQuorumRequestTopic()
+	t.Topic = "__cluster_metadata"
+	p := kmsg.NewDescribeQuorumRequestTopicPartition()
+	t.Partitions = append(t.Partitions, p)
+	req.Topics = append(req.Topics, t)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		fail("describe quorum: %v", err)
+	}
+	if resp.ErrorCode != 0 || len(resp.Topics) != 1 || len(resp.Topics[0].Partitions) != 1 {
+		fail("describe quorum: error %d, %d topics", resp.ErrorCode, len(resp.Topics))
+	}
+	part := resp.Topics[0].Partitions[0]
+	if part.ErrorCode != 0 {
+		fail("describe quorum: partition error %d", part.ErrorCode)
+	}
+	voters := []int32{}
+	for _, v := range part.CurrentVoters {
+		voters = append(voters, v.ReplicaID)
+	}
+	json.NewEncoder(os.Stdout).Encode(map[string]any{"leader": part.LeaderID, "epoch": part.LeaderEpoch,
+		"voters": voters, "high_watermark": part.HighWatermark})
 }
 
 // seeds splits a comma-separated bootstrap list ("h1:p1,h2:p2").

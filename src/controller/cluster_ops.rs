@@ -6,7 +6,10 @@
 use super::broker_liveness::{BrokerLiveness, HeartbeatOutcome};
 use super::image::MetadataImage;
 use super::operations::ControllerOp;
-use super::partition_change::{alter_partition, elect_leaderless, remove_broker, AlterPartitionError, IsrProposal};
+use super::partition_change::{
+    alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, AlterPartitionError,
+    IsrProposal,
+};
 use super::records::MetadataRecord;
 use super::ControllerError;
 
@@ -73,6 +76,15 @@ pub fn decide(
             };
             if let Some(r) = alter_partition(image, &proposal, &alive(liveness)).map_err(refused)? {
                 out.records.push(r);
+            }
+        }
+        ControllerOp::ElectLeaders { election, partitions } => {
+            for (topic, partition) in election_targets(image, partitions.as_deref()) {
+                if let Some(topic) = image.topic(&topic) {
+                    if let Ok(r) = elect_requested(topic, partition, *election, &alive(liveness)) {
+                        out.records.push(r);
+                    }
+                }
             }
         }
         _ => return Err(ControllerError::Internal("not a liveness operation".into())),

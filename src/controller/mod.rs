@@ -24,7 +24,8 @@ pub mod topic_config;
 pub use delta::{MetadataDelta, MetadataListener};
 pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
 pub use operations::{validate_topic_name, ConfigChange, ControllerOp, NewTopic};
-pub use quorum::{Controller, ControllerConfig, RaftTuning};
+pub use partition_change::{ElectionError, ElectionType};
+pub use quorum::{Controller, ControllerConfig, QuorumDescription, QuorumReplica, RaftTuning};
 pub use records::MetadataRecord;
 
 use thiserror::Error;

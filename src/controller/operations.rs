@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::image::{MetadataImage, TopicImage};
+use super::partition_change::ElectionType;
 use super::records::MetadataRecord;
 use super::{placement, topic_config, ControllerError};
 
@@ -87,6 +88,14 @@ pub enum ControllerOp {
         remove: Vec<i32>,
         add: Option<i32>,
     },
+    /// ElectLeaders: an election for each partition (topic name, partition), or for every
+    /// partition when `None`. Decided with the leader's view of which brokers are alive.
+    ElectLeaders {
+        election: ElectionType,
+        partitions: Option<Vec<(String, i32)>>,
+    },
+    /// DescribeQuorum: the leader's view of the quorum (no records; read-only).
+    DescribeQuorum,
     /// A broker's address and rack; the first registration also names the cluster.
     RegisterBroker {
         node_id: i32,
@@ -130,9 +139,13 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         // A membership change, not a metadata record: the leader carries it out itself.
         ControllerOp::AddObserver { .. } => Ok(Vec::new()),
         // Decided with the leader's view of broker liveness (`cluster_ops.rs`).
-        ControllerOp::BrokerHeartbeat { .. } | ControllerOp::ExpireBrokers | ControllerOp::AlterPartition { .. } => {
+        ControllerOp::BrokerHeartbeat { .. }
+        | ControllerOp::ExpireBrokers
+        | ControllerOp::AlterPartition { .. }
+        | ControllerOp::ElectLeaders { .. } => {
             Err(ControllerError::Internal("a liveness operation needs the leader's broker liveness".into()))
         }
+        ControllerOp::DescribeQuorum => Err(ControllerError::Internal("the quorum is described by its leader".into())),
         ControllerOp::AllocateProducerIds => {
             Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
         }

@@ -13,6 +13,7 @@
 //! * the leader epoch moves only when the leader changes; the partition epoch moves on
 //!   every change (AlterPartition requests carry it to detect stale proposals).
 
+use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::image::{MetadataImage, PartitionImage, TopicImage};
@@ -106,28 +107,111 @@ pub fn elect_leaderless(image: &MetadataImage, alive: &dyn Fn(i32) -> bool) -> V
     out
 }
 
-/// Preferred-replica election (ElectLeaders PREFERRED): the first replica leads if it is
-/// alive and in the ISR. Returns the record, or why not (Kafka's error names).
-pub fn elect_preferred(
-    topic: &TopicImage,
-    partition: i32,
-    alive: &dyn Fn(i32) -> bool,
-) -> Result<Option<MetadataRecord>, ElectionError> {
-    let pi = topic.partitions.get(partition as usize).ok_or(ElectionError::UnknownPartition)?;
-    let preferred = *pi.replicas.first().ok_or(ElectionError::UnknownPartition)?;
-    if pi.leader == preferred {
-        return Ok(None);
-    }
-    if !pi.isr.contains(&preferred) || !alive(preferred) {
-        return Err(ElectionError::PreferredLeaderNotAvailable);
-    }
-    Ok(record(topic.topic_id, pi, Target { isr: pi.isr.clone(), leader: preferred }))
+/// Which election ElectLeaders asks for (Kafka's `ElectionType`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ElectionType {
+    /// Move leadership back to the first replica (the preferred leader).
+    Preferred,
+    /// Give a leaderless partition a leader, from outside the ISR if nothing else is
+    /// left (records the ISR acknowledged may be lost).
+    Unclean,
 }
 
+/// One partition of an ElectLeaders request (Kafka's `ReplicationControlManager.
+/// electLeader`): the record that elects, or why there is none, named as Kafka's error
+/// codes.
+pub fn elect_requested(
+    topic: &TopicImage,
+    partition: i32,
+    election: ElectionType,
+    alive: &dyn Fn(i32) -> bool,
+) -> Result<MetadataRecord, ElectionError> {
+    let pi =
+        usize::try_from(partition).ok().and_then(|i| topic.partitions.get(i)).ok_or(ElectionError::UnknownPartition)?;
+    let elected = match election {
+        ElectionType::Preferred => {
+            let preferred = *pi.replicas.first().ok_or(ElectionError::UnknownPartition)?;
+            if pi.leader == preferred {
+                return Err(ElectionError::ElectionNotNeeded);
+            }
+            if !pi.isr.contains(&preferred) || !alive(preferred) {
+                return Err(ElectionError::PreferredLeaderNotAvailable);
+            }
+            Target { isr: pi.isr.clone(), leader: preferred }
+        }
+        ElectionType::Unclean => {
+            if pi.leader != NO_LEADER {
+                return Err(ElectionError::ElectionNotNeeded);
+            }
+            elect(pi, pi.isr.clone(), alive, true)
+        }
+    };
+    match record(topic.topic_id, pi, elected) {
+        Some(r) if !matches!(r, MetadataRecord::Partition { leader: NO_LEADER, .. }) => Ok(r),
+        _ => Err(match election {
+            ElectionType::Preferred => ElectionError::PreferredLeaderNotAvailable,
+            ElectionType::Unclean => ElectionError::EligibleLeadersNotAvailable,
+        }),
+    }
+}
+
+/// The partitions an ElectLeaders request names, or every partition of `image` for a
+/// request that names none.
+pub fn election_targets(image: &MetadataImage, requested: Option<&[(String, i32)]>) -> Vec<(String, i32)> {
+    match requested {
+        Some(r) => r.to_vec(),
+        None => {
+            image.topics.values().flat_map(|t| t.partitions.iter().map(|p| (t.name.clone(), p.partition))).collect()
+        }
+    }
+}
+
+/// Each requested partition's answer, once the leader's records for the request are
+/// known: elected when a record names it, otherwise why not (judged on the image the
+/// request was decided against). A request for every partition leaves out those that
+/// needed no election, as Kafka does.
+pub fn election_outcomes(
+    image: &MetadataImage,
+    election: ElectionType,
+    requested: Option<&[(String, i32)]>,
+    records: &[MetadataRecord],
+) -> Vec<(String, i32, Result<(), ElectionError>)> {
+    let elected = |topic: &str, partition: i32| {
+        let id = image.topic(topic).map(|t| t.topic_id);
+        records.iter().any(|r| {
+            matches!(r, MetadataRecord::Partition { topic_id, partition: p, .. } if Some(*topic_id) == id && *p == partition)
+        })
+    };
+    election_targets(image, requested)
+        .into_iter()
+        .filter_map(|(topic, partition)| {
+            let outcome = if elected(&topic, partition) {
+                Ok(())
+            } else {
+                // With nobody alive, the reason left is the one that held.
+                match image.topic(&topic) {
+                    Some(t) => elect_requested(t, partition, election, &|_| false).map(drop),
+                    None => Err(ElectionError::UnknownPartition),
+                }
+            };
+            let skip = requested.is_none() && outcome == Err(ElectionError::ElectionNotNeeded);
+            (!skip).then_some((topic, partition, outcome))
+        })
+        .collect()
+}
+
+/// Why ElectLeaders elected nothing for a partition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ElectionError {
+    /// UNKNOWN_TOPIC_OR_PARTITION
     UnknownPartition,
+    /// ELECTION_NOT_NEEDED: the preferred replica leads already (PREFERRED), or the
+    /// partition has a leader (UNCLEAN).
+    ElectionNotNeeded,
+    /// PREFERRED_LEADER_NOT_AVAILABLE: the preferred replica is down or out of the ISR.
     PreferredLeaderNotAvailable,
+    /// ELIGIBLE_LEADERS_NOT_AVAILABLE: no replica is alive.
+    EligibleLeadersNotAvailable,
 }
 
 /// A leader's AlterPartition proposal: replace the ISR of one partition.
@@ -282,13 +366,53 @@ mod tests {
 
     #[test]
     fn preferred_election() {
+        use ElectionError::*;
+        use ElectionType::Preferred;
         let img = image(&[(&[1, 2], &[1, 2], 2), (&[1, 2], &[2], 2), (&[1, 2], &[1, 2], 1)], &[]);
         let t = img.topic("t").unwrap();
-        assert_eq!(parts(&[elect_preferred(t, 0, &|_| true).unwrap().unwrap()]), vec![(0, vec![1, 2], 1, 6, 10)]);
-        assert_eq!(elect_preferred(t, 0, &|r| r != 1), Err(ElectionError::PreferredLeaderNotAvailable));
-        assert_eq!(elect_preferred(t, 1, &|_| true), Err(ElectionError::PreferredLeaderNotAvailable));
-        assert_eq!(elect_preferred(t, 2, &|_| true), Ok(None));
-        assert_eq!(elect_preferred(t, 9, &|_| true), Err(ElectionError::UnknownPartition));
+        assert_eq!(parts(&[elect_requested(t, 0, Preferred, &|_| true).unwrap()]), vec![(0, vec![1, 2], 1, 6, 10)]);
+        assert_eq!(elect_requested(t, 0, Preferred, &|r| r != 1), Err(PreferredLeaderNotAvailable));
+        assert_eq!(elect_requested(t, 1, Preferred, &|_| true), Err(PreferredLeaderNotAvailable));
+        assert_eq!(elect_requested(t, 2, Preferred, &|_| true), Err(ElectionNotNeeded));
+        assert_eq!(elect_requested(t, 9, Preferred, &|_| true), Err(UnknownPartition));
+        assert_eq!(elect_requested(t, -1, Preferred, &|_| true), Err(UnknownPartition));
+    }
+
+    #[test]
+    fn unclean_election_by_request_ignores_the_topic_config() {
+        use ElectionError::*;
+        use ElectionType::Unclean;
+        let img = image(&[(&[1, 2, 3], &[1], NO_LEADER), (&[1, 2], &[1, 2], 1), (&[1, 2], &[1], NO_LEADER)], &[]);
+        let t = img.topic("t").unwrap();
+        // The ISR member first when it is back; else any live replica, alone in the ISR.
+        assert_eq!(parts(&[elect_requested(t, 0, Unclean, &|_| true).unwrap()]), vec![(0, vec![1], 1, 6, 10)]);
+        assert_eq!(parts(&[elect_requested(t, 0, Unclean, &|r| r == 3).unwrap()]), vec![(0, vec![3], 3, 6, 10)]);
+        assert_eq!(elect_requested(t, 1, Unclean, &|_| true), Err(ElectionNotNeeded));
+        assert_eq!(elect_requested(t, 2, Unclean, &|_| false), Err(EligibleLeadersNotAvailable));
+    }
+
+    #[test]
+    fn election_outcomes_name_every_requested_partition() {
+        use ElectionError::*;
+        let img = image(&[(&[1, 2], &[1, 2], 2), (&[1, 2], &[1, 2], 1), (&[1, 2], &[2], 2)], &[]);
+        let records: Vec<_> = (0..3)
+            .filter_map(|p| elect_requested(img.topic("t").unwrap(), p, ElectionType::Preferred, &|_| true).ok())
+            .collect();
+        let asked = vec![("t".to_string(), 0), ("t".to_string(), 1), ("t".to_string(), 2), ("u".to_string(), 0)];
+        let got = election_outcomes(&img, ElectionType::Preferred, Some(&asked), &records);
+        let codes: Vec<_> = got.iter().map(|(t, p, o)| (t.as_str(), *p, *o)).collect();
+        assert_eq!(
+            codes,
+            vec![
+                ("t", 0, Ok(())),
+                ("t", 1, Err(ElectionNotNeeded)),
+                ("t", 2, Err(PreferredLeaderNotAvailable)),
+                ("u", 0, Err(UnknownPartition))
+            ]
+        );
+        // For every partition: those that needed nothing are left out.
+        let all = election_outcomes(&img, ElectionType::Preferred, None, &records);
+        assert_eq!(all.iter().map(|(_, p, _)| *p).collect::<Vec<_>>(), vec![0, 2]);
     }
 
     fn proposal(broker: i32, leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> IsrProposal {

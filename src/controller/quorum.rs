@@ -42,6 +42,7 @@ use super::raft::state_machine::{Published, StateMachine};
 use super::raft::{NodeId, Raft};
 use super::records::MetadataRecord;
 use super::ControllerError;
+pub use admin::{QuorumDescription, QuorumReplica};
 use bootstrap::{base_image, join_then_register, register_until_done};
 use leader::{forward_handler, wait_applied};
 
@@ -111,7 +112,11 @@ struct Core {
     clustered: bool,
     /// As the quorum leader: which brokers are alive, for the term it was built in.
     liveness: Mutex<Option<(u64, BrokerLiveness)>>,
+    /// As the quorum leader: each member's progress, for DescribeQuorum.
+    progress_seen: Mutex<admin::ProgressSeen>,
 }
+
+type MetricsWatch = tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, BasicNode>>;
 
 pub struct Controller {
     core: Arc<Core>,
@@ -182,6 +187,7 @@ impl Controller {
             producer_ids: Mutex::new((0, 0)),
             clustered: !single,
             liveness: Mutex::new(None),
+            progress_seen: Mutex::new(admin::ProgressSeen::default()),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
@@ -229,6 +235,7 @@ impl Controller {
         }
         if !single {
             tasks.push(tokio::spawn(liveness::expire_loop(Arc::downgrade(&core))));
+            tasks.push(tokio::spawn(admin::watch_progress(Arc::downgrade(&core), raft.metrics())));
         }
         let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks };
         if fold_base {
@@ -402,6 +409,7 @@ fn internal(e: impl std::fmt::Display) -> ControllerError {
     ControllerError::Internal(e.to_string())
 }
 
+mod admin;
 mod bootstrap;
 mod leader;
 mod liveness;

@@ -31,6 +31,8 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     (ApiKey::DescribeProducers, "idempotent producers' state (`kafka-transactions describe-producers`)"),
     (ApiKey::UpdateFeatures, "only the finalized levels (each feature has one)"),
     (ApiKey::ListConfigResources, "topics and brokers"),
+    (ApiKey::ElectLeaders, "preferred and unclean (`kafka-leader-election`)"),
+    (ApiKey::DescribeQuorum, "the controller quorum (`kafka-metadata-quorum`)"),
 ];
 
 const CLUSTER: &str = "cluster issue";
@@ -44,10 +46,8 @@ const TELEMETRY: &str = "KIP-714 client telemetry: issue 12";
 /// Client-facing APIs kafka-protocol defines that runnel does not serve: (API, plan).
 /// They are not advertised; a request for one closes the connection (`protocol::handle_frame`).
 pub const NOT_SERVED: &[(ApiKey, &str)] = &[
-    (ApiKey::ElectLeaders, CLUSTER),
     (ApiKey::AlterPartitionReassignments, CLUSTER),
     (ApiKey::ListPartitionReassignments, CLUSTER),
-    (ApiKey::DescribeQuorum, CLUSTER),
     (ApiKey::UnregisterBroker, CLUSTER),
     (ApiKey::AddRaftVoter, "cluster issue (changing the set of voters)"),
     (ApiKey::RemoveRaftVoter, "cluster issue (changing the set of voters)"),

@@ -25,6 +25,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::ListConfigResources, 0, 1),
+    (ApiKey::ElectLeaders, 0, 2),
+    (ApiKey::DescribeQuorum, 0, 2),
     (ApiKey::FindCoordinator, 0, 6),
     (ApiKey::JoinGroup, 0, 9),
     (ApiKey::SyncGroup, 0, 5),
@@ -90,6 +92,7 @@ mod tests {
                 DeleteGroups => DeleteGroupsRequest, OffsetDelete => OffsetDeleteRequest,
                 DescribeProducers => DescribeProducersRequest, UpdateFeatures => UpdateFeaturesRequest,
                 ListConfigResources => ListConfigResourcesRequest,
+                ElectLeaders => ElectLeadersRequest, DescribeQuorum => DescribeQuorumRequest,
             );
             assert!(*lo >= v.min && *hi <= v.max, "{key:?} {lo}..{hi} outside the request type's {v:?}");
         }

@@ -377,6 +377,15 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     manager.follower_fetched(&p, 3, 1, 41_000);
     assert!(sink.0.lock().unwrap().is_empty(), "below the high watermark: not back yet");
     manager.follower_fetched(&p, 3, 2, 42_000);
+    let changes: Vec<super::IsrChange> = sink.0.lock().unwrap().drain(..).collect();
+    assert_eq!(changes.iter().map(|c| c.proposal.clone()).collect::<Vec<_>>(), vec![IsrProposal::Expand { add: 3 }]);
+    manager.follower_fetched(&p, 3, 2, 42_500);
+    assert!(sink.0.lock().unwrap().is_empty(), "proposed once while the controller decides");
+
+    // The controller turns it down (the follower was still fenced, say): the next fetch
+    // proposes it again.
+    manager.isr_change_not_committed(&changes[0]);
+    manager.follower_fetched(&p, 3, 2, 43_000);
     let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
     assert_eq!(proposed, vec![IsrProposal::Expand { add: 3 }]);
 }

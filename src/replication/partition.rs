@@ -193,6 +193,17 @@ impl Partition {
         self.lock().config.clone()
     }
 
+    /// The controller did not commit `proposal` (refused, say, because the follower to add
+    /// was still fenced, or no controller answered): unless the metadata has answered
+    /// meanwhile, forget it, so the next follower fetch or lag check proposes again (as
+    /// Kafka's leader does after an AlterPartition error).
+    pub fn isr_proposal_not_committed(&self, leader_epoch: i32, proposal: &super::isr::IsrProposal) {
+        let mut s = self.lock();
+        if s.leader_epoch == leader_epoch && s.pending_isr_proposal.as_ref() == Some(proposal) {
+            s.pending_isr_proposal = None;
+        }
+    }
+
     /// Leadership as the metadata gives it: this broker leads `pi.replicas` with `pi.isr`
     /// in sync, in `pi.leader_epoch`. A new ISR keeps what is known of the followers; a
     /// new set of replicas starts a new leadership (followers get a full lag window).

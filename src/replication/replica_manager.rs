@@ -297,6 +297,13 @@ impl ReplicaManager {
         sink.propose(change);
     }
 
+    /// The controller did not commit `change`: its partition may propose again.
+    pub fn isr_change_not_committed(&self, change: &IsrChange) {
+        if let Some(p) = self.partition(&change.topic_id, change.partition) {
+            p.isr_proposal_not_committed(change.leader_epoch, &change.proposal);
+        }
+    }
+
     /// Every led partition's followers checked against `replica.lag.time.max.ms`; the
     /// shrink proposals go to the sink. Run periodically.
     pub fn check_isr_lag(&self, now_ms: i64) {

@@ -14,6 +14,7 @@ use crate::controller::Controller;
 use crate::protocol::Ctx;
 use crate::replication::isr::IsrProposal;
 use crate::replication::isr_sink::{IsrChange, IsrChangeSink};
+use crate::replication::ReplicaManager;
 
 /// How long a controlled shutdown waits for its leadership to move off.
 const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -107,22 +108,33 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
     }
 }
 
+/// After an ISR change the controller did not commit, the partition may propose again
+/// after this long (a refused expansion is retried while the follower keeps fetching).
+const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
+
 /// Takes a leader's ISR proposals to the controller as AlterPartition requests, one
-/// blocking task each (a proposal is sent once until the partition's metadata changes).
+/// blocking task each (a proposal is sent once until the partition's metadata changes,
+/// or until the controller turned it down and [`ISR_RETRY_BACKOFF`] passed).
 pub struct ControllerIsrSink {
     controller: Weak<Controller>,
+    replicas: Weak<ReplicaManager>,
     runtime: tokio::runtime::Handle,
 }
 
 impl ControllerIsrSink {
-    pub fn new(controller: &Arc<Controller>) -> ControllerIsrSink {
-        ControllerIsrSink { controller: Arc::downgrade(controller), runtime: tokio::runtime::Handle::current() }
+    pub fn new(controller: &Arc<Controller>, replicas: &Arc<ReplicaManager>) -> ControllerIsrSink {
+        ControllerIsrSink {
+            controller: Arc::downgrade(controller),
+            replicas: Arc::downgrade(replicas),
+            runtime: tokio::runtime::Handle::current(),
+        }
     }
 }
 
 impl IsrChangeSink for ControllerIsrSink {
     fn propose(&self, change: IsrChange) {
         let Some(controller) = self.controller.upgrade() else { return };
+        let (replicas, runtime) = (self.replicas.clone(), self.runtime.clone());
         let (remove, add) = match &change.proposal {
             IsrProposal::Shrink { remove } => (remove.clone(), None),
             IsrProposal::Expand { add } => (Vec::new(), Some(*add)),
@@ -130,15 +142,24 @@ impl IsrChangeSink for ControllerIsrSink {
         self.runtime.spawn_blocking(move || {
             let result =
                 controller.alter_partition(change.topic_id, change.partition, change.leader_epoch, remove, add);
+            drop(controller);
             match result {
                 Ok(()) => tracing::info!(
                     topic = %change.topic, partition = change.partition, proposal = ?change.proposal,
                     "ISR change committed"
                 ),
-                Err(e) => tracing::warn!(
-                    topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
-                    "ISR change not committed"
-                ),
+                Err(e) => {
+                    tracing::warn!(
+                        topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
+                        "ISR change not committed"
+                    );
+                    runtime.spawn(async move {
+                        tokio::time::sleep(ISR_RETRY_BACKOFF).await;
+                        if let Some(replicas) = replicas.upgrade() {
+                            replicas.isr_change_not_committed(&change);
+                        }
+                    });
+                }
             }
         });
     }

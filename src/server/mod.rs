@@ -148,7 +148,7 @@ impl Broker {
         let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone(), done)));
         let incarnation = uuid::Uuid::new_v4();
         if ctx.controller.is_clustered() {
-            ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller)));
+            ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller, &ctx.replicas)));
         }
         let tasks = vec![
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),

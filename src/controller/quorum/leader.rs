@@ -64,6 +64,9 @@ impl Core {
     /// As the leader: validate `op` against the latest image, prepare local listeners,
     /// commit.
     async fn decide_and_commit(&self, op: ControllerOp) -> Result<OpReply, ForwardError> {
+        if let ControllerOp::DescribeQuorum = op {
+            return self.describe_quorum_here();
+        }
         let _turn = self.op_lock.lock().await;
         if let ControllerOp::AddObserver { node_id, controller_addr } = &op {
             return self.add_observer(*node_id as NodeId, controller_addr.clone()).await;
@@ -80,7 +83,7 @@ impl Core {
         let decided = if op.needs_liveness() { self.decide_liveness(&image, &op) } else { decide(&image, &op, start) };
         let records = decided.map_err(|e| ForwardError::from(&e))?;
         if op.validate_only() || records.is_empty() {
-            return Ok(OpReply { index: None, records });
+            return Ok(OpReply { index: None, records, quorum: None });
         }
         let listeners = self.published.listeners();
         let prepared = {
@@ -93,7 +96,7 @@ impl Core {
             Err(e) => return Err((&internal(e)).into()),
         }
         match self.raft.client_write(Commit { records: records.clone() }).await {
-            Ok(resp) => Ok(OpReply { index: Some(resp.log_id.index), records }),
+            Ok(resp) => Ok(OpReply { index: Some(resp.log_id.index), records, quorum: None }),
             Err(e) => {
                 if op.needs_liveness() {
                     self.forget_liveness();
@@ -119,7 +122,7 @@ impl Core {
                 Err(e) => return Err((&internal(e)).into()),
             }
         }
-        Ok(OpReply { index: None, records: Vec::new() })
+        Ok(OpReply { index: None, records: Vec::new(), quorum: None })
     }
 }
 

@@ -28,7 +28,10 @@ impl ControllerOp {
     pub(super) fn needs_liveness(&self) -> bool {
         matches!(
             self,
-            ControllerOp::BrokerHeartbeat { .. } | ControllerOp::ExpireBrokers | ControllerOp::AlterPartition { .. }
+            ControllerOp::BrokerHeartbeat { .. }
+                | ControllerOp::ExpireBrokers
+                | ControllerOp::AlterPartition { .. }
+                | ControllerOp::ElectLeaders { .. }
         )
     }
 }

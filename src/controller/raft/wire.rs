@@ -17,6 +17,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::{NodeId, TypeConfig};
 use crate::controller::operations::ControllerOp;
+use crate::controller::quorum::QuorumDescription;
 use crate::controller::records::MetadataRecord;
 use crate::controller::ControllerError;
 
@@ -47,6 +48,9 @@ pub enum Response {
 pub struct OpReply {
     pub index: Option<u64>,
     pub records: Vec<MetadataRecord>,
+    /// The answer to a DescribeQuorum.
+    #[serde(default)]
+    pub quorum: Option<QuorumDescription>,
 }
 
 /// Why a forwarded operation was not done.

@@ -477,6 +477,20 @@ pub mod delete_groups {
     pub static API: Api = Api { key: 42, min: 0, max: 2, flexible_from: 2, body: &DELETE_GROUPS_REQUEST };
     static DELETE_GROUPS_REQUEST: Layout = Layout { fields: &[f("groups_names", Strs, 0, 2)], tags: &[] };
 }
+pub mod elect_leaders {
+    use super::*;
+    pub static API: Api = Api { key: 43, min: 0, max: 2, flexible_from: 2, body: &ELECT_LEADERS_REQUEST };
+    static ELECT_LEADERS_REQUEST: Layout = Layout {
+        fields: &[
+            f("election_type", I8, 1, 2),
+            f("topic_partitions", NArray(&TOPIC_PARTITIONS), 0, 2),
+            f("timeout_ms", I32, 0, 2),
+        ],
+        tags: &[],
+    };
+    static TOPIC_PARTITIONS: Layout =
+        Layout { fields: &[f("topic", Str, 0, 2), f("partitions", prims(I32), 0, 2)], tags: &[] };
+}
 pub mod incremental_alter_configs {
     use super::*;
     pub static API: Api = Api { key: 44, min: 0, max: 1, flexible_from: 1, body: &INCREMENTAL_ALTER_CONFIGS_REQUEST };
@@ -599,6 +613,14 @@ pub mod list_config_resources {
     pub static API: Api = Api { key: 74, min: 0, max: 1, flexible_from: 0, body: &LIST_CONFIG_RESOURCES_REQUEST };
     static LIST_CONFIG_RESOURCES_REQUEST: Layout =
         Layout { fields: &[f("resource_types", prims(I8), 1, 1)], tags: &[] };
+}
+pub mod describe_quorum {
+    use super::*;
+    pub static API: Api = Api { key: 55, min: 0, max: 2, flexible_from: 0, body: &DESCRIBE_QUORUM_REQUEST };
+    static DESCRIBE_QUORUM_REQUEST: Layout = Layout { fields: &[f("topics", Array(&TOPIC_DATA), 0, 2)], tags: &[] };
+    static TOPIC_DATA: Layout =
+        Layout { fields: &[f("topic_name", Str, 0, 2), f("partitions", Array(&PARTITION_DATA), 0, 2)], tags: &[] };
+    static PARTITION_DATA: Layout = Layout { fields: &[f("partition_index", I32, 0, 2)], tags: &[] };
 }
 pub mod describe_topic_partitions {
     use super::*;

@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 41] = [
+const BRIEF_KEYS: [i16; 43] = [
     0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 35, 36, 37, 42,
-    44, 47, 57, 60, 61, 65, 66, 68, 69, 74, 75,
+    43, 44, 47, 55, 57, 60, 61, 65, 66, 68, 69, 74, 75,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -43,7 +43,8 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         25 => AddOffsetsToTxnRequest, 26 => EndTxnRequest, 28 => TxnOffsetCommitRequest,
         32 => DescribeConfigsRequest, 33 => AlterConfigsRequest, 35 => DescribeLogDirsRequest,
         36 => SaslAuthenticateRequest, 37 => CreatePartitionsRequest, 42 => DeleteGroupsRequest,
-        44 => IncrementalAlterConfigsRequest, 47 => OffsetDeleteRequest, 57 => UpdateFeaturesRequest,
+        43 => ElectLeadersRequest, 44 => IncrementalAlterConfigsRequest, 47 => OffsetDeleteRequest,
+        55 => DescribeQuorumRequest, 57 => UpdateFeaturesRequest,
         60 => DescribeClusterRequest, 61 => DescribeProducersRequest,
         65 => DescribeTransactionsRequest, 66 => ListTransactionsRequest,
         68 => ConsumerGroupHeartbeatRequest, 69 => ConsumerGroupDescribeRequest,
@@ -196,7 +197,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 210);
+    assert_eq!(checked, 216);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.
@@ -255,6 +256,15 @@ fn builder_made_requests_pass() {
     check_built(57, &update(FeatureUpdateKey::default().with_upgrade_type(2)).with_validate_only(true), 1..=2);
     check_built(74, &ListConfigResourcesRequest::default(), 0..=0);
     check_built(74, &ListConfigResourcesRequest::default().with_resource_types(vec![2, 4, 16]), 1..=1);
+
+    // ElectLeaders for all partitions (a null list) and for named ones.
+    use kafka_protocol::messages::elect_leaders_request::TopicPartitions;
+    let all = ElectLeadersRequest::default().with_election_type(1).with_timeout_ms(30_000);
+    let named = all.clone().with_topic_partitions(Some(vec![TopicPartitions::default()
+        .with_topic(topic_name())
+        .with_partitions(vec![0, 3])]));
+    check_built(43, &all, 1..=2);
+    check_built(43, &named, 1..=2);
 }
 
 fn check_built<T>(key: i16, body: &T, versions: std::ops::RangeInclusive<i16>)
