@@ -85,6 +85,9 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::IncrementalAlterConfigs => incremental_alter_configs(c, broker, v).await,
         ApiKey::DescribeCluster => describe_cluster(c, fx, v).await,
         ApiKey::DescribeTopicPartitions => describe_topic_partitions(c, fx, v).await,
+        ApiKey::DescribeProducers => describe_producers(c, v).await,
+        ApiKey::UpdateFeatures => update_features(c, v).await,
+        ApiKey::ListConfigResources => list_config_resources(c, v).await,
         ApiKey::ElectLeaders => elect_leaders(c, v).await,
         ApiKey::DescribeQuorum => describe_quorum(c, v).await,
         ApiKey::DescribeLogDirs => describe_log_dirs(c, v).await,
@@ -121,23 +124,53 @@ async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
     }
     let resp = c.try_send(v, req).await?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
-    advertised_matches_supported(&resp)
+    advertised_matches_supported(&resp)?;
+    if v >= 3 {
+        // KIP-584 features: v3 leaves out those with a 0 minimum, as Kafka does.
+        let supported: Vec<_> =
+            resp.supported_features.iter().map(|f| (f.name.to_string(), f.min_version, f.max_version)).collect();
+        let want_supported = if v >= 4 { 7 } else { 1 };
+        ensure(supported.len() == want_supported && supported.contains(&("metadata.version".into(), 27, 27)), || {
+            format!("supported features {supported:?}")
+        })?;
+        let finalized: Vec<_> = resp
+            .finalized_features
+            .iter()
+            .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
+            .collect();
+        ensure(finalized == [("metadata.version".to_string(), 27, 27)], || format!("finalized {finalized:?}"))?;
+        ensure(resp.finalized_features_epoch >= 0, || format!("epoch {}", resp.finalized_features_epoch))?;
+    }
+    Ok(())
 }
 
 async fn produce(c: &mut Client, v: i16) -> anyhow::Result<()> {
-    let resp = c.try_send(v, produce_request("matrix-produce", 0, batches::values("p", 2), -1)).await;
+    // From v13 a request names topics by id (KIP-516), and so does the response.
+    let by_id = |mut req: ProduceRequest, id: uuid::Uuid| {
+        if v >= 13 {
+            req.topic_data[0].name = Default::default();
+            req.topic_data[0].topic_id = id;
+        }
+        req
+    };
     // The topic does not exist (auto-create is off): first the error path...
-    let resp = resp?;
+    let missing = by_id(produce_request("matrix-produce", 0, batches::values("p", 2), -1), uuid::Uuid::from_u128(7));
+    let resp = c.try_send(v, missing).await?;
     let p = &resp.responses[0].partition_responses[0];
-    ensure(p.error_code == 3, || format!("produce to a missing topic: error {}", p.error_code))?;
+    let want = if v >= 13 { 100 } else { 3 };
+    ensure(p.error_code == want, || format!("produce to a missing topic: error {} != {want}", p.error_code))?;
     // ...then the success path, on a topic of its own.
     let topic = format!("matrix-produce-v{v}");
-    c.create_topic_ok(&topic, 1, &[]).await;
+    let id = c.create_topic_ok(&topic, 1, &[]).await;
     for expected_base in [0, 2] {
-        let resp = c.try_send(v, produce_request(&topic, 0, batches::values("p", 2), -1)).await?;
+        let resp = c.try_send(v, by_id(produce_request(&topic, 0, batches::values("p", 2), -1), id)).await?;
         ensure(resp.responses.len() == 1, || "one topic".into())?;
         let t = &resp.responses[0];
-        ensure(t.name.0.as_str() == topic, || format!("topic {:?}", t.name))?;
+        if v >= 13 {
+            ensure(t.topic_id == id && t.name.0.is_empty(), || format!("topic {:?} {}", t.name, t.topic_id))?;
+        } else {
+            ensure(t.name.0.as_str() == topic, || format!("topic {:?}", t.name))?;
+        }
         let p = &t.partition_responses[0];
         ensure(p.error_code == 0, || format!("error {} {:?}", p.error_code, p.error_message))?;
         ensure(p.base_offset == expected_base, || format!("base offset {} != {expected_base}", p.base_offset))?;
@@ -145,7 +178,8 @@ async fn produce(c: &mut Client, v: i16) -> anyhow::Result<()> {
             ensure(p.log_start_offset == 0, || format!("log start offset {}", p.log_start_offset))?;
         }
     }
-    Ok(())
+    let end = c.log_end_offset(&topic, 0).await;
+    ensure(end == 4, || format!("log end offset {end} after two batches of two"))
 }
 
 async fn fetch(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
@@ -188,8 +222,12 @@ async fn list_offsets(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()
         cases.push((MAX_TIMESTAMP, 2, T0 + 20));
     }
     for (ts, want_offset, want_ts) in cases {
-        let resp =
-            c.try_send(v, list_offsets_request(TOPIC, 0, ts)).await.with_context(|| format!("timestamp {ts}"))?;
+        let mut req = list_offsets_request(TOPIC, 0, ts);
+        if v >= 10 {
+            // KIP-1075: the wait for a remote-storage lookup; no topic here has one.
+            req = req.with_timeout_ms(30_000);
+        }
+        let resp = c.try_send(v, req).await.with_context(|| format!("timestamp {ts}"))?;
         let p = &resp.topics[0].partitions[0];
         ensure(p.error_code == 0, || format!("timestamp {ts}: error {}", p.error_code))?;
         ensure(p.offset == want_offset, || format!("timestamp {ts}: offset {} != {want_offset}", p.offset))?;
@@ -213,6 +251,10 @@ async fn metadata(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
     }
     if v >= 2 {
         ensure(resp.cluster_id.as_ref().is_some_and(|id| !id.is_empty()), || "no cluster id".into())?;
+    }
+    if v >= 13 {
+        // KIP-1102's top-level error (REBOOTSTRAP_REQUIRED when it is not 0).
+        ensure(resp.error_code == 0, || format!("top-level error {}", resp.error_code))?;
     }
     ensure(resp.topics.len() == 1, || format!("{} topics", resp.topics.len()))?;
     let t = &resp.topics[0];
@@ -405,8 +447,12 @@ async fn incremental_alter_configs(c: &mut Client, broker: &TestBroker, v: i16) 
 }
 
 async fn describe_cluster(c: &mut Client, fx: &Fixture, v: i16) -> anyhow::Result<()> {
-    let resp =
-        c.try_send(v, DescribeClusterRequest::default().with_include_cluster_authorized_operations(true)).await?;
+    let mut req = DescribeClusterRequest::default().with_include_cluster_authorized_operations(true);
+    if v >= 2 {
+        req = req.with_include_fenced_brokers(true);
+    }
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.brokers.iter().all(|b| !b.is_fenced), || format!("a fenced broker in {:?}", resp.brokers))?;
     ensure(resp.error_code == 0, || format!("error {}", resp.error_code))?;
     ensure(!resp.cluster_id.is_empty(), || "empty cluster id".into())?;
     ensure(resp.controller_id.0 == 1, || format!("controller {:?}", resp.controller_id))?;
@@ -425,6 +471,95 @@ async fn describe_topic_partitions(c: &mut Client, fx: &Fixture, v: i16) -> anyh
     ensure(t.error_code == 0 && t.topic_id == fx.topic_id, || format!("topic {t:?}"))?;
     ensure(t.partitions.len() == 1 && t.partitions[0].leader_id.0 == 1, || format!("partitions {:?}", t.partitions))?;
     ensure(resp.next_cursor.is_none(), || format!("cursor {:?}", resp.next_cursor))
+}
+
+async fn describe_producers(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::describe_producers_request::TopicRequest;
+    let topic = format!("matrix-dp-v{v}");
+    c.create_topic_ok(&topic, 1, &[]).await;
+    let producer = batches::Idempotence { producer_id: 4242, producer_epoch: 3, base_sequence: 0 };
+    c.produce_ok(&topic, 0, batches::idempotent(producer, "i", 3)).await;
+    c.produce_ok(&topic, 0, batches::values("plain", 2)).await;
+    let next = batches::Idempotence { base_sequence: 3, ..producer };
+    let before = batches::now_ms();
+    c.produce_ok(&topic, 0, batches::idempotent(next, "j", 2)).await;
+    let req = DescribeProducersRequest::default().with_topics(vec![
+        TopicRequest::default().with_name(topic_name(&topic)).with_partition_indexes(vec![0, 5]),
+        TopicRequest::default().with_name(topic_name("matrix-dp-missing")).with_partition_indexes(vec![0]),
+    ]);
+    let resp = c.try_send(v, req).await?;
+    ensure(resp.topics.len() == 2, || format!("{} topics", resp.topics.len()))?;
+    let parts = &resp.topics[0].partitions;
+    ensure(parts[0].error_code == 0, || format!("error {}", parts[0].error_code))?;
+    let got: Vec<_> = parts[0]
+        .active_producers
+        .iter()
+        .map(|p| (p.producer_id.0, p.producer_epoch, p.last_sequence, p.coordinator_epoch, p.current_txn_start_offset))
+        .collect();
+    ensure(got == [(4242, 3, 4, -1, -1)], || format!("producers {got:?}"))?;
+    let ts = parts[0].active_producers[0].last_timestamp;
+    ensure(ts >= before && ts <= batches::now_ms(), || format!("last timestamp {ts}, sent at {before}"))?;
+    ensure(parts[1].partition_index == 5 && parts[1].error_code == 3, || format!("partition 5: {:?}", parts[1]))?;
+    let missing = &resp.topics[1].partitions[0];
+    ensure(missing.error_code == 3, || format!("missing topic: error {}", missing.error_code))
+}
+
+async fn update_features(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let request = |updates: &[(&str, i16)]| {
+        let keys = updates
+            .iter()
+            .map(|(name, level)| {
+                let key = FeatureUpdateKey::default().with_feature(str(name)).with_max_version_level(*level);
+                if v >= 1 {
+                    key.with_upgrade_type(1)
+                } else {
+                    key
+                }
+            })
+            .collect();
+        UpdateFeaturesRequest::default().with_timeout_ms(30_000).with_feature_updates(keys)
+    };
+    // The finalized level again: nothing to do, success.
+    let resp = c.try_send(v, request(&[("metadata.version", 27), ("group.version", 0)])).await?;
+    ensure(resp.error_code == 0, || format!("error {} {:?}", resp.error_code, resp.error_message))?;
+    let want_results = if v <= 1 { 2 } else { 0 };
+    ensure(resp.results.len() == want_results && resp.results.iter().all(|r| r.error_code == 0), || {
+        format!("results {:?}", resp.results)
+    })?;
+    // A level runnel does not support fails the whole batch.
+    let resp = c.try_send(v, request(&[("metadata.version", 27), ("group.version", 1)])).await?;
+    let msg = resp.error_message.as_deref().unwrap_or_default().to_string();
+    ensure(
+        resp.error_code == 95 && msg.contains("group.version. Local controller 1 only supports versions 0-0"),
+        || format!("unsupported level: {} {msg:?}", resp.error_code),
+    )?;
+    let resp = c.try_send(v, request(&[("no.such.version", 1)])).await?;
+    let msg = resp.error_message.as_deref().unwrap_or_default().to_string();
+    ensure(resp.error_code == 95 && msg.contains("does not support this feature"), || {
+        format!("unknown feature: {} {msg:?}", resp.error_code)
+    })
+}
+
+async fn list_config_resources(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let listed = |resp: &ListConfigResourcesResponse| -> Vec<(String, i8)> {
+        resp.config_resources.iter().map(|r| (r.resource_name.to_string(), r.resource_type)).collect()
+    };
+    if v == 0 {
+        // The former ListClientMetricsResources: client-metrics resources only, none here.
+        let resp = c.try_send(v, ListConfigResourcesRequest::default()).await?;
+        return ensure(resp.error_code == 0 && resp.config_resources.is_empty(), || format!("{resp:?}"));
+    }
+    let resp = c.try_send(v, ListConfigResourcesRequest::default()).await?;
+    let all = listed(&resp);
+    ensure(resp.error_code == 0 && all.contains(&(TOPIC.into(), 2)) && all.contains(&("1".into(), 4)), || {
+        format!("every type: {} {all:?}", resp.error_code)
+    })?;
+    let resp = c.try_send(v, ListConfigResourcesRequest::default().with_resource_types(vec![2])).await?;
+    let topics = listed(&resp);
+    ensure(topics.contains(&(TOPIC.into(), 2)) && topics.iter().all(|(_, t)| *t == 2), || format!("{topics:?}"))?;
+    let resp = c.try_send(v, ListConfigResourcesRequest::default().with_resource_types(vec![2, 3])).await?;
+    ensure(resp.error_code == 35 && resp.config_resources.is_empty(), || format!("type 3: {resp:?}"))
 }
 
 /// A client newer than the broker asks for ApiVersions v99: Kafka answers with a v0

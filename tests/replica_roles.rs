@@ -38,7 +38,7 @@ fn reassign(broker: &TestBroker, topic: &str, changes: &[(i32, &[i32], i32, i32)
 async fn a_follower_or_a_non_replica_refuses_clients_with_not_leader_or_follower() {
     let broker = TestBroker::start().await;
     let mut c = broker.client().await;
-    c.create_topic_ok("t", 2, &[]).await;
+    let topic_id = c.create_topic_ok("t", 2, &[]).await;
     // Broker 1 follows 2 on partition 0 and holds no replica of partition 1.
     reassign(&broker, "t", &[(0, &[1, 2], 2, 1), (1, &[2, 3], 2, 1)]);
     let not_leader = ResponseError::NotLeaderOrFollower.code();
@@ -52,6 +52,31 @@ async fn a_follower_or_a_non_replica_refuses_clients_with_not_leader_or_follower
     let mut req = fetch_request("t", 0, 0, 1 << 20);
     req.topics[0].partitions[0].current_leader_epoch = 0;
     assert_eq!(c.fetch_with(req.clone()).await.error_code, ResponseError::FencedLeaderEpoch.code());
+    // KIP-951 (Fetch v16+, Produce v10+): the refusal names the leader the local replica
+    // follows, in its epoch; broker 2 is not registered, so no endpoint is listed.
+    let by_id = |mut req: FetchRequest| {
+        req.topics[0].topic = Default::default();
+        req.topics[0].topic_id = topic_id;
+        req
+    };
+    let resp = c.send(16, by_id(req.clone())).await;
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, ResponseError::FencedLeaderEpoch.code());
+    assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (2, 1));
+    assert!(resp.node_endpoints.is_empty(), "{:?}", resp.node_endpoints);
+    let resp = c.send(10, produce_request("t", 0, batches::values("x", 1), 1)).await;
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, not_leader);
+    assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (2, 1));
+    assert!(resp.node_endpoints.is_empty(), "{:?}", resp.node_endpoints);
+    // No local replica: the metadata image names the leader (here still this broker, as
+    // the hand-made image was given only to the replica manager).
+    let resp = c.send(16, by_id(fetch_request("t", 1, 0, 1 << 20).with_max_wait_ms(0))).await;
+    let p = &resp.responses[0].partitions[0];
+    assert_eq!(p.error_code, not_leader);
+    assert_eq!(p.current_leader.leader_id.0, 1);
+    let ends: Vec<_> = resp.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
+    assert_eq!(ends, [(1, i32::from(broker.addr().port()))]);
     req.topics[0].partitions[0].current_leader_epoch = 5;
     assert_eq!(c.fetch_with(req).await.error_code, ResponseError::UnknownLeaderEpoch.code());
     // A replica fetch to a follower is refused too.

@@ -68,11 +68,27 @@ fn encode_err(e: impl std::fmt::Display) -> ProtocolError {
 }
 
 /// Can this response take the chunked path? Only when every field this encoder writes by
-/// hand holds what the layout below assumes (no tagged fields, no unknown fields).
+/// hand holds what the layout below assumes (no unknown tagged fields; the known top-level
+/// one, KIP-951's `node_endpoints`, is encoded by the codec in [`top_level_tags`]).
 fn chunkable(resp: &FetchResponse) -> bool {
-    resp.node_endpoints.is_empty()
-        && resp.unknown_tagged_fields.is_empty()
-        && resp.responses.iter().all(|t| t.unknown_tagged_fields.is_empty())
+    resp.unknown_tagged_fields.is_empty() && resp.responses.iter().all(|t| t.unknown_tagged_fields.is_empty())
+}
+
+/// The top-level tagged-field section of a flexible Fetch response, as the codec writes it:
+/// a response with no topics encodes as throttle time (4 bytes), error code (2), session
+/// id (4), an empty compact array (1), then this section.
+fn top_level_tags(resp: &FetchResponse, version: i16) -> Result<Bytes, ProtocolError> {
+    if resp.node_endpoints.is_empty() {
+        return Ok(Bytes::from_static(&[0]));
+    }
+    let only_tags = FetchResponse::default().with_node_endpoints(resp.node_endpoints.clone());
+    let mut enc = BytesMut::new();
+    only_tags.encode(&mut enc, version).map_err(encode_err)?;
+    const FIXED: usize = 4 + 2 + 4 + 1;
+    if enc.len() <= FIXED {
+        return Err(ProtocolError::Encode("fetch response without its tagged fields".into()));
+    }
+    Ok(enc.freeze().slice(FIXED..))
 }
 
 /// Encode a Fetch response frame (size prefix included) as chunks. With `sendfile`, the
@@ -131,7 +147,7 @@ pub fn encode_fetch(
         }
     }
     if flexible {
-        put_uvarint(&mut cur, 0); // top-level tagged fields
+        cur.put_slice(&top_level_tags(&resp, version)?);
     }
     chunks.push(Chunk::Mem(cur.freeze()));
     let total: usize = chunks.iter().map(Chunk::len).sum::<usize>() - 4;
@@ -261,7 +277,9 @@ mod tests {
 
     #[test]
     fn chunks_equal_the_codec_encoding_at_every_version() {
-        for version in 4..=17 {
+        // Every version served, so a newly served one is covered here too.
+        let (lo, hi) = crate::protocol::versions::supported(ApiKey::Fetch).unwrap();
+        for version in lo..=hi {
             let mut resp = sample();
             if version < 13 {
                 for t in &mut resp.responses {
@@ -319,7 +337,7 @@ mod tests {
         };
         let a = [(10, 200), (500, 300)];
         let b = [(0, 7)];
-        for version in [4, 11, 12, 16] {
+        for version in [4, 11, 12, 16, 18] {
             let mut with_bytes = sample();
             for t in &mut with_bytes.responses {
                 t.topic_id = uuid::Uuid::nil();
@@ -344,17 +362,37 @@ mod tests {
             let copied = encode_fetch(reply(), version, 9, false).unwrap();
             assert!(copied.iter().all(|c| matches!(c, Chunk::Mem(_))));
             assert_eq!(joined(&copied), expected, "v{version} (copied)");
-            // A response the chunked path cannot take copies the file bytes in instead.
+            // KIP-951's hints (a partition's current leader, the leaders' endpoints) keep
+            // the records in files.
             placeholder.responses[0].partitions[0].current_leader.leader_id = kafka_protocol::messages::BrokerId(1);
             let mut with_tag = with_bytes.clone();
             with_tag.responses[0].partitions[0].current_leader.leader_id = kafka_protocol::messages::BrokerId(1);
-            placeholder.node_endpoints.push(Default::default());
-            with_tag.node_endpoints.push(Default::default());
-            let expected =
-                super::super::encode(ApiKey::Fetch, version, 9, &ResponseKind::Fetch(with_tag)).unwrap().to_vec();
-            let chunks = encode_fetch(FetchReply { response: placeholder, records }, version, 9, true).unwrap();
-            assert!(chunks.iter().all(|c| matches!(c, Chunk::Mem(_))));
-            assert_eq!(joined(&chunks), expected, "v{version} (codec path)");
+            let endpoint = kafka_protocol::messages::fetch_response::NodeEndpoint::default()
+                .with_node_id(kafka_protocol::messages::BrokerId(1))
+                .with_host(StrBytes::from_static_str("10.0.0.1"))
+                .with_port(9092)
+                .with_rack(Some(StrBytes::from_static_str("r1")));
+            placeholder.node_endpoints.push(endpoint.clone());
+            with_tag.node_endpoints.push(endpoint);
+            let expected = super::super::encode(ApiKey::Fetch, version, 9, &ResponseKind::Fetch(with_tag.clone()))
+                .unwrap()
+                .to_vec();
+            let chunks =
+                encode_fetch(FetchReply { response: placeholder.clone(), records: records.clone() }, version, 9, true)
+                    .unwrap();
+            assert_eq!(chunks.iter().filter(|c| matches!(c, Chunk::File(_))).count(), 3, "v{version} (hints)");
+            assert_eq!(joined(&chunks), expected, "v{version} (hints)");
+            // A response the chunked path cannot take (an unknown tagged field) copies the
+            // file bytes in instead.
+            if version >= 12 {
+                placeholder.unknown_tagged_fields.insert(9, Bytes::from_static(b"x"));
+                with_tag.unknown_tagged_fields.insert(9, Bytes::from_static(b"x"));
+                let expected =
+                    super::super::encode(ApiKey::Fetch, version, 9, &ResponseKind::Fetch(with_tag)).unwrap().to_vec();
+                let chunks = encode_fetch(FetchReply { response: placeholder, records }, version, 9, true).unwrap();
+                assert!(chunks.iter().all(|c| matches!(c, Chunk::Mem(_))));
+                assert_eq!(joined(&chunks), expected, "v{version} (codec path)");
+            }
         }
     }
 }

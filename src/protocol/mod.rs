@@ -6,8 +6,10 @@
 //! ApiVersions, which answers UNSUPPORTED_VERSION as Kafka does) and malformed requests
 //! close the connection, as Kafka does.
 
+pub mod api_table;
 pub mod context;
 pub mod errors;
+pub mod features;
 pub mod fetch_encoding;
 pub mod guard;
 pub mod handlers;
@@ -142,6 +144,11 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
         RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, v)),
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(ctx, r, v))
+        }
+        RequestKind::DescribeProducers(r) => ResponseKind::DescribeProducers(describe_producers::handle(ctx, r, v)),
+        RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(update_features::handle(ctx, r, v)),
+        RequestKind::ListConfigResources(r) => {
+            ResponseKind::ListConfigResources(list_config_resources::handle(ctx, r, v))
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, v).await),
         RequestKind::AlterPartitionReassignments(r) => {

@@ -27,7 +27,9 @@ use crate::replication::{
     ReplicaFetchRequest,
 };
 
-/// The Fetch version sent: the newest this broker serves.
+/// The Fetch version followers send. v18 only adds the follower's high watermark
+/// (KIP-1166), which lets a Kafka leader answer at once when the follower's is stale;
+/// runnel's leader does not use it yet, so followers stay at v17.
 const FETCH_VERSION: i16 = 17;
 /// Kafka's `socket.connection.setup.timeout.ms` default.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

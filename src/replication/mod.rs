@@ -42,6 +42,7 @@ pub use isr_sink::{IsrChange, IsrChangeSink, LoggingIsrChangeSink};
 pub use leader_endpoint::{EndpointError, EndpointFuture, LeaderEndpoint, LeaderEndpoints};
 pub use partition::{AppendResult, FetchResult, FollowerFetchState, Partition, PartitionError, ReplicaRead, Role};
 pub use partition_config::PartitionConfig;
+pub use producer_state::ActiveProducer;
 pub use purgatory::{DelayedOperations, PartitionKey, WaitOutcome};
 pub use replica_fetch::{
     FetchedData, FetchedPartition, PartitionFetch, ReplicaFetchError, ReplicaFetchRequest, ReplicaPartitionRead,

@@ -17,7 +17,7 @@ use uuid::Uuid;
 
 use super::isr::IsrState;
 use super::partition_config::PartitionConfig;
-use super::producer_state::{ProducerStateTable, SequenceCheck};
+use super::producer_state::{ActiveProducer, ProducerStateTable, SequenceCheck};
 use super::purgatory::PartitionKey;
 use super::validated::ValidatedRecords;
 use crate::controller::PartitionImage;
@@ -256,6 +256,11 @@ impl Partition {
 
     pub fn leader_epoch(&self) -> i32 {
         self.lock().leader_epoch
+    }
+
+    /// The idempotent producers this replica keeps state for (DescribeProducers).
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        self.lock().producers.active_producers()
     }
 
     /// Append a Produce request's validated records for this partition: all batches or

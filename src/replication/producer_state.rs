@@ -25,6 +25,18 @@ pub struct BatchRecord {
 struct ProducerEntry {
     epoch: i16,
     batches: VecDeque<BatchRecord>,
+    /// The max timestamp of the producer's last batch.
+    last_timestamp: i64,
+}
+
+/// One producer as DescribeProducers reports it (Kafka's `ProducerStateEntry`, without
+/// the transaction fields: no transactions yet).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ActiveProducer {
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
 }
 
 /// What to do with an incoming batch.
@@ -105,6 +117,7 @@ impl ProducerStateTable {
             base_offset,
             last_offset,
         });
+        entry.last_timestamp = batch.max_timestamp;
         while entry.batches.len() > CACHED_BATCHES {
             entry.batches.pop_front();
         }
@@ -123,6 +136,24 @@ impl ProducerStateTable {
 
     pub fn len(&self) -> usize {
         self.producers.len()
+    }
+
+    /// Every producer with state here, by producer id.
+    pub fn active_producers(&self) -> Vec<ActiveProducer> {
+        let mut out: Vec<ActiveProducer> = self
+            .producers
+            .iter()
+            .filter_map(|(id, e)| {
+                e.batches.back().map(|last| ActiveProducer {
+                    producer_id: *id,
+                    producer_epoch: e.epoch,
+                    last_sequence: last.last_seq,
+                    last_timestamp: e.last_timestamp,
+                })
+            })
+            .collect();
+        out.sort_by_key(|p| p.producer_id);
+        out
     }
 
     pub fn is_empty(&self) -> bool {
@@ -196,5 +227,28 @@ mod tests {
         let t = ProducerStateTable::rebuild([&h]);
         assert!(matches!(t.check(&h), SequenceCheck::Duplicate(BatchRecord { base_offset: 100, .. })));
         assert_eq!(t.check(&header(3, 2, 4, 1)), SequenceCheck::Append);
+    }
+
+    #[test]
+    fn active_producers_report_epoch_last_sequence_and_timestamp() {
+        let mut t = ProducerStateTable::default();
+        let mut a = header(9, 0, 0, 3);
+        a.max_timestamp = 1_000;
+        t.record(&a, 0, 2);
+        let mut b = header(4, 1, 0, 1);
+        b.max_timestamp = 2_000;
+        t.record(&b, 3, 3);
+        let mut a2 = header(9, 0, 3, 2);
+        a2.max_timestamp = 3_000;
+        t.record(&a2, 4, 5);
+        t.record(&header(-1, -1, -1, 5), 6, 10);
+        let got = t.active_producers();
+        assert_eq!(
+            got,
+            [
+                ActiveProducer { producer_id: 4, producer_epoch: 1, last_sequence: 0, last_timestamp: 2_000 },
+                ActiveProducer { producer_id: 9, producer_epoch: 0, last_sequence: 4, last_timestamp: 3_000 },
+            ]
+        );
     }
 }

@@ -546,6 +546,27 @@ pub mod offset_delete {
     };
     static OFFSET_DELETE_REQUEST_PARTITION: Layout = Layout { fields: &[f("partition_index", I32, 0, 0)], tags: &[] };
 }
+pub mod update_features {
+    use super::*;
+    pub static API: Api = Api { key: 57, min: 0, max: 2, flexible_from: 0, body: &UPDATE_FEATURES_REQUEST };
+    static UPDATE_FEATURES_REQUEST: Layout = Layout {
+        fields: &[
+            f("timeout_ms", I32, 0, 2),
+            f("feature_updates", Array(&FEATURE_UPDATE_KEY), 0, 2),
+            f("validate_only", Bool, 1, 2),
+        ],
+        tags: &[],
+    };
+    static FEATURE_UPDATE_KEY: Layout = Layout {
+        fields: &[
+            f("feature", Str, 0, 2),
+            f("max_version_level", I16, 0, 2),
+            f("allow_downgrade", Bool, 0, 0),
+            f("upgrade_type", I8, 1, 2),
+        ],
+        tags: &[],
+    };
+}
 pub mod describe_cluster {
     use super::*;
     pub static API: Api = Api { key: 60, min: 0, max: 2, flexible_from: 0, body: &DESCRIBE_CLUSTER_REQUEST };
@@ -610,6 +631,12 @@ pub mod consumer_group_describe {
     pub static API: Api = Api { key: 69, min: 0, max: 1, flexible_from: 0, body: &CONSUMER_GROUP_DESCRIBE_REQUEST };
     static CONSUMER_GROUP_DESCRIBE_REQUEST: Layout =
         Layout { fields: &[f("group_ids", Strs, 0, 1), f("include_authorized_operations", Bool, 0, 1)], tags: &[] };
+}
+pub mod list_config_resources {
+    use super::*;
+    pub static API: Api = Api { key: 74, min: 0, max: 1, flexible_from: 0, body: &LIST_CONFIG_RESOURCES_REQUEST };
+    static LIST_CONFIG_RESOURCES_REQUEST: Layout =
+        Layout { fields: &[f("resource_types", prims(I8), 1, 1)], tags: &[] };
 }
 pub mod describe_quorum {
     use super::*;

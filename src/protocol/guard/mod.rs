@@ -370,12 +370,14 @@ static APIS: &[&Api] = &[
     &layouts::list_partition_reassignments::API,
     &layouts::offset_delete::API,
     &layouts::describe_quorum::API,
+    &layouts::update_features::API,
     &layouts::describe_cluster::API,
     &layouts::describe_producers::API,
     &layouts::describe_transactions::API,
     &layouts::list_transactions::API,
     &layouts::consumer_group_heartbeat::API,
     &layouts::consumer_group_describe::API,
+    &layouts::list_config_resources::API,
     &layouts::describe_topic_partitions::API,
 ];
 

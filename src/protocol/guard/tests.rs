@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 43] = [
+const BRIEF_KEYS: [i16; 45] = [
     0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 35, 36, 37, 42,
-    43, 44, 45, 46, 47, 55, 60, 61, 65, 66, 68, 69, 75,
+    43, 44, 45, 46, 47, 55, 57, 60, 61, 65, 66, 68, 69, 74, 75,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -45,11 +45,11 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         36 => SaslAuthenticateRequest, 37 => CreatePartitionsRequest, 42 => DeleteGroupsRequest,
         43 => ElectLeadersRequest, 44 => IncrementalAlterConfigsRequest,
         45 => AlterPartitionReassignmentsRequest, 46 => ListPartitionReassignmentsRequest, 47 => OffsetDeleteRequest,
-        55 => DescribeQuorumRequest,
+        55 => DescribeQuorumRequest, 57 => UpdateFeaturesRequest,
         60 => DescribeClusterRequest, 61 => DescribeProducersRequest,
         65 => DescribeTransactionsRequest, 66 => ListTransactionsRequest,
         68 => ConsumerGroupHeartbeatRequest, 69 => ConsumerGroupDescribeRequest,
-        75 => DescribeTopicPartitionsRequest,
+        74 => ListConfigResourcesRequest, 75 => DescribeTopicPartitionsRequest,
     }
 }
 
@@ -198,7 +198,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 214);
+    assert_eq!(checked, 219);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.
@@ -246,6 +246,17 @@ fn builder_made_requests_pass() {
     let cursor = Cursor::default().with_topic_name(topic_name()).with_partition_index(7);
     check_built(75, &page.clone().with_cursor(Some(cursor)), 0..=0);
     check_built(75, &page, 0..=0);
+
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let update = |key: FeatureUpdateKey| {
+        UpdateFeaturesRequest::default().with_timeout_ms(60_000).with_feature_updates(vec![key
+            .with_feature(StrBytes::from_static_str("metadata.version"))
+            .with_max_version_level(27)])
+    };
+    check_built(57, &update(FeatureUpdateKey::default().with_allow_downgrade(true)), 0..=0);
+    check_built(57, &update(FeatureUpdateKey::default().with_upgrade_type(2)).with_validate_only(true), 1..=2);
+    check_built(74, &ListConfigResourcesRequest::default(), 0..=0);
+    check_built(74, &ListConfigResourcesRequest::default().with_resource_types(vec![2, 4, 16]), 1..=1);
 
     // ElectLeaders for all partitions (a null list) and for named ones.
     use kafka_protocol::messages::elect_leaders_request::TopicPartitions;

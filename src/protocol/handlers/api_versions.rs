@@ -1,9 +1,11 @@
 //! ApiVersions: the API version ranges runnel serves.
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatureKey, SupportedFeatureKey};
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
+use super::str_bytes;
+use crate::protocol::features;
 use crate::protocol::versions::SUPPORTED;
 use crate::protocol::Ctx;
 
@@ -14,8 +16,31 @@ fn api_keys() -> Vec<ApiVersion> {
         .collect()
 }
 
-pub fn handle(_ctx: &Ctx, _req: ApiVersionsRequest, _version: i16) -> ApiVersionsResponse {
-    ApiVersionsResponse::default().with_api_keys(api_keys()).with_finalized_features_epoch(-1)
+/// From v3 the answer carries the features (KIP-584): every supported one in v4, those
+/// whose minimum level is above 0 in v3 (older clients refuse a 0 minimum; Kafka omits
+/// them the same way), and the finalized levels with the metadata offset as their epoch.
+pub fn handle(ctx: &Ctx, _req: ApiVersionsRequest, version: i16) -> ApiVersionsResponse {
+    let resp = ApiVersionsResponse::default().with_api_keys(api_keys()).with_finalized_features_epoch(-1);
+    if version < 3 {
+        return resp;
+    }
+    let supported = features::SUPPORTED
+        .iter()
+        .filter(|f| version >= 4 || f.min > 0)
+        .map(|f| {
+            SupportedFeatureKey::default().with_name(str_bytes(f.name)).with_min_version(f.min).with_max_version(f.max)
+        })
+        .collect();
+    let finalized = features::finalized()
+        .map(|(name, level)| {
+            FinalizedFeatureKey::default()
+                .with_name(str_bytes(name))
+                .with_min_version_level(level)
+                .with_max_version_level(level)
+        })
+        .collect();
+    let epoch = i64::try_from(ctx.image().offset).unwrap_or(i64::MAX);
+    resp.with_supported_features(supported).with_finalized_features(finalized).with_finalized_features_epoch(epoch)
 }
 
 /// Sent (as v0) when a client asks for an ApiVersions version we do not know.

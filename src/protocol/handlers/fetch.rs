@@ -1,14 +1,16 @@
 //! Fetch: whole batches up to the high watermark, long-polling for min_bytes. A fetch from
 //! a follower broker goes to `replica_fetch.rs`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
-use kafka_protocol::messages::{FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
+use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 
-use super::{check_leader_epoch, local_partition, str_bytes};
+use super::{check_leader_epoch, current_leader, local_partition, str_bytes};
+use crate::controller::TopicImage;
 use crate::protocol::errors::partition_error;
 use crate::protocol::fetch_encoding::FetchReply;
 use crate::protocol::Ctx;
@@ -57,11 +59,16 @@ struct Pass {
     any_error: bool,
     /// The partitions read, with the high watermark each had when read.
     watched: Vec<(Arc<Partition>, i64)>,
+    /// KIP-951: the endpoints of leaders named in `current_leader` fields (v16+).
+    node_endpoints: BTreeMap<i32, NodeEndpoint>,
 }
 
 impl Pass {
     fn reply(self) -> FetchReply {
-        let response = FetchResponse::default().with_responses(self.responses).with_session_id(0);
+        let response = FetchResponse::default()
+            .with_responses(self.responses)
+            .with_session_id(0)
+            .with_node_endpoints(self.node_endpoints.into_values().collect());
         FetchReply { response, records: self.records }
     }
 }
@@ -82,6 +89,7 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
     let mut total = 0usize;
     let mut any_error = false;
     let mut watched = Vec::new();
+    let mut node_endpoints = BTreeMap::new();
     let mut out = Vec::with_capacity(req.topics.len());
     let mut records = Vec::with_capacity(req.topics.len());
     for ft in &req.topics {
@@ -159,6 +167,9 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
                 }
             }
         }
+        if version >= 16 {
+            point_to_leaders(ctx, topic.map(|t| &**t), &mut parts, &mut node_endpoints);
+        }
         let name = if version >= 13 {
             TopicName(topic.map(|t| str_bytes(t.name.clone())).unwrap_or_default())
         } else {
@@ -167,5 +178,32 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
         out.push(FetchableTopicResponse::default().with_topic(name).with_topic_id(ft.topic_id).with_partitions(parts));
         records.push(slices);
     }
-    Pass { responses: out, records, bytes: total, any_error, watched }
+    Pass { responses: out, records, bytes: total, any_error, watched, node_endpoints }
+}
+
+/// KIP-951, as Kafka's KafkaApis does for Fetch v16+: a partition answered
+/// NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH carries its current leader (id and epoch)
+/// and the response lists that leader's endpoint once.
+fn point_to_leaders(
+    ctx: &Ctx,
+    topic: Option<&TopicImage>,
+    parts: &mut [PartitionData],
+    endpoints: &mut BTreeMap<i32, NodeEndpoint>,
+) {
+    let redirect = [ResponseError::NotLeaderOrFollower.code(), ResponseError::FencedLeaderEpoch.code()];
+    for p in parts.iter_mut().filter(|p| redirect.contains(&p.error_code)) {
+        let leader = current_leader(ctx, topic, p.partition_index);
+        p.current_leader = LeaderIdAndEpoch::default()
+            .with_leader_id(BrokerId(leader.leader_id))
+            .with_leader_epoch(leader.leader_epoch);
+        if let Some(b) = leader.endpoint {
+            endpoints.entry(b.node_id).or_insert_with(|| {
+                NodeEndpoint::default()
+                    .with_node_id(BrokerId(b.node_id))
+                    .with_host(str_bytes(b.host))
+                    .with_port(i32::from(b.port))
+                    .with_rack(b.rack.map(str_bytes))
+            });
+        }
+    }
 }

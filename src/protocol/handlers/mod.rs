@@ -9,6 +9,7 @@ pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
@@ -16,12 +17,14 @@ pub mod fetch;
 pub mod group_offsets;
 pub mod groups;
 pub mod init_producer_id;
+pub mod list_config_resources;
 pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod reassignments;
 pub mod replica_fetch;
+pub mod update_features;
 
 use std::sync::Arc;
 
@@ -31,7 +34,7 @@ use kafka_protocol::protocol::StrBytes;
 use super::errors::controller_error;
 use super::Ctx;
 use crate::controller::{ControllerError, NewTopic, TopicImage};
-use crate::replication::Partition;
+use crate::replication::{Partition, Role};
 
 pub fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
@@ -110,6 +113,38 @@ pub fn leader_partition(
         return Err(ResponseError::NotLeaderOrFollower);
     }
     Ok(partition)
+}
+
+/// KIP-951: where a partition's leader is, for a client told NOT_LEADER_OR_FOLLOWER (or
+/// FENCED_LEADER_EPOCH) so it can go there without a Metadata round trip.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentLeader {
+    /// -1 when the partition is unknown or has no leader.
+    pub leader_id: i32,
+    /// -1 when the partition is unknown.
+    pub leader_epoch: i32,
+    /// The leader's endpoint when it is a registered, unfenced broker.
+    pub endpoint: Option<crate::controller::BrokerImage>,
+}
+
+/// The current leader of `topic`'s partition `index`, as Kafka's
+/// `KafkaApis.getCurrentLeader` finds it: from the local replica when this broker holds
+/// one (its role and leader epoch), else from the metadata image; the endpoint only when
+/// that broker is registered and unfenced.
+pub fn current_leader(ctx: &Ctx, topic: Option<&TopicImage>, index: i32) -> CurrentLeader {
+    let image = ctx.image();
+    let local = topic.and_then(|t| ctx.replicas.partition(&t.topic_id, index));
+    let (leader_id, leader_epoch) = match local {
+        Some(p) => match p.role() {
+            Role::Leader => (ctx.controller.node_id(), p.leader_epoch()),
+            Role::Follower { leader } => (leader, p.leader_epoch()),
+        },
+        None => topic
+            .and_then(|t| usize::try_from(index).ok().and_then(|i| t.partitions.get(i)))
+            .map_or((-1, -1), |p| (p.leader, p.leader_epoch)),
+    };
+    let endpoint = image.brokers.get(&leader_id).filter(|b| !b.fenced).cloned();
+    CurrentLeader { leader_id, leader_epoch, endpoint }
 }
 
 /// `-2147483648`: "authorized operations not requested" in Metadata/DescribeCluster.

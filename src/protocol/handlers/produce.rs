@@ -1,17 +1,21 @@
 //! Produce: translate the request for the replica manager, and its outcome back.
 
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::produce_request::TopicProduceData;
 use kafka_protocol::messages::produce_response::{
-    BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
+    BatchIndexAndErrorMessage, LeaderIdAndEpoch, NodeEndpoint, PartitionProduceResponse, TopicProduceResponse,
 };
-use kafka_protocol::messages::{ProduceRequest, ProduceResponse};
+use kafka_protocol::messages::{BrokerId, ProduceRequest, ProduceResponse};
 
 use tokio::time::Instant;
 
-use super::{local_partition, str_bytes, topic_or_auto_create};
+use super::{current_leader, local_partition, str_bytes, topic_or_auto_create};
+use crate::controller::TopicImage;
 use crate::protocol::errors::partition_error;
 use crate::protocol::{Ctx, RequestInfo};
 use crate::replication::{Acks, AppendResult, PartitionError};
@@ -36,14 +40,19 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
     let acks = Acks::from_wire(req.acks);
     let deadline = Instant::now() + Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
     let mut responses = Vec::with_capacity(req.topic_data.len());
+    // The topic of each entry in `responses`, when known.
+    let mut topics = Vec::with_capacity(req.topic_data.len());
     // (topic slot, partition slot, partition, what was appended)
     let mut pending = Vec::new();
     for td in req.topic_data {
-        let name = td.name.0.as_str().to_owned();
         let mut parts = Vec::with_capacity(td.partition_data.len());
         let topic = match acks {
             None => Err(ResponseError::InvalidRequiredAcks),
-            Some(acks) => topic_or_auto_create(ctx, &name, true).await.map(|t| (t, acks)),
+            Some(acks) => resolve_topic(ctx, &td, version).await.map(|t| (t, acks)),
+        };
+        let name = match &topic {
+            Ok((t, _)) => t.name.clone(),
+            Err(_) => td.name.0.to_string(),
         };
         for pd in td.partition_data {
             let (topic, acks) = match &topic {
@@ -75,6 +84,9 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
                 }
             }
         }
+        topics.push(topic.ok().map(|(t, _)| t));
+        // v13 names topics by id only; before, by name only (the codec refuses a field
+        // the version does not have).
         responses.push(
             TopicProduceResponse::default()
                 .with_name(td.name)
@@ -94,7 +106,49 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
     if acks == Acks::None {
         return None;
     }
-    Some(ProduceResponse::default().with_responses(responses))
+    let node_endpoints = if version >= 10 { point_to_leaders(ctx, &mut responses, &topics) } else { vec![] };
+    Some(ProduceResponse::default().with_responses(responses).with_node_endpoints(node_endpoints))
+}
+
+/// The topic a request's entry names: by id from v13 (UNKNOWN_TOPIC_ID when the image has
+/// no such id), else by name, auto-created as the broker allows.
+async fn resolve_topic(ctx: &Ctx, td: &TopicProduceData, version: i16) -> Result<Arc<TopicImage>, ResponseError> {
+    if version >= 13 {
+        return ctx.image().topic_by_id(&td.topic_id).cloned().ok_or(ResponseError::UnknownTopicId);
+    }
+    topic_or_auto_create(ctx, td.name.0.as_str(), true).await
+}
+
+/// KIP-951, as Kafka's KafkaApis does for Produce v10+: a partition answered
+/// NOT_LEADER_OR_FOLLOWER carries its current leader (id and epoch) and the response
+/// lists that leader's endpoint once.
+fn point_to_leaders(
+    ctx: &Ctx,
+    responses: &mut [TopicProduceResponse],
+    topics: &[Option<Arc<TopicImage>>],
+) -> Vec<NodeEndpoint> {
+    let mut endpoints: BTreeMap<i32, NodeEndpoint> = BTreeMap::new();
+    for (t, topic) in responses.iter_mut().zip(topics) {
+        for p in &mut t.partition_responses {
+            if p.error_code != ResponseError::NotLeaderOrFollower.code() {
+                continue;
+            }
+            let leader = current_leader(ctx, topic.as_deref(), p.index);
+            p.current_leader = LeaderIdAndEpoch::default()
+                .with_leader_id(BrokerId(leader.leader_id))
+                .with_leader_epoch(leader.leader_epoch);
+            if let Some(b) = leader.endpoint {
+                endpoints.entry(b.node_id).or_insert_with(|| {
+                    NodeEndpoint::default()
+                        .with_node_id(BrokerId(b.node_id))
+                        .with_host(str_bytes(b.host))
+                        .with_port(i32::from(b.port))
+                        .with_rack(b.rack.map(str_bytes))
+                });
+            }
+        }
+    }
+    endpoints.into_values().collect()
 }
 
 fn success(index: i32, res: &AppendResult) -> PartitionProduceResponse {

@@ -1,0 +1,97 @@
+"""Apache Kafka 4.4's admin tools for producer state and features against the broker:
+kafka-transactions describe-producers (DescribeProducers) and kafka-features describe
+(ApiVersions' supported and finalized features).
+
+Each tool is one JVM start (about a second here), so tests run as few as they need.
+"""
+import re
+import time
+
+from kafka_tools import CONSOLE_PRODUCER, create_topic, describe, run_tool
+from test_kafka_tools import murmur2_partition
+
+TRANSACTIONS = "org.apache.kafka.tools.TransactionsCommand"  # kafka-transactions.sh
+
+PRODUCERS_HEADER = ["ProducerId", "ProducerEpoch", "LatestCoordinatorEpoch", "LastSequence",
+                    "LastTimestamp", "CurrentTransactionStartOffset"]
+
+
+def describe_producers(bootstrap: str, topic: str, partition: int):
+    proc = run_tool(TRANSACTIONS, "--bootstrap-server", bootstrap, "describe-producers",
+                    "--topic", topic, "--partition", partition)
+    assert proc.returncode == 0, describe(proc)
+    rows = [[cell.strip() for cell in line.split("\t") if cell.strip()]
+            for line in proc.stdout.splitlines()]
+    assert rows and rows[0] == PRODUCERS_HEADER, describe(proc)
+    return rows[1:]
+
+
+def test_describe_producers_after_an_idempotent_producer(shared_runnel, topic_name):
+    b = shared_runnel.bootstrap
+    create_topic(b, topic_name, 2)
+    assert describe_producers(b, topic_name, 0) == []
+    started_ms = int(time.time() * 1000)
+    # The Java producer is idempotent by default: one producer id, and per partition
+    # sequences 0..n-1 for its n records.
+    keys = [f"key-{i}" for i in range(10)]
+    per_partition = [sum(murmur2_partition(k.encode(), 2) == p for k in keys) for p in (0, 1)]
+    assert all(per_partition), per_partition
+    proc = run_tool(CONSOLE_PRODUCER, "--bootstrap-server", b, "--topic", topic_name,
+                    "--reader-property", "parse.key=true",
+                    "--reader-property", "key.separator=:",
+                    input="".join(f"{k}:v\n" for k in keys))
+    assert proc.returncode == 0 and proc.stderr == "", describe(proc)
+    ended_ms = int(time.time() * 1000)
+    seen = {}
+    for partition in (0, 1):
+        rows = describe_producers(b, topic_name, partition)
+        assert len(rows) == 1, rows
+        producer_id, epoch, coordinator_epoch, last_sequence, last_ts, txn_start = rows[0]
+        assert int(producer_id) >= 0 and epoch == "0", rows
+        assert coordinator_epoch == "-1" and txn_start == "None", rows
+        assert started_ms <= int(last_ts) <= ended_ms, (rows, started_ms, ended_ms)
+        seen[partition] = (producer_id, int(last_sequence))
+    assert seen[0][0] == seen[1][0], seen
+    assert [seen[p][1] for p in (0, 1)] == [n - 1 for n in per_partition], (seen, per_partition)
+
+
+FEATURES = "org.apache.kafka.tools.FeatureCommand"  # kafka-features.sh
+
+
+def features(bootstrap: str, *args: str):
+    return run_tool(FEATURES, "--bootstrap-server", bootstrap, *args)
+
+
+def feature_rows(stdout: str) -> dict:
+    """`kafka-features describe` lines as {feature: {field: value}}."""
+    rows = {}
+    for line in stdout.splitlines():
+        fields = dict(re.findall(r"(\w+): (\S+)", line))
+        rows[fields.pop("Feature")] = fields
+    return rows
+
+
+def test_features_describe_and_refused_upgrade(shared_runnel):
+    b = shared_runnel.bootstrap
+    proc = features(b, "describe")
+    assert proc.returncode == 0 and proc.stderr == "", describe(proc)
+    rows = feature_rows(proc.stdout)
+    assert sorted(rows) == sorted([
+        "eligible.leader.replicas.version", "group.version", "kraft.version", "metadata.version",
+        "share.version", "streams.version", "transaction.version"]), describe(proc)
+    assert {k: v for k, v in rows["metadata.version"].items() if k != "Epoch"} == {
+        "SupportedMinVersion": "4.1-IV1", "SupportedMaxVersion": "4.1-IV1",
+        "FinalizedVersionLevel": "4.1-IV1"}, describe(proc)
+    # No KIP-848 groups and no KIP-890 transactions: those features stay at 0.
+    for name in ("group.version", "transaction.version"):
+        assert rows[name]["SupportedMaxVersion"] == rows[name]["FinalizedVersionLevel"] == "0", rows[name]
+    assert int(rows["metadata.version"]["Epoch"]) >= 0
+
+    # Setting the level it already has is accepted; a level it lacks is refused.
+    proc = features(b, "upgrade", "--feature", "metadata.version=27")
+    assert proc.returncode == 0 and proc.stdout == "metadata.version was upgraded to 27.\n", describe(proc)
+    proc = features(b, "upgrade", "--feature", "group.version=1")
+    assert proc.returncode == 1, describe(proc)
+    assert proc.stdout.startswith(
+        "Could not upgrade group.version to 1. The update failed for all features since the "
+        "following feature had an error: Invalid update version 1 for feature group.version."), describe(proc)

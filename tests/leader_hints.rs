@@ -1,0 +1,140 @@
+//! KIP-951 over the wire: two whole brokers form a cluster; a Produce or Fetch sent to the
+//! broker that does not lead a partition is answered NOT_LEADER_OR_FOLLOWER with the
+//! partition's current leader (id and epoch, from the metadata image) and that leader's
+//! endpoint in `node_endpoints`, from the versions that have those fields (Produce v10,
+//! Fetch v16); older versions get the bare error. (FENCED_LEADER_EPOCH: tests/replica_roles.rs.)
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::batches;
+use common::requests::*;
+use common::Client;
+use kafka_protocol::error::ResponseError;
+use kafka_protocol::messages::fetch_request::FetchTopic;
+use runnel::config::BrokerConfig;
+use runnel::Broker;
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn free_ports(n: usize) -> Vec<u16> {
+    let held: Vec<std::net::TcpListener> =
+        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+}
+
+async fn two_brokers(dirs: &[tempfile::TempDir]) -> Vec<Broker> {
+    let ports = free_ports(2);
+    let voters = format!("1@127.0.0.1:{},2@127.0.0.1:{}", ports[0], ports[1]);
+    let starts: Vec<_> = (0..2)
+        .map(|i| {
+            let mut config = BrokerConfig::ephemeral(dirs[i].path());
+            config.node_id = i as i32 + 1;
+            config.controller_quorum_voters = runnel::config::parse_voters(&voters).unwrap();
+            config.rack = Some(format!("rack-{}", i + 1));
+            config.validate().unwrap();
+            tokio::spawn(Broker::start(config))
+        })
+        .collect();
+    let mut brokers = Vec::new();
+    for s in starts {
+        brokers.push(s.await.unwrap().expect("broker starts"));
+    }
+    brokers
+}
+
+/// Waits until broker 1's Metadata lists both brokers and `topic` with every partition
+/// led; returns (partition, leader, leader epoch) for each.
+async fn led_partitions(c: &mut Client, topic: &str) -> Vec<(i32, i32, i32)> {
+    let started = Instant::now();
+    loop {
+        let md = c.metadata(&[topic]).await;
+        let t = &md.topics[0];
+        if md.brokers.len() == 2 && t.error_code == 0 && !t.partitions.is_empty() {
+            let parts: Vec<_> =
+                t.partitions.iter().map(|p| (p.partition_index, p.leader_id.0, p.leader_epoch)).collect();
+            if parts.iter().all(|(_, leader, _)| *leader > 0) {
+                return parts;
+            }
+        }
+        assert!(started.elapsed() < DEADLINE, "metadata never settled: {md:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_leader_answers_name_the_current_leader_and_its_endpoint() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let brokers = two_brokers(&dirs).await;
+    let mut c = Client::connect(brokers[0].local_addr()).await;
+    // Wait for both brokers to be in (unfenced) before placing replicas.
+    let started = Instant::now();
+    while c.metadata(&[]).await.brokers.len() < 2 {
+        assert!(started.elapsed() < DEADLINE, "broker 2 never joined");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let resp = c.send(5, create_topics_request("hinted", 4, 1, &[])).await;
+    assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
+    let parts = led_partitions(&mut c, "hinted").await;
+    let &(remote, leader, epoch) = parts.iter().find(|(_, l, _)| *l == 2).expect("a partition led by broker 2");
+    let &(local, _, _) = parts.iter().find(|(_, l, _)| *l == 1).expect("a partition led by broker 1");
+    let topic_id = c.metadata(&["hinted"]).await.topics[0].topic_id;
+    let b2 = brokers[1].local_addr();
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+
+    for v in [9, 10, 12, 13] {
+        let mut req = produce_request("hinted", remote, batches::values("x", 1), 1);
+        if v >= 13 {
+            req.topic_data[0].name = Default::default();
+            req.topic_data[0].topic_id = topic_id;
+        }
+        let resp = c.send(v, req).await;
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, not_leader, "produce v{v}");
+        if v >= 10 {
+            assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (leader, epoch), "produce v{v}");
+            assert_eq!(resp.node_endpoints.len(), 1, "produce v{v}: {:?}", resp.node_endpoints);
+            let e = &resp.node_endpoints[0];
+            assert_eq!((e.node_id.0, e.host.as_str(), e.port), (2, "127.0.0.1", i32::from(b2.port())), "v{v}");
+            assert_eq!(e.rack.as_deref(), Some("rack-2"));
+        } else {
+            assert_eq!(p.current_leader.leader_id.0, -1, "produce v{v}: no hint before v10");
+            assert!(resp.node_endpoints.is_empty());
+        }
+        // A partition this broker leads: accepted, no endpoints.
+        let ok = c.send(v, produce_request("hinted", local, batches::values("y", 1), 1)).await;
+        if v < 13 {
+            assert_eq!(ok.responses[0].partition_responses[0].error_code, 0, "produce v{v} to the leader");
+            assert!(ok.node_endpoints.is_empty());
+        }
+    }
+
+    let fetch_at = |v: i16, partition: i32, current_leader_epoch: i32| {
+        let mut req = fetch_request("hinted", partition, 0, 1 << 20).with_max_wait_ms(0);
+        req.topics[0].partitions[0].current_leader_epoch = current_leader_epoch;
+        if v >= 13 {
+            let parts = std::mem::take(&mut req.topics[0].partitions);
+            req.topics = vec![FetchTopic::default().with_topic_id(topic_id).with_partitions(parts)];
+        }
+        req
+    };
+    for v in [15, 16, 17, 18] {
+        let resp = c.send(v, fetch_at(v, remote, -1)).await;
+        let p = &resp.responses[0].partitions[0];
+        assert_eq!(p.error_code, not_leader, "fetch v{v}");
+        if v >= 16 {
+            assert_eq!((p.current_leader.leader_id.0, p.current_leader.leader_epoch), (leader, epoch), "fetch v{v}");
+            let ends: Vec<_> = resp.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
+            assert_eq!(ends, [(2, i32::from(b2.port()))], "fetch v{v}");
+        } else {
+            assert_eq!(p.current_leader.leader_id.0, -1, "fetch v{v}: no hint before v16");
+            assert!(resp.node_endpoints.is_empty());
+        }
+    }
+    drop(c);
+    // Together: the second of two voters to stop alone would wait for a quorum.
+    let mut brokers = brokers.into_iter();
+    let (b1, b2) = (brokers.next().unwrap(), brokers.next().unwrap());
+    tokio::join!(b1.shutdown(), b2.shutdown());
+}
