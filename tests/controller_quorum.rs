@@ -21,16 +21,21 @@ struct Cluster {
     addrs: Vec<SocketAddr>,
     nodes: Vec<Option<Controller>>,
     tuning: RaftTuning,
+    leader_rebalance_interval: Option<Duration>,
 }
 
 impl Cluster {
     fn start(tuning: RaftTuning) -> Cluster {
+        Cluster::start_with(tuning, None)
+    }
+
+    fn start_with(tuning: RaftTuning, leader_rebalance_interval: Option<Duration>) -> Cluster {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let listeners: Vec<tokio::net::TcpListener> =
             (0..3).map(|_| rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap()).collect();
         let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
         let dirs: Vec<TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let mut cluster = Cluster { rt, dirs, addrs, nodes: vec![None, None, None], tuning };
+        let mut cluster = Cluster { rt, dirs, addrs, nodes: vec![None, None, None], tuning, leader_rebalance_interval };
         let opened: Vec<Controller> = cluster.rt.block_on(async {
             let futures = listeners.into_iter().enumerate().map(|(i, l)| {
                 let config = cluster.config(i);
@@ -64,6 +69,7 @@ impl Cluster {
             voters: self.addrs.iter().enumerate().map(|(j, a)| (j as i32 + 1, a.to_string())).collect(),
             controller_addr: None,
             tuning: self.tuning.clone(),
+            leader_rebalance_interval: self.leader_rebalance_interval,
         }
     }
 
@@ -251,4 +257,40 @@ fn a_broker_only_node_follows_the_log_and_forwards_changes() {
     let membership = m.membership_config.membership();
     assert!(membership.get_node(&4).is_some() && !membership.voter_ids().any(|v| v == 4), "{membership:?}");
     cluster.rt.block_on(observer.shutdown());
+}
+
+/// After a controlled shutdown and a return, a broker leads nothing until the leader
+/// rebalance moves the partitions whose preferred replica it is back to it (Kafka's
+/// `auto.leader.rebalance.enable`).
+#[test]
+fn leadership_returns_to_the_preferred_replicas_by_itself() {
+    let cluster = Cluster::start_with(RaftTuning::default(), Some(Duration::from_millis(200)));
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    admit_all(&cluster);
+    let created = cluster.node(1).create_topic(&topic("spread", 3, 3), false).unwrap();
+    let preferred = |c: &Controller| -> Vec<bool> {
+        c.image().topic("spread").unwrap().partitions.iter().map(|p| p.leader == p.replicas[0]).collect()
+    };
+    assert_eq!(preferred(cluster.node(1)), vec![true; 3]);
+
+    // Broker 2 shuts down in a controlled way: it leads nothing and leaves the ISRs.
+    cluster.node(2).heartbeat(uuid::Uuid::new_v4(), true).unwrap();
+    let led_by_2 =
+        |c: &Controller| c.image().topic("spread").unwrap().partitions.iter().filter(|p| p.leader == 2).count();
+    wait_until("broker 2 leads nothing", || led_by_2(cluster.node(1)) == 0);
+    // It comes back (a new incarnation) and its partitions' leaders let it into the ISR.
+    let incarnation = uuid::Uuid::new_v4();
+    cluster.node(2).heartbeat(incarnation, false).unwrap();
+    cluster.node(2).heartbeat(incarnation, false).unwrap();
+    for p in &created.partitions {
+        let now = cluster.node(1).image().topic("spread").unwrap().partitions[p.partition as usize].clone();
+        if !now.isr.contains(&2) {
+            let leader = cluster.node(now.leader);
+            leader.alter_partition(created.topic_id, p.partition, now.leader_epoch, vec![], Some(2)).unwrap();
+        }
+    }
+    wait_until("leadership back on the preferred replicas", || {
+        cluster.running().all(|c| preferred(c) == vec![true; 3] && led_by_2(c) == 1)
+    });
 }

@@ -157,6 +157,23 @@ pub fn elect_requested(
     }
 }
 
+/// Partitions led by another replica than their preferred one while the preferred one
+/// could lead (alive and in the ISR): what Kafka's automatic leader rebalance elects
+/// (`auto.leader.rebalance.enable`).
+pub fn imbalanced(image: &MetadataImage, alive: &dyn Fn(i32) -> bool) -> Vec<(String, i32)> {
+    image
+        .topics
+        .values()
+        .flat_map(|t| {
+            t.partitions.iter().filter_map(move |p| {
+                let preferred = *p.replicas.first()?;
+                (p.leader != preferred && p.isr.contains(&preferred) && alive(preferred))
+                    .then(|| (t.name.clone(), p.partition))
+            })
+        })
+        .collect()
+}
+
 /// The partitions an ElectLeaders request names, or every partition of `image` for a
 /// request that names none.
 pub fn election_targets(image: &MetadataImage, requested: Option<&[(String, i32)]>) -> Vec<(String, i32)> {
@@ -417,6 +434,13 @@ mod tests {
         // For every partition: those that needed nothing are left out.
         let all = election_outcomes(&img, ElectionType::Preferred, None, &records);
         assert_eq!(all.iter().map(|(_, p, _)| *p).collect::<Vec<_>>(), vec![0, 2]);
+    }
+
+    #[test]
+    fn imbalanced_partitions_are_those_a_preferred_election_would_move() {
+        let img = image(&[(&[1, 2], &[1, 2], 2), (&[1, 2], &[2], 2), (&[1, 2], &[1, 2], 1)], &[]);
+        assert_eq!(imbalanced(&img, &|_| true), vec![("t".to_string(), 0)]);
+        assert!(imbalanced(&img, &|r| r != 1).is_empty());
     }
 
     fn proposal(broker: i32, leader_epoch: i32, partition_epoch: i32, isr: &[i32]) -> IsrProposal {

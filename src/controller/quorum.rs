@@ -95,6 +95,10 @@ pub struct ControllerConfig {
     /// voters (broker-only); `None` = the bound listener address.
     pub controller_addr: Option<String>,
     pub tuning: RaftTuning,
+    /// Move leadership back to preferred replicas this often (Kafka's
+    /// `leader.imbalance.check.interval.seconds`); `None`: never (Kafka's
+    /// `auto.leader.rebalance.enable=false`).
+    pub leader_rebalance_interval: Option<Duration>,
 }
 
 struct Core {
@@ -236,6 +240,9 @@ impl Controller {
         if !single {
             tasks.push(tokio::spawn(liveness::expire_loop(Arc::downgrade(&core))));
             tasks.push(tokio::spawn(admin::watch_progress(Arc::downgrade(&core), raft.metrics())));
+            if let Some(interval) = config.leader_rebalance_interval {
+                tasks.push(tokio::spawn(admin::rebalance_leaders(Arc::downgrade(&core), interval)));
+            }
         }
         let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks };
         if fold_base {

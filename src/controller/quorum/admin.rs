@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{Controller, Core};
 use crate::controller::operations::ControllerOp;
-use crate::controller::partition_change::{election_outcomes, ElectionError, ElectionType};
+use crate::controller::partition_change::{self, election_outcomes, ElectionError, ElectionType};
 use crate::controller::raft::wire::{ForwardError, OpReply};
 use crate::controller::raft::NodeId;
 use crate::controller::reassignment::{self, ReassignmentError};
@@ -129,6 +129,36 @@ pub(super) async fn watch_progress(core: std::sync::Weak<Core>, mut metrics: sup
             let matched = replication.iter().map(|(id, l)| (*id, l.map(|l| l.index))).collect();
             let mut seen = core.progress_seen.lock().unwrap_or_else(|e| e.into_inner());
             seen.observe(m.current_term, m.last_log_index, &matched, super::liveness::now_ms());
+        }
+    }
+}
+
+/// While this node leads the quorum: every `interval`, move leadership back to the
+/// preferred replicas that can take it (Kafka's `auto.leader.rebalance.enable`, checked
+/// every `leader.imbalance.check.interval.seconds`), so a restarted broker leads its
+/// share again.
+pub(super) async fn rebalance_leaders(core: std::sync::Weak<Core>, interval: std::time::Duration) {
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + interval, interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(c) = core.upgrade() else { return };
+        if c.raft.metrics().borrow().current_leader != Some(c.node_id as NodeId) {
+            continue;
+        }
+        let image = c.published.image();
+        let imbalanced = partition_change::imbalanced(&image, &|r| image.broker_alive(r));
+        if imbalanced.is_empty() {
+            continue;
+        }
+        let op = ControllerOp::ElectLeaders { election: ElectionType::Preferred, partitions: Some(imbalanced.clone()) };
+        match c.submit(op).await {
+            Ok(reply) => tracing::info!(
+                imbalanced = imbalanced.len(),
+                elected = reply.records.len(),
+                "automatic leader rebalance: preferred replicas lead again"
+            ),
+            Err(e) => tracing::debug!(error = %e, "automatic leader rebalance"),
         }
     }
 }

@@ -12,6 +12,7 @@ fn config() -> ControllerConfig {
         voters: vec![],
         controller_addr: None,
         tuning: RaftTuning::default(),
+        leader_rebalance_interval: None,
     }
 }
 
