@@ -135,6 +135,7 @@ impl Broker {
                 clock,
                 refusals: Default::default(),
                 coordinator_switch: Default::default(),
+                requests: Default::default(),
             }
         });
         // Groups are served by the broker that leads `__consumer_offsets`, loaded from it.
