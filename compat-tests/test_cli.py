@@ -78,8 +78,8 @@ def port_free(port):
 
 
 def test_no_arguments_is_a_dev_broker_on_9092(tmp_path):
-    if not port_free(9092):
-        pytest.skip("port 9092 is taken on this machine")
+    if not port_free(9092) or not port_free(9644):
+        pytest.skip("port 9092 or 9644 (HTTP) is taken on this machine")
     proc = subprocess.Popen([runnel_bin()], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = proc.stdout.readline()

@@ -29,7 +29,7 @@ enum Command {
     /// Run the broker (the default).
     Serve(Box<ServeArgs>),
     /// Start a local cluster of N brokers as child processes (consecutive loopback
-    /// ports from --base-port, controllers 100 ports above, data and logs under
+    /// ports from --base-port, controllers 100 and HTTP 200 ports above, data and logs under
     /// --data-root/node-N), print the bootstrap servers, stop them all on Ctrl-C.
     DevCluster(DevClusterArgs),
 }
@@ -68,6 +68,10 @@ struct ServeArgs {
     /// host:port that clients are told to connect to.
     #[arg(long, env = "RUNNEL_ADVERTISED_LISTENER")]
     advertised_listener: Option<String>,
+    /// HTTP listener for /health, /ready and /metrics, ip:port (port 0 = any free port;
+    /// `off` = none) [default: 127.0.0.1:9644].
+    #[arg(long, env = "RUNNEL_HTTP_LISTEN")]
+    http_listen: Option<String>,
     #[arg(long, env = "RUNNEL_DATA_DIR")]
     data_dir: Option<PathBuf>,
     #[arg(long, env = "RUNNEL_NODE_ID")]
@@ -171,6 +175,7 @@ impl ServeArgs {
             node_id: self.node_id,
             listen: self.listen.clone(),
             advertised_listener: self.advertised_listener.clone(),
+            http_listen: self.http_listen.clone(),
             data_dir: self.data_dir.clone(),
             cluster_id: self.cluster_id.clone(),
             num_partitions: self.num_partitions,
@@ -259,6 +264,10 @@ fn main() -> anyhow::Result<()> {
         let broker = Broker::start(config).await.context("starting runnel")?;
         // The ready line: harnesses wait for it and read the bound address from it.
         println!("runnel ready: listening on {}", broker.local_addr());
+        if let Some(http) = broker.http_addr() {
+            // After the ready line, and without its words: harnesses match "listening on".
+            println!("runnel http: serving on {http}");
+        }
         std::io::stdout().flush().ok();
         wait_for_signal().await;
         tracing::info!("shutting down");

@@ -5,9 +5,12 @@ pub mod cluster;
 pub mod connection;
 pub mod connections;
 pub mod embedded;
+pub mod http;
+pub mod metrics;
 mod response_writer;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -47,6 +50,10 @@ pub enum StartError {
 /// [`Broker::shutdown`] to also wait for that and flush every partition.
 pub struct Broker {
     local_addr: SocketAddr,
+    /// The HTTP listener's bound address, when it is on.
+    http_addr: Option<SocketAddr>,
+    /// Read by `/ready`: set once serving, cleared when shutdown begins.
+    serving: Arc<AtomicBool>,
     ctx: Arc<Ctx>,
     shutdown: broadcast::Sender<()>,
     /// Every connection task holds a sender; `recv` returns `None` once the last one
@@ -88,6 +95,16 @@ impl Broker {
         let local_addr =
             listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
         let (host, port) = advertised(&config, local_addr);
+        let http_listener = match &config.http_listen {
+            Some(addr) => {
+                Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?)
+            }
+            None => None,
+        };
+        let http_addr = match &http_listener {
+            Some(l) => Some(http::bound(l).map_err(|source| StartError::Bind { addr: "http".into(), source })?),
+            None => None,
+        };
         let controller_listener = match config.controller_listen_addr() {
             Some(addr) => {
                 Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?)
@@ -146,28 +163,55 @@ impl Broker {
         }
         let (shutdown, _) = broadcast::channel(1);
         let (done, connections_done) = mpsc::channel(1);
-        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone(), done)));
+        let c = &ctx.config;
+        let connections = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
+        let serving = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        if let Some(l) = http_listener {
+            let state = Arc::new(http::HttpState::new(ctx.clone(), connections.clone(), serving.clone()));
+            tasks.push(http::spawn(l, state, shutdown.subscribe()));
+        }
+        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, connections, shutdown.clone(), done)));
         let incarnation = uuid::Uuid::new_v4();
         if ctx.controller.is_clustered() {
             ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller)));
         }
-        let tasks = vec![
+        tasks.extend([
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
-        ];
+        ]);
         cluster::wait_unfenced(&ctx, Duration::from_secs(30)).await;
         let image_of = ctx.controller.clone();
         let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
         let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
         let fetchers = Some(FetcherManager::start(ctx.replicas.clone(), endpoints));
-        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
-        Ok(Broker { local_addr, ctx, shutdown, connections_done, accept, tasks, fetchers, incarnation, _lock: lock })
+        serving.store(true, Ordering::Release);
+        let http = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
+        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), %http, "runnel broker started");
+        Ok(Broker {
+            local_addr,
+            http_addr,
+            serving,
+            ctx,
+            shutdown,
+            connections_done,
+            accept,
+            tasks,
+            fetchers,
+            incarnation,
+            _lock: lock,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `/health`, `/ready` and `/metrics` are served, unless `http_listen` is off.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
     }
 
     /// `host:port` for a client's bootstrap.servers.
@@ -185,6 +229,7 @@ impl Broker {
     /// are answered at once with what they have. So nothing is appended after the final
     /// flush, and every acknowledged record is in it.
     pub async fn shutdown(mut self) {
+        self.serving.store(false, Ordering::Release);
         // In a cluster, leadership moves to other replicas while this broker still
         // answers (clients are told NOT_LEADER_OR_FOLLOWER and follow the new leaders).
         cluster::controlled_shutdown(&self.ctx, self.incarnation).await;
@@ -284,9 +329,14 @@ fn flush_all(partitions: &[Arc<Partition>]) -> usize {
 /// How long [`Broker::shutdown`] waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::Sender<()>, done: mpsc::Sender<()>) {
+async fn accept_loop(
+    ctx: Arc<Ctx>,
+    listener: TcpListener,
+    table: Arc<ConnectionTable>,
+    shutdown: broadcast::Sender<()>,
+    done: mpsc::Sender<()>,
+) {
     let c = &ctx.config;
-    let table = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
     let limits = ConnectionLimits {
         idle: Duration::from_millis(c.connections_max_idle_ms),
         read_timeout: Duration::from_millis(c.request_read_timeout_ms),
