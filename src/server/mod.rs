@@ -171,7 +171,10 @@ impl Broker {
             let state = Arc::new(http::HttpState::new(ctx.clone(), connections.clone(), serving.clone()));
             tasks.push(http::spawn(l, state, shutdown.subscribe()));
         }
-        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, connections, shutdown.clone(), done)));
+        // Subscribed here, not in the task: a shutdown sent before the task first runs
+        // must still reach it (it did not, and a start at once followed by a shutdown hung).
+        let stop = shutdown.subscribe();
+        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, connections, shutdown.clone(), stop, done)));
         let incarnation = uuid::Uuid::new_v4();
         if ctx.controller.is_clustered() {
             ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller)));
@@ -334,6 +337,7 @@ async fn accept_loop(
     listener: TcpListener,
     table: Arc<ConnectionTable>,
     shutdown: broadcast::Sender<()>,
+    mut stop: broadcast::Receiver<()>,
     done: mpsc::Sender<()>,
 ) {
     let c = &ctx.config;
@@ -344,7 +348,6 @@ async fn accept_loop(
             .ok()
             .map(|b| Arc::new(Semaphore::new(b.min(Semaphore::MAX_PERMITS)))),
     };
-    let mut stop = shutdown.subscribe();
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
