@@ -107,7 +107,8 @@ def test_logs_to_a_file_carry_no_escape_codes_and_json_logs_are_json(tmp_path):
         assert "\x1b[" not in log, log[-2000:]
         if fmt == "json":
             import json
-            # The harness copies stdout's ready line into the same file.
-            parsed = [json.loads(line) for line in lines if not line.startswith("runnel ready:")]
+            # The harness copies stdout's ready and HTTP lines into the same file.
+            parsed = [json.loads(line) for line in lines
+                      if not line.startswith(("runnel ready:", "runnel http:"))]
             assert any(p.get("fields", {}).get("message") == "runnel broker started" for p in parsed), parsed[-5:]
             assert all("level" in p and "timestamp" in p for p in parsed)
