@@ -21,6 +21,16 @@ pub enum ConfigError {
     Invalid { field: &'static str, reason: String },
 }
 
+impl ConfigError {
+    /// The option an `Invalid` error is about.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            ConfigError::Invalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
 fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { field, reason: reason.into() }
 }
