@@ -254,3 +254,15 @@ async fn the_http_listener_can_be_turned_off() {
     assert_eq!(broker.broker().http_addr(), None);
     broker.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_half_sent_http_request_does_not_hold_up_shutdown() {
+    let broker = TestBroker::start().await;
+    let http = broker.broker().http_addr().expect("the HTTP listener is on");
+    let mut stalled = TcpStream::connect(http).await.unwrap();
+    stalled.write_all(b"GET /metrics HTTP/1.1\r\nHost: runnel\r\n").await.unwrap();
+    // The request line reached the server: it answers another connection meanwhile.
+    assert_eq!(get(http, "/health").await.0, 200);
+    tokio::time::timeout(common::REPLY_TIMEOUT, broker.shutdown()).await.expect("shutdown finishes");
+    drop(stalled);
+}

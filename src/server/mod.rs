@@ -63,6 +63,8 @@ pub struct Broker {
     tasks: Vec<JoinHandle<()>>,
     /// The follower fetchers of the partitions this broker follows.
     fetchers: Option<FetcherManager>,
+    /// The HTTP listener's task, when it is on.
+    http: Option<JoinHandle<()>>,
     /// This process's identity in the cluster's liveness (a restart is a new one).
     incarnation: uuid::Uuid,
     /// Held for the broker's lifetime: one process per data dir.
@@ -166,11 +168,10 @@ impl Broker {
         let c = &ctx.config;
         let connections = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
         let serving = Arc::new(AtomicBool::new(false));
-        let mut tasks = Vec::new();
-        if let Some(l) = http_listener {
+        let http = http_listener.map(|l| {
             let state = Arc::new(http::HttpState::new(ctx.clone(), connections.clone(), serving.clone()));
-            tasks.push(http::spawn(l, state, shutdown.subscribe()));
-        }
+            http::spawn(l, state, shutdown.subscribe())
+        });
         // Subscribed here, not in the task: a shutdown sent before the task first runs
         // must still reach it (it did not, and a start at once followed by a shutdown hung).
         let stop = shutdown.subscribe();
@@ -179,20 +180,20 @@ impl Broker {
         if ctx.controller.is_clustered() {
             ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller)));
         }
-        tasks.extend([
+        let tasks = vec![
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
-        ]);
+        ];
         cluster::wait_unfenced(&ctx, Duration::from_secs(30)).await;
         let image_of = ctx.controller.clone();
         let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
         let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
         let fetchers = Some(FetcherManager::start(ctx.replicas.clone(), endpoints));
         serving.store(true, Ordering::Release);
-        let http = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
-        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), %http, "runnel broker started");
+        let http_shown = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
+        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), http = %http_shown, "runnel broker started");
         Ok(Broker {
             local_addr,
             http_addr,
@@ -203,6 +204,7 @@ impl Broker {
             accept,
             tasks,
             fetchers,
+            http,
             incarnation,
             _lock: lock,
         })
@@ -250,6 +252,13 @@ impl Broker {
         for t in self.tasks.drain(..) {
             let _ = t.await;
         }
+        if let Some(mut http) = self.http.take() {
+            // Graceful: a scrape in flight is answered. A client that holds a request
+            // half sent would hold it forever: it gets HTTP_DRAIN_TIMEOUT.
+            if tokio::time::timeout(HTTP_DRAIN_TIMEOUT, &mut http).await.is_err() {
+                http.abort();
+            }
+        }
         if let Some(fetchers) = self.fetchers.take() {
             fetchers.shutdown().await;
         }
@@ -270,7 +279,7 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         let _ = self.shutdown.send(());
-        for t in self.tasks.iter().chain(&self.accept) {
+        for t in self.tasks.iter().chain(&self.accept).chain(&self.http) {
             t.abort();
         }
     }
@@ -331,6 +340,10 @@ fn flush_all(partitions: &[Arc<Partition>]) -> usize {
 
 /// How long [`Broker::shutdown`] waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long [`Broker::shutdown`] waits for HTTP requests in flight (a scrape takes
+/// milliseconds; only a stalled client takes this long).
+const HTTP_DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 
 async fn accept_loop(
     ctx: Arc<Ctx>,
