@@ -1,7 +1,10 @@
-# runnel container image: a single-node broker on 0.0.0.0:9092, data in the /data volume.
+# runnel container image: a single-node broker on 0.0.0.0:9092, data in the /data volume,
+# /health, /ready and /metrics on 0.0.0.0:9644.
 #
 #   docker/build-image.sh                      # builds runnel on the host, then this image
-#   docker run -p 9092:9092 runnel:dev         # clients bootstrap on 127.0.0.1:9092
+#   docker run -p 9092:9092 -p 9644:9644 runnel:dev
+#                                              # clients bootstrap on 127.0.0.1:9092,
+#                                              # Prometheus scrapes 127.0.0.1:9644/metrics
 #
 # Not multi-stage on purpose: a Rust builder image would have to be pulled, and the
 # project's machines reach no container registry. The binary is built on the host
@@ -23,17 +26,19 @@ RUN useradd --system --uid 10001 --user-group --home-dir /data --no-create-home 
  && mkdir -p /data && chown runnel:runnel /data
 
 COPY docker/entrypoint.sh /usr/local/bin/runnel-entrypoint
+COPY docker/healthcheck.sh /usr/local/bin/runnel-healthcheck
 COPY target/release/runnel /usr/local/bin/runnel
 
 USER runnel
 WORKDIR /data
 VOLUME /data
 ENV RUNNEL_LISTEN=0.0.0.0:9092 \
+    RUNNEL_HTTP_LISTEN=0.0.0.0:9644 \
     RUNNEL_DATA_DIR=/data \
     RUNNEL_LOG=info
-EXPOSE 9092
-# Healthy once the listener accepts connections (bash's /dev/tcp: no extra package).
-HEALTHCHECK --interval=2s --timeout=1s --start-period=1s --retries=5 \
-  CMD ["bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/${RUNNEL_LISTEN##*:}"]
+EXPOSE 9092 9644
+# Healthy while GET /ready answers 200 (bash's /dev/tcp speaks HTTP: no extra package).
+HEALTHCHECK --interval=2s --timeout=2s --start-period=1s --retries=5 \
+  CMD ["/usr/local/bin/runnel-healthcheck"]
 # runnel is PID 1 (the entrypoint execs it) and stops cleanly on SIGTERM (`docker stop`).
 ENTRYPOINT ["/usr/local/bin/runnel-entrypoint"]

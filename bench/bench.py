@@ -225,7 +225,8 @@ class Runnel:
         self.logf = open(self.data.parent / f"{self.data.name}.log", "w")
         t0 = kwire.now()
         self.proc = subprocess.Popen(
-            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--data-dir", str(self.data)],
+            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--http-listen", "127.0.0.1:0",
+             "--data-dir", str(self.data)],
             stdout=self.logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
         acked = kwire.first_ack(

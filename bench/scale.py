@@ -126,7 +126,7 @@ class Runnel:
     def launch(self):
         self.log = open(self.data.parent / "runnel.log", "a")
         self.proc = subprocess.Popen([self.binary, "--listen", f"127.0.0.1:{self.port}",
-                                      "--data-dir", str(self.data)],
+                                      "--http-listen", "127.0.0.1:0", "--data-dir", str(self.data)],
                                      stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return self.proc.pid
 

@@ -19,6 +19,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 READY = re.compile(r"listening on (\S+):(\d+)")
+HTTP = re.compile(r"runnel http: serving on (\S+):(\d+)")
 
 
 def runnel_bin() -> str:
@@ -36,6 +37,7 @@ class RunnelProcess:
         self.extra_args = list(extra_args)
         self.env = dict(os.environ, **(env or {}))
         self.port = 0
+        self.http_port = None
         self.host = "127.0.0.1"
         self.proc = None
         self.log_path = self.data_dir.parent / f"{self.data_dir.name}.log"
@@ -46,7 +48,9 @@ class RunnelProcess:
         return f"{self.host}:{self.port}"
 
     def start(self, timeout: float = 20.0):
-        args = [runnel_bin(), "--listen", f"127.0.0.1:{self.port}",
+        # The HTTP listener on a free port too (its default, 9644, is one per host); the
+        # bound address is printed after the ready line.
+        args = [runnel_bin(), "--listen", f"127.0.0.1:{self.port}", "--http-listen", "127.0.0.1:0",
                 "--data-dir", str(self.data_dir)] + self.extra_args
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=log, env=self.env)
@@ -60,6 +64,9 @@ class RunnelProcess:
                 m = READY.search(line)
                 if m and "port" not in found:
                     found["port"] = int(m.group(2))
+                h = HTTP.search(line)
+                if h:
+                    self.http_port = int(h.group(2))
 
         threading.Thread(target=pump, daemon=True).start()
         deadline = time.time() + timeout

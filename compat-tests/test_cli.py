@@ -33,8 +33,53 @@ def test_invalid_yaml_is_refused(tmp_path):
     cfg = tmp_path / "bad.yaml"
     cfg.write_text("num_partitons: 3\n")  # misspelt key
     r = run_to_exit(["--config", str(cfg), "--data-dir", str(tmp_path / "d")])
-    assert r.returncode != 0
+    assert r.returncode == 2, r
     assert "num_partitons" in r.stderr, r.stderr
+    assert str(cfg) in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("content,words", [
+    (None, ["cannot read"]),                              # no such file
+    ("num_partitions: [1, 2\n", []),                      # not YAML
+    ("num_partitions: many\n", []),                       # wrong type
+    ("num_partitions: 0\n", ["num_partitions"]),           # invalid value
+    ("http_listen: nowhere\n", ["http_listen"]),
+])
+def test_config_file_errors_exit_2_and_name_the_file(tmp_path, content, words):
+    cfg = tmp_path / "runnel.yaml"
+    if content is not None:
+        cfg.write_text(content)
+    r = run_to_exit(["--config", str(cfg), "--data-dir", str(tmp_path / "d")])
+    assert r.returncode == 2, r
+    # The first line names the file (a YAML error may follow with the offending line).
+    first = r.stderr.splitlines()[0]
+    assert first.startswith("runnel: ") and str(cfg) in first, r.stderr
+    for w in words:
+        assert w in first, r.stderr
+    assert "Error:" not in r.stderr and "backtrace" not in r.stderr, r.stderr
+    assert "listening on" not in r.stdout
+
+
+def test_an_invalid_flag_over_a_valid_file_says_where_it_came_from(tmp_path):
+    cfg = tmp_path / "runnel.yaml"
+    cfg.write_text("num_partitions: 3\n")
+    r = run_to_exit(["--config", str(cfg), "--num-partitions", "0", "--data-dir", str(tmp_path / "d")])
+    assert r.returncode == 2, r
+    assert "num_partitions" in r.stderr and "flag" in r.stderr and str(cfg) in r.stderr, r.stderr
+
+
+def test_help_describes_every_flag_with_its_default_and_environment_variable():
+    r = run_to_exit(["--help"])
+    assert r.returncode == 0, r
+    flags = [line.split()[0] for line in r.stdout.splitlines()
+             if line.startswith("      --") or line.startswith("  -")]
+    described = r.stdout.split("Options:")[1]
+    for flag in flags:
+        if flag in ("-h,", "-V,", "--help", "--version"):
+            continue
+        block = described.split(flag, 1)[1].split("\n      --", 1)[0]
+        assert "[env: RUNNEL_" in block, (flag, block)
+        assert "[default: " in block, (flag, block)
 
 
 def test_yaml_env_and_flags_layer_in_that_order(tmp_path):
@@ -78,8 +123,8 @@ def port_free(port):
 
 
 def test_no_arguments_is_a_dev_broker_on_9092(tmp_path):
-    if not port_free(9092):
-        pytest.skip("port 9092 is taken on this machine")
+    if not port_free(9092) or not port_free(9644):
+        pytest.skip("port 9092 or 9644 (HTTP) is taken on this machine")
     proc = subprocess.Popen([runnel_bin()], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         line = proc.stdout.readline()
@@ -107,7 +152,8 @@ def test_logs_to_a_file_carry_no_escape_codes_and_json_logs_are_json(tmp_path):
         assert "\x1b[" not in log, log[-2000:]
         if fmt == "json":
             import json
-            # The harness copies stdout's ready line into the same file.
-            parsed = [json.loads(line) for line in lines if not line.startswith("runnel ready:")]
+            # The harness copies stdout's ready and HTTP lines into the same file.
+            parsed = [json.loads(line) for line in lines
+                      if not line.startswith(("runnel ready:", "runnel http:"))]
             assert any(p.get("fields", {}).get("message") == "runnel broker started" for p in parsed), parsed[-5:]
             assert all("level" in p and "timestamp" in p for p in parsed)

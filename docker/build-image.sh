@@ -3,7 +3,7 @@
 #   1. the base image (docker/base-image.sh: a local debootstrap, no registry pull),
 #   2. the runnel binary on the host (cargo build --release --locked),
 #   3. `docker build` with the repository as context (.dockerignore sends only the binary
-#      and the entrypoint).
+#      and the entrypoint and health check scripts).
 # Needs a running dockerd (docker/ensure-dockerd.sh). Idempotent; docker's layer cache
 # makes a rebuild with an unchanged binary take about a second.
 set -euo pipefail

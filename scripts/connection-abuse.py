@@ -44,7 +44,7 @@ def fds(pid):
 def start_runnel(data, extra):
     binary = os.environ.get("RUNNEL_BIN") or next(
         (str(p) for p in (REPO / "target/release/runnel", REPO / "target/debug/runnel") if p.exists()), None)
-    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--data-dir", data, *extra],
+    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--data-dir", data, *extra],
                             stdout=subprocess.PIPE, stderr=open(os.path.join(os.path.dirname(data), "runnel.log"), "w"), text=True)
     line = proc.stdout.readline()
     assert "listening on" in line, line

@@ -21,6 +21,16 @@ pub enum ConfigError {
     Invalid { field: &'static str, reason: String },
 }
 
+impl ConfigError {
+    /// The option an `Invalid` error is about.
+    pub fn field(&self) -> Option<&'static str> {
+        match self {
+            ConfigError::Invalid { field, .. } => Some(field),
+            _ => None,
+        }
+    }
+}
+
 fn invalid(field: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid { field, reason: reason.into() }
 }
@@ -49,6 +59,12 @@ impl std::str::FromStr for FlushMode {
     }
 }
 
+/// Where the HTTP listener binds unless told otherwise.
+pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:9644";
+
+/// Values of `http_listen` that turn the HTTP listener off.
+const HTTP_OFF: [&str; 2] = ["off", ""];
+
 /// The validated broker configuration.
 #[derive(Debug, Clone)]
 pub struct BrokerConfig {
@@ -56,6 +72,8 @@ pub struct BrokerConfig {
     pub listen: String,
     /// `host:port` clients are told to connect to; `None` = the bound listener address.
     pub advertised_listener: Option<String>,
+    /// `ip:port` of the HTTP listener (`/health`, `/ready`, `/metrics`); `None` = off.
+    pub http_listen: Option<String>,
     pub data_dir: PathBuf,
     pub cluster_id: Option<String>,
     pub num_partitions: i32,
@@ -141,6 +159,7 @@ impl Default for BrokerConfig {
             node_id: 1,
             listen: "127.0.0.1:9092".into(),
             advertised_listener: None,
+            http_listen: Some(DEFAULT_HTTP_LISTEN.into()),
             data_dir: PathBuf::from("./runnel-data"),
             cluster_id: None,
             num_partitions: 1,
@@ -186,6 +205,8 @@ pub struct ConfigOverrides {
     pub node_id: Option<i32>,
     pub listen: Option<String>,
     pub advertised_listener: Option<String>,
+    /// `ip:port`, or `off` / empty for no HTTP listener.
+    pub http_listen: Option<String>,
     pub data_dir: Option<PathBuf>,
     pub cluster_id: Option<String>,
     pub num_partitions: Option<i32>,
@@ -298,6 +319,9 @@ impl BrokerConfig {
             if o.advertised_listener.is_some() {
                 cfg.advertised_listener = o.advertised_listener.clone();
             }
+            if let Some(v) = &o.http_listen {
+                cfg.http_listen = (!HTTP_OFF.contains(&v.trim())).then(|| v.trim().to_owned());
+            }
             if o.cluster_id.is_some() {
                 cfg.cluster_id = o.cluster_id.clone();
             }
@@ -313,6 +337,10 @@ impl BrokerConfig {
         self.listen
             .parse::<SocketAddr>()
             .map_err(|e| invalid("listen", format!("`{}` is not ip:port ({e})", self.listen)))?;
+        if let Some(http) = &self.http_listen {
+            http.parse::<SocketAddr>()
+                .map_err(|e| invalid("http_listen", format!("`{http}` is not ip:port or `off` ({e})")))?;
+        }
         if let Some(adv) = &self.advertised_listener {
             let ok = adv.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
             if !ok {
@@ -508,6 +536,20 @@ mod tests {
         bad(ConfigOverrides { process_roles: Some("chef".into()), ..Default::default() }, "process_roles");
         let ok = ConfigOverrides { process_roles: Some("controller,broker".into()), ..Default::default() };
         assert!(BrokerConfig::build(&[ok]).is_ok());
+    }
+
+    #[test]
+    fn http_listener_is_on_by_default_and_can_be_turned_off() {
+        assert_eq!(BrokerConfig::build(&[]).unwrap().http_listen.as_deref(), Some("127.0.0.1:9644"));
+        for off in ["off", "", " off "] {
+            let o = ConfigOverrides { http_listen: Some(off.into()), ..Default::default() };
+            assert_eq!(BrokerConfig::build(&[o]).unwrap().http_listen, None, "{off:?}");
+        }
+        let o = ConfigOverrides::from_yaml_str("http_listen: 0.0.0.0:8080\n").unwrap();
+        assert_eq!(BrokerConfig::build(&[o]).unwrap().http_listen.as_deref(), Some("0.0.0.0:8080"));
+        let o = ConfigOverrides { http_listen: Some("localhost".into()), ..Default::default() };
+        let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+        assert!(err.contains("http_listen"), "{err}");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! Node i (1-based) is `runnel --node-id i` with its client listener on
 //! `127.0.0.1:<base_port + i - 1>`, its controller listener on
-//! `127.0.0.1:<base_port + 100 + i - 1>`, every node a voter of the controller quorum,
+//! `127.0.0.1:<base_port + 100 + i - 1>`, its HTTP listener (`/health`, `/ready`,
+//! `/metrics`) on `127.0.0.1:<base_port + 200 + i - 1>` unless the extra flags set
+//! `--http-listen`, every node a voter of the controller quorum,
 //! its data in `<data_root>/node-i` and its log in `<data_root>/node-i.log`. The parent
 //! prints the bootstrap string once every node listens, and stops them all (SIGTERM, a
 //! controlled shutdown) on Ctrl-C or SIGTERM, or when one of them exits on its own.
@@ -18,6 +20,8 @@ use tokio::process::{Child, Command};
 
 /// Offset of the controller listeners from the client listeners.
 pub const CONTROLLER_PORT_OFFSET: u16 = 100;
+/// Offset of the HTTP listeners from the client listeners.
+pub const HTTP_PORT_OFFSET: u16 = 200;
 /// How long a node may take to listen, and to stop after SIGTERM.
 const NODE_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -55,7 +59,7 @@ impl DevCluster {
         if !(1..=9).contains(&self.nodes) {
             return Err(DevClusterError::Nodes(self.nodes));
         }
-        let top = u32::from(self.base_port) + u32::from(CONTROLLER_PORT_OFFSET) + u32::from(self.nodes);
+        let top = u32::from(self.base_port) + u32::from(HTTP_PORT_OFFSET) + u32::from(self.nodes);
         if top > 65_535 {
             return Err(DevClusterError::Ports(u32::from(self.base_port), top));
         }
@@ -68,6 +72,12 @@ impl DevCluster {
 
     fn controller_address(&self, node: u16) -> String {
         format!("127.0.0.1:{}", self.base_port + CONTROLLER_PORT_OFFSET + node - 1)
+    }
+
+    /// The HTTP listener of node `node`, `None` when the extra flags choose it.
+    pub fn http_address(&self, node: u16) -> Option<String> {
+        let chosen = self.extra_args.iter().any(|a| a == "--http-listen" || a.starts_with("--http-listen="));
+        (!chosen).then(|| format!("127.0.0.1:{}", self.base_port + HTTP_PORT_OFFSET + node - 1))
     }
 
     pub fn bootstrap(&self) -> String {
@@ -98,6 +108,9 @@ impl DevCluster {
             "--data-dir".to_owned(),
             self.data_dir(node).display().to_string(),
         ];
+        if let Some(http) = self.http_address(node) {
+            args.extend(["--http-listen".to_owned(), http]);
+        }
         args.extend(self.extra_args.iter().cloned());
         args
     }
@@ -113,6 +126,10 @@ impl DevCluster {
             Ok(()) => {
                 println!("runnel dev cluster: {} brokers", self.nodes);
                 println!("  bootstrap servers: {}", self.bootstrap());
+                let http: Vec<String> = (1..=self.nodes).filter_map(|n| self.http_address(n)).collect();
+                if !http.is_empty() {
+                    println!("  http (/metrics):   {}", http.join(","));
+                }
                 println!("  data and logs:     {}/node-N, node-N.log", self.data_root.display());
                 println!("Ctrl-C stops them all.");
                 self.wait(&mut children).await
@@ -240,10 +257,24 @@ mod tests {
                 "1@127.0.0.1:9192,2@127.0.0.1:9193,3@127.0.0.1:9194",
                 "--data-dir",
                 "d/node-2",
+                "--http-listen",
+                "127.0.0.1:9293",
                 "--num-partitions",
                 "3",
             ]
         );
+    }
+
+    #[test]
+    fn http_listeners_are_per_node_unless_the_extra_flags_choose() {
+        let c = spec(3);
+        assert_eq!(c.http_address(1).as_deref(), Some("127.0.0.1:9292"));
+        assert_eq!(c.http_address(3).as_deref(), Some("127.0.0.1:9294"));
+        let mut off = spec(2);
+        off.extra_args = vec!["--http-listen".into(), "off".into()];
+        assert_eq!(off.http_address(1), None);
+        let args = off.node_args(1);
+        assert_eq!(args.iter().filter(|a| *a == "--http-listen").count(), 1, "{args:?}");
     }
 
     #[test]

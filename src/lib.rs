@@ -26,6 +26,9 @@
 //!   time indexes, recovery, retention; reads planned as file slices under a partition's
 //!   lock and carried out after it; the broker's bounded cache of open segment files.
 //!
+//! * [`metrics`]: lock-free latency histograms the layers record into on their hot paths
+//!   (a leaf: every layer may use it); the broker renders them at scrape time.
+//!
 //! * [`dev_cluster`]: `runnel dev-cluster`, a local cluster of child processes.
 //!
 //! Imports point one way: `server → protocol → {coordinator, replication, controller} →
@@ -35,6 +38,7 @@ pub mod config;
 pub mod controller;
 pub mod coordinator;
 pub mod dev_cluster;
+pub mod metrics;
 pub mod protocol;
 pub mod replication;
 pub mod server;

@@ -5,7 +5,7 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use runnel::config::{BrokerConfig, ConfigOverrides, FlushMode};
 use runnel::Broker;
 
@@ -29,7 +29,7 @@ enum Command {
     /// Run the broker (the default).
     Serve(Box<ServeArgs>),
     /// Start a local cluster of N brokers as child processes (consecutive loopback
-    /// ports from --base-port, controllers 100 ports above, data and logs under
+    /// ports from --base-port, controllers 100 and HTTP 200 ports above, data and logs under
     /// --data-root/node-N), print the bootstrap servers, stop them all on Ctrl-C.
     DevCluster(DevClusterArgs),
 }
@@ -68,25 +68,41 @@ struct ServeArgs {
     /// host:port that clients are told to connect to.
     #[arg(long, env = "RUNNEL_ADVERTISED_LISTENER")]
     advertised_listener: Option<String>,
+    /// HTTP listener for /health, /ready and /metrics, ip:port (port 0 = any free port;
+    /// `off` = none).
+    #[arg(long, env = "RUNNEL_HTTP_LISTEN")]
+    http_listen: Option<String>,
+    /// Where partition logs and the metadata log live (Kafka: log.dirs).
     #[arg(long, env = "RUNNEL_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// This broker's id in the cluster (Kafka: node.id), >= 0.
     #[arg(long, env = "RUNNEL_NODE_ID")]
     node_id: Option<i32>,
+    /// Cluster id written on first start; later starts keep the stored one.
     #[arg(long, env = "RUNNEL_CLUSTER_ID")]
     cluster_id: Option<String>,
     /// Partitions of auto-created topics and of CreateTopics without a count.
     #[arg(long, env = "RUNNEL_NUM_PARTITIONS")]
     num_partitions: Option<i32>,
+    /// Create unknown topics on Metadata and Produce requests (Kafka:
+    /// auto.create.topics.enable).
     #[arg(long, env = "RUNNEL_AUTO_CREATE_TOPICS")]
     auto_create_topics: Option<bool>,
+    /// Delete sealed segments older than this; -1 keeps them forever (Kafka:
+    /// log.retention.ms).
     #[arg(long, env = "RUNNEL_LOG_RETENTION_MS")]
     log_retention_ms: Option<i64>,
+    /// Delete the oldest sealed segments while a partition is larger than this; -1 = no
+    /// limit (Kafka: log.retention.bytes).
     #[arg(long, env = "RUNNEL_LOG_RETENTION_BYTES")]
     log_retention_bytes: Option<i64>,
+    /// Roll a new segment file at this size (Kafka: log.segment.bytes).
     #[arg(long, env = "RUNNEL_LOG_SEGMENT_BYTES")]
     log_segment_bytes: Option<u64>,
+    /// Roll a new segment after this long even if not full (Kafka: log.roll.ms).
     #[arg(long, env = "RUNNEL_LOG_SEGMENT_MS")]
     log_segment_ms: Option<i64>,
+    /// How often retention runs (Kafka: log.retention.check.interval.ms).
     #[arg(long, env = "RUNNEL_LOG_RETENTION_CHECK_INTERVAL_MS")]
     log_retention_check_interval_ms: Option<u64>,
     /// How often the log cleaner looks for compacted topics to clean (Kafka:
@@ -96,12 +112,18 @@ struct ServeArgs {
     /// `interval` (Kafka's page-cache acks) or `fsync` (fsync before ack, group commit).
     #[arg(long, env = "RUNNEL_FLUSH_MODE")]
     flush_mode: Option<FlushMode>,
+    /// In `interval` flush mode, fsync after this many messages (Kafka:
+    /// log.flush.interval.messages).
     #[arg(long, env = "RUNNEL_FLUSH_INTERVAL_MESSAGES")]
     flush_interval_messages: Option<i64>,
+    /// In `interval` flush mode, fsync after this long (Kafka: log.flush.interval.ms).
     #[arg(long, env = "RUNNEL_FLUSH_INTERVAL_MS")]
     flush_interval_ms: Option<i64>,
+    /// Largest record batch accepted (Kafka: message.max.bytes).
     #[arg(long, env = "RUNNEL_MESSAGE_MAX_BYTES")]
     message_max_bytes: Option<usize>,
+    /// Largest request frame; a larger size prefix closes the connection (Kafka:
+    /// socket.request.max.bytes).
     #[arg(long, env = "RUNNEL_SOCKET_REQUEST_MAX_BYTES")]
     socket_request_max_bytes: Option<usize>,
     /// Open client connections; at the limit the least recently active idle (or stalled)
@@ -130,16 +152,23 @@ struct ServeArgs {
     /// cache first (off by default: slower on loopback in our measurements).
     #[arg(long, env = "RUNNEL_FETCH_SENDFILE")]
     fetch_sendfile: Option<bool>,
+    /// Default min.insync.replicas: acks=all produce is refused while the ISR is smaller.
     #[arg(long, env = "RUNNEL_MIN_INSYNC_REPLICAS")]
     min_insync_replicas: Option<i32>,
+    /// Smallest session timeout a group member may ask for (Kafka:
+    /// group.min.session.timeout.ms).
     #[arg(long, env = "RUNNEL_GROUP_MIN_SESSION_TIMEOUT_MS")]
     group_min_session_timeout_ms: Option<i32>,
+    /// Largest session timeout a group member may ask for (Kafka:
+    /// group.max.session.timeout.ms).
     #[arg(long, env = "RUNNEL_GROUP_MAX_SESSION_TIMEOUT_MS")]
     group_max_session_timeout_ms: Option<i32>,
     /// Delay of a new group's first rebalance, so that members starting together join one
     /// generation (Kafka's default is 3000; runnel's dev default is 0).
     #[arg(long, env = "RUNNEL_GROUP_INITIAL_REBALANCE_DELAY_MS")]
     group_initial_rebalance_delay_ms: Option<i32>,
+    /// Committed offsets of a group empty this long are removed (Kafka:
+    /// offsets.retention.minutes).
     #[arg(long, env = "RUNNEL_OFFSETS_RETENTION_MINUTES")]
     offsets_retention_minutes: Option<i64>,
     /// Segment size of `__consumer_offsets` when it is created (Kafka:
@@ -171,6 +200,7 @@ impl ServeArgs {
             node_id: self.node_id,
             listen: self.listen.clone(),
             advertised_listener: self.advertised_listener.clone(),
+            http_listen: self.http_listen.clone(),
             data_dir: self.data_dir.clone(),
             cluster_id: self.cluster_id.clone(),
             num_partitions: self.num_partitions,
@@ -227,23 +257,94 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+/// The built-in default of each optional serve flag, for `--help`. The flags have no
+/// clap default (an absent flag leaves the YAML file's or the environment's value), so
+/// clap cannot show one; these come from [`BrokerConfig::default`], so they cannot drift.
+fn flag_defaults() -> Vec<(&'static str, String)> {
+    let d = BrokerConfig::default();
+    let never = |v: i64| if v == i64::MAX { format!("{v} (never)") } else { v.to_string() };
+    let flush_mode = match d.flush_mode {
+        FlushMode::Interval => "interval",
+        FlushMode::Fsync => "fsync",
+    };
+    vec![
+        ("config", "none".to_owned()),
+        ("listen", d.listen.clone()),
+        ("advertised_listener", "the bound listener address".to_owned()),
+        ("http_listen", d.http_listen.clone().unwrap_or_else(|| "off".to_owned())),
+        ("data_dir", d.data_dir.display().to_string()),
+        ("node_id", d.node_id.to_string()),
+        ("cluster_id", "random on first start".to_owned()),
+        ("num_partitions", d.num_partitions.to_string()),
+        ("auto_create_topics", d.auto_create_topics.to_string()),
+        ("log_retention_ms", d.log_retention_ms.to_string()),
+        ("log_retention_bytes", d.log_retention_bytes.to_string()),
+        ("log_segment_bytes", d.log_segment_bytes.to_string()),
+        ("log_segment_ms", d.log_segment_ms.to_string()),
+        ("log_retention_check_interval_ms", d.log_retention_check_interval_ms.to_string()),
+        ("log_cleaner_backoff_ms", d.log_cleaner_backoff_ms.to_string()),
+        ("flush_mode", flush_mode.to_owned()),
+        ("flush_interval_messages", never(d.flush_interval_messages)),
+        ("flush_interval_ms", never(d.flush_interval_ms)),
+        ("message_max_bytes", d.message_max_bytes.to_string()),
+        ("socket_request_max_bytes", d.socket_request_max_bytes.to_string()),
+        ("max_connections", d.max_connections.to_string()),
+        ("max_connections_per_ip", d.max_connections_per_ip.to_string()),
+        ("connections_max_idle_ms", d.connections_max_idle_ms.to_string()),
+        ("request_read_timeout_ms", d.request_read_timeout_ms.to_string()),
+        ("queued_max_request_bytes", d.queued_max_request_bytes.to_string()),
+        ("max_open_log_files", d.max_open_log_files.to_string()),
+        ("fetch_sendfile", d.fetch_sendfile.to_string()),
+        ("min_insync_replicas", d.min_insync_replicas.to_string()),
+        ("group_min_session_timeout_ms", d.group_min_session_timeout_ms.to_string()),
+        ("group_max_session_timeout_ms", d.group_max_session_timeout_ms.to_string()),
+        ("group_initial_rebalance_delay_ms", d.group_initial_rebalance_delay_ms.to_string()),
+        ("offsets_retention_minutes", d.offsets_retention_minutes.to_string()),
+        ("offsets_topic_segment_bytes", d.offsets_topic_segment_bytes.to_string()),
+        ("default_replication_factor", d.default_replication_factor.to_string()),
+        ("controller_listen", "this node's entry in the voters".to_owned()),
+        ("controller_quorum_voters", "this node alone".to_owned()),
+        ("process_roles", d.process_roles.clone()),
+        ("rack", "none".to_owned()),
+    ]
+}
+
+/// Appends `[default: …]` to the help of each serve flag, on the top level and on `serve`.
+fn with_flag_defaults(cmd: clap::Command) -> clap::Command {
+    fn annotate(mut cmd: clap::Command) -> clap::Command {
+        for (id, default) in flag_defaults() {
+            cmd = cmd.mut_arg(id, |a| {
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                let long = a.get_long_help().map(|h| h.to_string());
+                let a = a.help(format!("{help} [default: {default}]"));
+                match long {
+                    Some(long) => a.long_help(format!("{long} [default: {default}]")),
+                    None => a,
+                }
+            });
+        }
+        cmd
+    }
+    annotate(cmd).mut_subcommand("serve", annotate)
+}
+
+fn cli_command() -> clap::Command {
+    with_flag_defaults(Cli::command())
+}
+
 fn main() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+    let cli = Cli::from_arg_matches(&cli_command().get_matches()).unwrap_or_else(|e| e.exit());
     let args = match cli.command {
         Some(Command::Serve(a)) => *a,
         Some(Command::DevCluster(d)) => return dev_cluster(d),
         None => cli.serve,
     };
     init_logging(args.log_format);
-    let mut layers = Vec::new();
-    if let Some(path) = &args.config {
-        layers.push(ConfigOverrides::from_yaml_file(path)?);
-    }
-    layers.push(args.overrides());
-    let config = match BrokerConfig::build(&layers) {
+    let config = match load_config(&args) {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("runnel: {e}");
+        Err(message) => {
+            // Every configuration error, like clap's usage errors: one line, exit 2.
+            eprintln!("runnel: {message}");
             std::process::exit(2);
         }
     };
@@ -259,11 +360,37 @@ fn main() -> anyhow::Result<()> {
         let broker = Broker::start(config).await.context("starting runnel")?;
         // The ready line: harnesses wait for it and read the bound address from it.
         println!("runnel ready: listening on {}", broker.local_addr());
+        if let Some(http) = broker.http_addr() {
+            // After the ready line, and without its words: harnesses match "listening on".
+            println!("runnel http: serving on {http}");
+        }
         std::io::stdout().flush().ok();
         wait_for_signal().await;
         tracing::info!("shutting down");
         broker.shutdown().await;
         Ok(())
+    })
+}
+
+/// The config file (if any), then the environment and flags, validated. An invalid
+/// value that the file alone already has names the file.
+fn load_config(args: &ServeArgs) -> Result<BrokerConfig, String> {
+    let file = match &args.config {
+        Some(path) => Some((path, ConfigOverrides::from_yaml_file(path).map_err(|e| e.to_string())?)),
+        None => None,
+    };
+    let mut layers: Vec<ConfigOverrides> = file.iter().map(|(_, o)| o.clone()).collect();
+    layers.push(args.overrides());
+    BrokerConfig::build(&layers).map_err(|e| match &file {
+        Some((path, from_file)) => {
+            let file_alone = BrokerConfig::build(std::slice::from_ref(from_file)).err();
+            if file_alone.is_some_and(|f| f.field() == e.field()) {
+                format!("config file {}: {e}", path.display())
+            } else {
+                format!("{e} (set by RUNNEL_* environment or a flag, over config file {})", path.display())
+            }
+        }
+        None => e.to_string(),
     })
 }
 
@@ -290,5 +417,47 @@ async fn wait_for_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag of the broker (top level and `serve`) says what it does, its default
+    /// and its environment variable in `--help`.
+    #[test]
+    fn every_flag_is_described_with_its_default_and_environment_variable() {
+        let mut cmd = cli_command();
+        cmd.build();
+        let serve = cmd.find_subcommand("serve").expect("serve subcommand").clone();
+        for command in [&cmd, &serve] {
+            let flags: Vec<&clap::Arg> = command
+                .get_arguments()
+                .filter(|a| a.get_long().is_some_and(|l| l != "help" && l != "version"))
+                .collect();
+            assert!(flags.len() > 30, "{}", flags.len());
+            for a in flags {
+                let id = a.get_id().as_str();
+                let help = a.get_help().map(|h| h.to_string()).unwrap_or_default();
+                let text = help.split(" [default:").next().unwrap_or_default();
+                assert!(text.trim().len() > 10, "--{id} has no description: {help:?}");
+                let has_default = help.contains("[default: ") || !a.get_default_values().is_empty();
+                assert!(has_default, "--{id} shows no default: {help:?}");
+                let env = a.get_env().map(|e| e.to_string_lossy().into_owned());
+                assert_eq!(env, Some(format!("RUNNEL_{}", id.to_uppercase())), "--{id}");
+            }
+        }
+        let rendered = cmd.render_long_help().to_string();
+        assert!(rendered.contains("[default: 127.0.0.1:9644]"), "{rendered}");
+        assert!(rendered.contains("[env: RUNNEL_HTTP_LISTEN="), "{rendered}");
+    }
+
+    #[test]
+    fn every_default_names_a_flag() {
+        let cmd = Cli::command();
+        for (id, _) in flag_defaults() {
+            assert!(cmd.get_arguments().any(|a| a.get_id().as_str() == id), "no flag {id}");
+        }
     }
 }

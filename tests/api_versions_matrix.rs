@@ -645,6 +645,9 @@ async fn describe_log_dirs(c: &mut Client, v: i16) -> anyhow::Result<()> {
     ensure(resp.error_code == 0 && resp.results.len() == 1, || format!("{resp:?}"))?;
     let dir = &resp.results[0];
     ensure(dir.error_code == 0 && !dir.log_dir.is_empty(), || format!("{dir:?}"))?;
+    ensure(v < 4 || (dir.total_bytes > 0 && (0..=dir.total_bytes).contains(&dir.usable_bytes)), || {
+        format!("volume sizes {dir:?}")
+    })?;
     let t = dir.topics.first().context("no topic")?;
     ensure(t.name.0.as_str() == TOPIC && t.partitions.len() == 1 && t.partitions[0].partition_index == 0, || {
         format!("{t:?}")

@@ -313,6 +313,12 @@ impl GroupCoordinator {
         views::list(self.lock().shard.groups.values())
     }
 
+    /// Generations and committed offsets of every group, for `/metrics`.
+    pub fn metrics_view(&self) -> views::GroupsMetricsView {
+        let st = self.lock();
+        views::metrics_view(st.shard.groups.values(), &st.shard.offsets)
+    }
+
     /// DeleteGroups of one group: only an empty one.
     pub async fn delete_group(&self, group_id: &str, now: i64) -> Result<(), CoordinatorError> {
         self.decide(group_id, now, None, |s| s.delete_group(group_id)).await?

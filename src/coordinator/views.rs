@@ -1,8 +1,9 @@
-//! Read-only views of groups for DescribeGroups and ListGroups.
+//! Read-only views of groups for DescribeGroups and ListGroups, and for `/metrics`.
 
 use bytes::Bytes;
 
 use super::group::{Group, GroupState};
+use super::offsets::CommittedOffsets;
 
 #[derive(Debug, Clone)]
 pub struct MemberDescription {
@@ -66,4 +67,27 @@ pub fn list<'a>(groups: impl Iterator<Item = &'a Group>) -> Vec<GroupListing> {
         .collect();
     v.sort_by(|a, b| a.group_id.cmp(&b.group_id));
     v
+}
+
+/// What `/metrics` shows of the groups: each live group's generation (its completed
+/// rebalances) and every committed offset.
+#[derive(Debug, Clone, Default)]
+pub struct GroupsMetricsView {
+    /// `(group, generation id)`, sorted by group.
+    pub generations: Vec<(String, i32)>,
+    /// `(group, topic, partition, committed offset)`, sorted.
+    pub committed: Vec<(String, String, i32, i64)>,
+}
+
+pub fn metrics_view<'a>(groups: impl Iterator<Item = &'a Group>, offsets: &CommittedOffsets) -> GroupsMetricsView {
+    let mut generations: Vec<(String, i32)> =
+        groups.filter(|g| g.state != GroupState::Dead).map(|g| (g.id.clone(), g.generation_id)).collect();
+    generations.sort();
+    let mut committed: Vec<(String, String, i32, i64)> = offsets
+        .groups()
+        .flat_map(|g| offsets.fetch(g, None).into_iter().map(move |(t, p, o)| (g, t, p, o)))
+        .filter_map(|(g, t, p, o)| Some((g.clone(), t, p, o?.offset)))
+        .collect();
+    committed.sort();
+    GroupsMetricsView { generations, committed }
 }

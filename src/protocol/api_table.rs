@@ -38,7 +38,7 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
         "move replicas; new ones catch up before old ones leave (`kafka-reassign-partitions`)",
     ),
     (ApiKey::ListPartitionReassignments, "reassignments in progress"),
-    (ApiKey::DescribeLogDirs, "one log directory (the data dir); volume sizes -1 (unknown)"),
+    (ApiKey::DescribeLogDirs, "one log directory (the data dir), partition sizes, the volume's total and usable bytes"),
 ];
 
 const CLUSTER: &str = "cluster issue";

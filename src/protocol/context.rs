@@ -27,6 +27,8 @@ pub struct Ctx {
     /// Serializes loading and unloading the group coordinator
     /// (`offsets_topic::refresh_coordinator`).
     pub coordinator_switch: std::sync::Mutex<()>,
+    /// Request counts and latencies, for `/metrics`.
+    pub requests: super::request_metrics::RequestMetrics,
 }
 
 impl Ctx {

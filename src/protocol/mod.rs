@@ -16,6 +16,7 @@ pub mod handlers;
 pub mod offsets_topic;
 pub mod refusal_log;
 pub mod replica_client;
+pub mod request_metrics;
 pub mod versions;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
@@ -73,6 +74,7 @@ pub async fn handle_frame(
     if frame.len() < 8 {
         return Err(ProtocolError::ShortFrame(frame.len()));
     }
+    let started = std::time::Instant::now();
     let raw_key = i16::from_be_bytes([frame[0], frame[1]]);
     let version = i16::from_be_bytes([frame[2], frame[3]]);
     let correlation_id = i32::from_be_bytes([frame[4], frame[5], frame[6], frame[7]]);
@@ -95,7 +97,7 @@ pub async fn handle_frame(
     let request = RequestKind::decode(api, &mut buf, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let info = RequestInfo { peer, client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default() };
     let reply = dispatch(ctx, &info, request, version).await?;
-    match reply {
+    let encoded = match reply {
         Reply::NoResponse => Ok(None),
         Reply::Fetch(reply) => {
             fetch_encoding::encode_fetch(*reply, version, correlation_id, ctx.config.fetch_sendfile).map(Some)
@@ -103,7 +105,9 @@ pub async fn handle_frame(
         Reply::Response(body) => {
             encode(api, version, correlation_id, &body).map(|b| Some(vec![Chunk::Mem(b.freeze())]))
         }
-    }
+    };
+    ctx.requests.observe_request(api, started.elapsed());
+    encoded
 }
 
 async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -> Result<Reply, ProtocolError> {
@@ -127,10 +131,15 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
     let resp = match request {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, v).await),
-        RequestKind::Produce(r) => match produce::handle(ctx, info, r, v).await {
-            Some(resp) => ResponseKind::Produce(resp),
-            None => return Ok(Reply::NoResponse),
-        },
+        RequestKind::Produce(r) => {
+            let (acks, started) = (r.acks, std::time::Instant::now());
+            let resp = produce::handle(ctx, info, r, v).await;
+            ctx.requests.observe_produce(acks, started.elapsed());
+            match resp {
+                Some(resp) => ResponseKind::Produce(resp),
+                None => return Ok(Reply::NoResponse),
+            }
+        }
         RequestKind::Fetch(r) => return Ok(Reply::Fetch(Box::new(fetch::handle(ctx, r, v).await))),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, v).await),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(ctx, r, v).await),

@@ -392,4 +392,23 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     manager.follower_fetched(&p, 3, 2, 43_000);
     let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
     assert_eq!(proposed, vec![IsrProposal::Expand { add: 3 }]);
+
+    // What the metadata committed is what the leader counts (for /metrics): the shrink,
+    // then, once committed, the expand; proposals alone count nothing.
+    let counters = manager.leadership_counters();
+    assert_eq!((counters.isr_shrinks(), counters.isr_expands()), (1, 0));
+    let mut expanded = shrunk.clone();
+    expanded.apply(&MetadataRecord::Partition {
+        topic_id: TOPIC_ID,
+        partition: 0,
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 2, 3],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 2,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+    manager.apply_image(&expanded, 43_000).unwrap();
+    assert_eq!((counters.isr_shrinks(), counters.isr_expands(), counters.unclean_elections()), (1, 1, 0));
 }

@@ -28,6 +28,7 @@ pub mod fetcher_manager;
 pub mod isr;
 pub mod isr_sink;
 pub mod leader_endpoint;
+pub mod leadership_counters;
 pub mod partition;
 pub mod partition_config;
 pub mod producer_state;

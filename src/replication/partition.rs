@@ -9,6 +9,7 @@
 //! appends and reads go on while the disk works.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -115,6 +116,9 @@ pub(super) struct PartitionState {
     /// The topic was deleted: its directory is going or gone (a topic of the same name
     /// may reuse the path), so no background work may write there any more.
     deleted: bool,
+    /// The ISR as the last applied metadata gave it, leader or follower; empty until the
+    /// first. What a new leader compares against to tell an unclean election.
+    metadata_isr: Vec<i32>,
 }
 
 /// Which partition: topic name, topic id, partition number.
@@ -134,6 +138,10 @@ pub struct Partition {
     /// One fsync at a time per partition; a caller that waited here finds its offset
     /// already covered by the fsync it waited behind (group commit).
     flush_lock: tokio::sync::Mutex<()>,
+    /// Record bytes appended by produces, and served to consumers' fetches (not to
+    /// followers'), since this process opened the partition.
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
 }
 
 impl Partition {
@@ -168,8 +176,11 @@ impl Partition {
                 producers,
                 flushed_through: leo,
                 deleted: false,
+                metadata_isr: Vec::new(),
             }),
             flush_lock: tokio::sync::Mutex::new(()),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
         })
     }
 
@@ -219,6 +230,7 @@ impl Partition {
             s.role == Role::Leader && s.leader_epoch == pi.leader_epoch && s.isr.has_replicas(pi.leader, &pi.replicas);
         s.role = Role::Leader;
         s.leader_epoch = pi.leader_epoch;
+        s.metadata_isr.clone_from(&pi.isr);
         if same_leadership {
             s.isr.set_isr(&pi.isr);
         } else {
@@ -315,6 +327,7 @@ impl Partition {
         }
         let leo = s.log.log_end_offset();
         s.isr.on_leader_append(leo);
+        self.bytes_in.fetch_add(records.len() as u64, Ordering::Relaxed);
         Ok(AppendResult {
             base_offset: info.base_offset,
             last_offset: info.last_offset,
@@ -343,7 +356,7 @@ impl Partition {
             s.flushed_through = s.flushed_through.max(s.log.recovery_point());
             return Ok(());
         };
-        tokio::task::spawn_blocking(move || file.sync_data())
+        tokio::task::spawn_blocking(move || crate::metrics::timed_fsync(|| file.sync_data()))
             .await
             .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?
             .map_err(PartitionError::FlushFailed)?;
@@ -377,6 +390,7 @@ impl Partition {
         }
         let hw = s.isr.high_watermark();
         let records = s.log.read_slices(offset, max_bytes, hw)?;
+        self.bytes_out.fetch_add(records.len() as u64, Ordering::Relaxed);
         Ok(FetchResult {
             records,
             high_watermark: hw,
@@ -483,6 +497,22 @@ impl Partition {
 
     pub fn size_bytes(&self) -> u64 {
         self.lock().log.size_bytes()
+    }
+
+    /// The log's size in bytes and its number of segments.
+    pub fn log_size_and_segments(&self) -> (u64, usize) {
+        let s = self.lock();
+        (s.log.size_bytes(), s.log.segment_count())
+    }
+
+    /// Record bytes produced to and consumed from this partition: `(in, out)`.
+    pub fn traffic(&self) -> (u64, u64) {
+        (self.bytes_in.load(Ordering::Relaxed), self.bytes_out.load(Ordering::Relaxed))
+    }
+
+    /// The ISR of the last applied metadata (empty before the first).
+    pub fn metadata_isr(&self) -> Vec<i32> {
+        self.lock().metadata_isr.clone()
     }
 
     /// Whether [`Self::flush`] has anything to write.

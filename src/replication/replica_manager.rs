@@ -23,6 +23,7 @@ use uuid::Uuid;
 
 use super::blocking_pool::BlockingPool;
 use super::isr_sink::{IsrChange, IsrChangeSink, LoggingIsrChangeSink};
+use super::leadership_counters::{Before, LeadershipCounters};
 use super::partition::{AppendResult, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
 use super::purgatory::{DelayedOperations, WaitOutcome};
@@ -57,6 +58,8 @@ pub struct ReplicaManager {
     pool: BlockingPool,
     /// Wall-clock milliseconds (injected, so tests can move time).
     clock: Clock,
+    /// ISR changes and unclean elections of the partitions led here, for `/metrics`.
+    leadership: LeadershipCounters,
     /// The segment descriptors every partition shares, bounded by `max_open_log_files`.
     files: Arc<FileCache>,
     /// Partitions opened by `prepare` for the commit under way, taken by `apply_delta`.
@@ -145,6 +148,7 @@ impl ReplicaManager {
             clock,
             files: FileCache::new(file_cache::capacity_for(broker.max_open_log_files)),
             prepared: Mutex::new(HashMap::new()),
+            leadership: LeadershipCounters::default(),
         }
     }
 
@@ -246,6 +250,8 @@ impl ReplicaManager {
     fn set_role(&self, p: &Partition, pi: &PartitionImage, now_ms: i64) -> bool {
         let was_follower = !p.is_leader();
         let fetchers_affected = if pi.leader == self.node_id {
+            let before = Before { leading: !was_follower, leader_epoch: p.leader_epoch(), isr: p.metadata_isr() };
+            self.leadership.on_leadership(self.node_id, &before, pi);
             p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms);
             was_follower
         } else {
@@ -271,6 +277,11 @@ impl ReplicaManager {
     /// Wall-clock milliseconds, from the injected clock.
     pub fn now_ms(&self) -> i64 {
         (self.clock)()
+    }
+
+    /// ISR shrinks and expands and unclean elections of the partitions led here.
+    pub fn leadership_counters(&self) -> &LeadershipCounters {
+        &self.leadership
     }
 
     /// This broker's node id.

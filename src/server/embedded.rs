@@ -32,10 +32,15 @@ pub enum EmbeddedError {
 }
 
 impl BrokerConfig {
-    /// The defaults of a broker inside a test: listen on a free loopback port
-    /// (`127.0.0.1:0`), data in `data_dir`. Everything else is the normal default.
+    /// The defaults of a broker inside a test: listen (Kafka and HTTP) on free loopback
+    /// ports (`127.0.0.1:0`), data in `data_dir`. Everything else is the normal default.
     pub fn ephemeral(data_dir: impl Into<PathBuf>) -> BrokerConfig {
-        BrokerConfig { listen: "127.0.0.1:0".to_owned(), data_dir: data_dir.into(), ..BrokerConfig::default() }
+        BrokerConfig {
+            listen: "127.0.0.1:0".to_owned(),
+            http_listen: Some("127.0.0.1:0".to_owned()),
+            data_dir: data_dir.into(),
+            ..BrokerConfig::default()
+        }
     }
 }
 

@@ -5,9 +5,12 @@ pub mod cluster;
 pub mod connection;
 pub mod connections;
 pub mod embedded;
+pub mod http;
+pub mod metrics;
 mod response_writer;
 
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -52,6 +55,10 @@ const LEADER_IMBALANCE_CHECK_INTERVAL: std::time::Duration = std::time::Duration
 
 pub struct Broker {
     local_addr: SocketAddr,
+    /// The HTTP listener's bound address, when it is on.
+    http_addr: Option<SocketAddr>,
+    /// Read by `/ready`: set once serving, cleared when shutdown begins.
+    serving: Arc<AtomicBool>,
     ctx: Arc<Ctx>,
     shutdown: broadcast::Sender<()>,
     /// Every connection task holds a sender; `recv` returns `None` once the last one
@@ -61,6 +68,8 @@ pub struct Broker {
     tasks: Vec<JoinHandle<()>>,
     /// The follower fetchers of the partitions this broker follows.
     fetchers: Option<FetcherManager>,
+    /// The HTTP listener's task, when it is on.
+    http: Option<JoinHandle<()>>,
     /// This process's identity in the cluster's liveness (a restart is a new one).
     incarnation: uuid::Uuid,
     /// Held for the broker's lifetime: one process per data dir.
@@ -93,6 +102,16 @@ impl Broker {
         let local_addr =
             listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
         let (host, port) = advertised(&config, local_addr);
+        let http_listener = match &config.http_listen {
+            Some(addr) => {
+                Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?)
+            }
+            None => None,
+        };
+        let http_addr = match &http_listener {
+            Some(l) => Some(http::bound(l).map_err(|source| StartError::Bind { addr: "http".into(), source })?),
+            None => None,
+        };
         let controller_listener = match config.controller_listen_addr() {
             Some(addr) => {
                 Some(TcpListener::bind(&addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?)
@@ -141,6 +160,7 @@ impl Broker {
                 clock,
                 refusals: Default::default(),
                 coordinator_switch: Default::default(),
+                requests: Default::default(),
             }
         });
         // Groups are served by the broker that leads `__consumer_offsets`, loaded from it.
@@ -151,7 +171,17 @@ impl Broker {
         }
         let (shutdown, _) = broadcast::channel(1);
         let (done, connections_done) = mpsc::channel(1);
-        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, shutdown.clone(), done)));
+        let c = &ctx.config;
+        let connections = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
+        let serving = Arc::new(AtomicBool::new(false));
+        let http = http_listener.map(|l| {
+            let state = Arc::new(http::HttpState::new(ctx.clone(), connections.clone(), serving.clone()));
+            http::spawn(l, state, shutdown.subscribe())
+        });
+        // Subscribed here, not in the task: a shutdown sent before the task first runs
+        // must still reach it (it did not, and a start at once followed by a shutdown hung).
+        let stop = shutdown.subscribe();
+        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, connections, shutdown.clone(), stop, done)));
         let incarnation = uuid::Uuid::new_v4();
         if ctx.controller.is_clustered() {
             ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller, &ctx.replicas)));
@@ -167,12 +197,32 @@ impl Broker {
         let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
         let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
         let fetchers = Some(FetcherManager::start(ctx.replicas.clone(), endpoints));
-        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), "runnel broker started");
-        Ok(Broker { local_addr, ctx, shutdown, connections_done, accept, tasks, fetchers, incarnation, _lock: lock })
+        serving.store(true, Ordering::Release);
+        let http_shown = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
+        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), http = %http_shown, "runnel broker started");
+        Ok(Broker {
+            local_addr,
+            http_addr,
+            serving,
+            ctx,
+            shutdown,
+            connections_done,
+            accept,
+            tasks,
+            fetchers,
+            http,
+            incarnation,
+            _lock: lock,
+        })
     }
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where `/health`, `/ready` and `/metrics` are served, unless `http_listen` is off.
+    pub fn http_addr(&self) -> Option<SocketAddr> {
+        self.http_addr
     }
 
     /// `host:port` for a client's bootstrap.servers.
@@ -190,6 +240,7 @@ impl Broker {
     /// are answered at once with what they have. So nothing is appended after the final
     /// flush, and every acknowledged record is in it.
     pub async fn shutdown(mut self) {
+        self.serving.store(false, Ordering::Release);
         // In a cluster, leadership moves to other replicas while this broker still
         // answers (clients are told NOT_LEADER_OR_FOLLOWER and follow the new leaders).
         cluster::controlled_shutdown(&self.ctx, self.incarnation).await;
@@ -206,6 +257,13 @@ impl Broker {
         }
         for t in self.tasks.drain(..) {
             let _ = t.await;
+        }
+        if let Some(mut http) = self.http.take() {
+            // Graceful: a scrape in flight is answered. A client that holds a request
+            // half sent would hold it forever: it gets HTTP_DRAIN_TIMEOUT.
+            if tokio::time::timeout(HTTP_DRAIN_TIMEOUT, &mut http).await.is_err() {
+                http.abort();
+            }
         }
         if let Some(fetchers) = self.fetchers.take() {
             fetchers.shutdown().await;
@@ -227,7 +285,7 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         let _ = self.shutdown.send(());
-        for t in self.tasks.iter().chain(&self.accept) {
+        for t in self.tasks.iter().chain(&self.accept).chain(&self.http) {
             t.abort();
         }
     }
@@ -289,9 +347,19 @@ fn flush_all(partitions: &[Arc<Partition>]) -> usize {
 /// How long [`Broker::shutdown`] waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 
-async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::Sender<()>, done: mpsc::Sender<()>) {
+/// How long [`Broker::shutdown`] waits for HTTP requests in flight (a scrape takes
+/// milliseconds; only a stalled client takes this long).
+const HTTP_DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
+
+async fn accept_loop(
+    ctx: Arc<Ctx>,
+    listener: TcpListener,
+    table: Arc<ConnectionTable>,
+    shutdown: broadcast::Sender<()>,
+    mut stop: broadcast::Receiver<()>,
+    done: mpsc::Sender<()>,
+) {
     let c = &ctx.config;
-    let table = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
     let limits = ConnectionLimits {
         idle: Duration::from_millis(c.connections_max_idle_ms),
         read_timeout: Duration::from_millis(c.request_read_timeout_ms),
@@ -299,7 +367,6 @@ async fn accept_loop(ctx: Arc<Ctx>, listener: TcpListener, shutdown: broadcast::
             .ok()
             .map(|b| Arc::new(Semaphore::new(b.min(Semaphore::MAX_PERMITS)))),
     };
-    let mut stop = shutdown.subscribe();
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,

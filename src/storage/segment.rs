@@ -499,7 +499,8 @@ impl LogSegment {
     /// last one (a broker with many idle partitions shuts down without touching them).
     pub fn flush(&mut self) -> io::Result<()> {
         if self.unflushed {
-            self.log.get()?.sync_data()?;
+            let log = self.log.get()?;
+            crate::metrics::timed_fsync(|| log.sync_data())?;
             self.unflushed = false;
         }
         self.offset_index.flush()?;

@@ -43,6 +43,7 @@ impl TestBroker {
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = BrokerConfig {
             listen: "127.0.0.1:0".into(),
+            http_listen: Some("127.0.0.1:0".into()),
             data_dir: dir.path().to_path_buf(),
             ..BrokerConfig::default()
         };
@@ -58,6 +59,7 @@ impl TestBroker {
         let dir = tempfile::tempdir().expect("tempdir");
         let config = BrokerConfig {
             listen: "127.0.0.1:0".into(),
+            http_listen: Some("127.0.0.1:0".into()),
             data_dir: dir.path().to_path_buf(),
             ..BrokerConfig::default()
         };

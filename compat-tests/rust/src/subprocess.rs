@@ -40,7 +40,7 @@ impl RunnelProcess {
         let data_dir = tempfile::tempdir()?;
         let log = std::fs::File::create(data_dir.path().join("runnel.log"))?;
         let mut child = Command::new(bin)
-            .args(["--listen", "127.0.0.1:0", "--data-dir"])
+            .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir.path().join("data"))
             .args(args)
             .stdout(Stdio::piped())

@@ -35,11 +35,20 @@ pub fn handle(ctx: &Ctx, req: DescribeLogDirsRequest, _version: i16) -> Describe
         })
         .collect();
     let dir = std::fs::canonicalize(&ctx.config.data_dir).unwrap_or_else(|_| ctx.config.data_dir.clone());
-    // The volume's total and usable bytes stay -1 (the protocol's "unknown").
+    let (total, usable) = volume_bytes(&dir).unwrap_or((-1, -1));
     let result = DescribeLogDirsResult::default()
         .with_log_dir(str_bytes(dir.display().to_string()))
         .with_topics(topics)
-        .with_total_bytes(-1)
-        .with_usable_bytes(-1);
+        .with_total_bytes(total)
+        .with_usable_bytes(usable);
     DescribeLogDirsResponse::default().with_results(vec![result])
+}
+
+/// The volume's total size and the bytes available to the broker (Java's
+/// `FileStore.getTotalSpace` / `getUsableSpace`, which Kafka reports); `None` if the
+/// filesystem cannot be asked (the protocol's -1, unknown).
+fn volume_bytes(dir: &std::path::Path) -> Option<(i64, i64)> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    let bytes = |blocks: u64| i64::try_from(blocks.saturating_mul(st.f_frsize)).unwrap_or(i64::MAX);
+    Some((bytes(st.f_blocks), bytes(st.f_bavail)))
 }

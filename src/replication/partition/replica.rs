@@ -50,6 +50,7 @@ impl Partition {
         let hw = s.known_high_watermark().min(s.log.log_end_offset());
         s.role = role;
         s.leader_epoch = pi.leader_epoch;
+        s.metadata_isr.clone_from(&pi.isr);
         s.follower_high_watermark = hw;
         s.pending_isr_proposal = None;
         s.unsent_isr_proposal = None;

@@ -1,0 +1,99 @@
+//! The HTTP listener (`--http-listen`, default 127.0.0.1:9644):
+//!
+//! * `GET /health`: 200 while the process runs.
+//! * `GET /ready`: 200 while the broker serves Kafka clients (started, not shutting
+//!   down, and in a cluster registered and unfenced by the controller quorum); 503 with
+//!   the reason otherwise.
+//! * `GET /metrics`: the Prometheus text format ([`super::metrics`]).
+//!
+//! Anything else is a 404 (unknown path) or 405 (wrong method); malformed HTTP is
+//! answered 400 by hyper. The listener is bound at start, before the slower parts, so
+//! a busy port fails the start at once; it is served from then on (`/ready` says 503
+//! until the broker serves) and stops with the broker's shutdown broadcast.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use prometheus_client::registry::Registry;
+use tokio::net::TcpListener;
+use tokio::sync::broadcast;
+use tokio::task::JoinHandle;
+
+use super::connections::ConnectionTable;
+use crate::protocol::Ctx;
+
+/// What the handlers read.
+pub struct HttpState {
+    ctx: Arc<Ctx>,
+    /// Set once the broker serves Kafka clients; cleared when its shutdown begins.
+    serving: Arc<AtomicBool>,
+    registry: Registry,
+}
+
+impl HttpState {
+    pub fn new(ctx: Arc<Ctx>, connections: Arc<ConnectionTable>, serving: Arc<AtomicBool>) -> HttpState {
+        let registry = super::metrics::registry(ctx.clone(), connections);
+        HttpState { ctx, serving, registry }
+    }
+
+    /// `Err(reason)` while the broker should not get client traffic.
+    fn readiness(&self) -> Result<(), &'static str> {
+        if !self.serving.load(Ordering::Acquire) {
+            return Err("the broker is starting or shutting down");
+        }
+        if self.ctx.controller.is_clustered() && !self.ctx.image().broker_alive(self.ctx.config.node_id) {
+            return Err("not registered or fenced by the controller quorum");
+        }
+        Ok(())
+    }
+}
+
+/// Serves `listener` until `shutdown` fires.
+pub fn spawn(listener: TcpListener, state: Arc<HttpState>, mut shutdown: broadcast::Receiver<()>) -> JoinHandle<()> {
+    let app = Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .with_state(state);
+    tokio::spawn(async move {
+        let stop = async move {
+            let _ = shutdown.recv().await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
+            tracing::error!(error = %e, "HTTP listener failed");
+        }
+    })
+}
+
+/// The bound address of `listener` (port 0 resolved).
+pub fn bound(listener: &TcpListener) -> std::io::Result<SocketAddr> {
+    listener.local_addr()
+}
+
+async fn health() -> &'static str {
+    "ok\n"
+}
+
+async fn ready(State(state): State<Arc<HttpState>>) -> Response {
+    match state.readiness() {
+        Ok(()) => (StatusCode::OK, "ready\n").into_response(),
+        Err(reason) => (StatusCode::SERVICE_UNAVAILABLE, format!("not ready: {reason}\n")).into_response(),
+    }
+}
+
+/// Rendered on a blocking thread: it walks every local partition.
+async fn metrics(State(state): State<Arc<HttpState>>) -> Response {
+    let rendered = tokio::task::spawn_blocking(move || super::metrics::render(&state.registry)).await;
+    match rendered {
+        Ok(Ok(text)) => {
+            ([(header::CONTENT_TYPE, prometheus_client::encoding::prometheus_text::CONTENT_TYPE)], text).into_response()
+        }
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "cannot render metrics\n").into_response(),
+    }
+}

@@ -1,0 +1,262 @@
+//! `/metrics`: the broker's state in the Prometheus text format (version 0.0.4).
+//!
+//! Gauges are computed at scrape time from the state the broker keeps anyway (the
+//! metadata image, the local partitions, the group coordinator, the connection table,
+//! the data dir's filesystem); counters and histograms are the atomics the layers bump
+//! on their paths ([`crate::metrics`], [`crate::protocol::request_metrics`], the
+//! partitions' byte counts, [`crate::replication::leadership_counters`]). A scrape takes
+//! each partition's lock briefly, one at a time, and the coordinator's lock once.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeGaugeValue, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
+
+use super::connections::ConnectionTable;
+use crate::metrics::{fsync_latency, Histogram};
+use crate::protocol::Ctx;
+
+/// The registry of one broker: a single collector that reads everything at scrape time.
+pub fn registry(ctx: Arc<Ctx>, connections: Arc<ConnectionTable>) -> Registry {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(BrokerCollector { ctx, connections }));
+    registry
+}
+
+/// Renders `registry` as the Prometheus text format.
+pub fn render(registry: &Registry) -> Result<String, fmt::Error> {
+    let mut out = String::with_capacity(16 * 1024);
+    prometheus_client::encoding::prometheus_text::encode(&mut out, registry)?;
+    Ok(out)
+}
+
+struct BrokerCollector {
+    ctx: Arc<Ctx>,
+    connections: Arc<ConnectionTable>,
+}
+
+impl fmt::Debug for BrokerCollector {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("BrokerCollector").field("node_id", &self.ctx.config.node_id).finish()
+    }
+}
+
+type Labels = Vec<(&'static str, String)>;
+
+/// A gauge family: one row per label set.
+fn gauges<V: EncodeGaugeValue>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels, V)>,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Gauge)?;
+    for (labels, v) in rows {
+        m.encode_family(&labels)?.encode_gauge(&v)?;
+    }
+    Ok(())
+}
+
+/// A counter family (the encoder appends `_total` to `name`).
+fn counters(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels, u64)>,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Counter)?;
+    for (labels, v) in rows {
+        m.encode_family(&labels)?.encode_counter::<NoLabelSet, u64, f64>(&v, None)?;
+    }
+    Ok(())
+}
+
+fn histograms<'a>(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    rows: impl IntoIterator<Item = (Labels, &'a Histogram)>,
+) -> fmt::Result {
+    let mut m = enc.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    for (labels, h) in rows {
+        let s = h.snapshot();
+        m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(s.sum_seconds, s.count, &s.buckets, None)?;
+    }
+    Ok(())
+}
+
+fn labels<const N: usize>(pairs: [(&'static str, String); N]) -> Labels {
+    pairs.into_iter().collect()
+}
+
+impl Collector for BrokerCollector {
+    fn encode(&self, mut enc: DescriptorEncoder) -> fmt::Result {
+        let ctx = &self.ctx;
+        let requests = &ctx.requests;
+        histograms(
+            &mut enc,
+            "produce_latency_seconds",
+            "Time from a produce request's decoding to its response being ready, by acks (for acks=all it \
+             includes the wait for the in-sync replicas, in fsync mode the fsync)",
+            requests.produce().map(|(acks, h)| (labels([("acks", acks.to_owned())]), h)),
+        )?;
+        let apis: Vec<(String, &Histogram)> = requests.apis().collect();
+        counters(
+            &mut enc,
+            "requests",
+            "Kafka requests handled, by API",
+            apis.iter().map(|(api, h)| (labels([("api", api.clone())]), h.count())),
+        )?;
+        histograms(
+            &mut enc,
+            "request_latency_seconds",
+            "Time from a request's frame to its encoded response, by API (a Fetch's includes its long poll)",
+            apis.iter().map(|(api, h)| (labels([("api", api.clone())]), *h)),
+        )?;
+        histograms(
+            &mut enc,
+            "fsync_latency_seconds",
+            "fdatasync of log segments and of group commits (process-wide)",
+            [(Labels::new(), fsync_latency())],
+        )?;
+        gauges(
+            &mut enc,
+            "open_connections",
+            "Open Kafka client connections",
+            [(Labels::new(), self.connections.open_count() as i64)],
+        )?;
+        self.encode_partitions(&mut enc)?;
+        self.encode_groups(&mut enc)?;
+        let image = ctx.image();
+        let me = ctx.config.node_id;
+        let under_replicated = image
+            .topics
+            .values()
+            .flat_map(|t| t.partitions.iter())
+            .filter(|p| p.leader == me && p.isr.len() < p.replicas.len())
+            .count();
+        gauges(
+            &mut enc,
+            "under_replicated_partitions",
+            "Partitions led by this broker whose ISR is smaller than their replica set",
+            [(Labels::new(), under_replicated as i64)],
+        )?;
+        let leadership = ctx.replicas.leadership_counters();
+        counters(
+            &mut enc,
+            "isr_shrinks",
+            "ISR shrinks of partitions led by this broker",
+            one(leadership.isr_shrinks()),
+        )?;
+        counters(
+            &mut enc,
+            "isr_expands",
+            "ISR expands of partitions led by this broker",
+            one(leadership.isr_expands()),
+        )?;
+        counters(
+            &mut enc,
+            "unclean_leader_elections",
+            "Elections that made this broker leader from outside the ISR",
+            one(leadership.unclean_elections()),
+        )?;
+        if let Some(ratio) = disk_used_ratio(&ctx.config.data_dir) {
+            gauges(
+                &mut enc,
+                "broker_disk_used_ratio",
+                "Used fraction of the filesystem that holds the data dir (as df computes it)",
+                [(Labels::new(), ratio)],
+            )?;
+        }
+        Ok(())
+    }
+}
+
+fn one(v: u64) -> [(Labels, u64); 1] {
+    [(Labels::new(), v)]
+}
+
+impl BrokerCollector {
+    /// Per partition: log size and segments; per topic: bytes in and out.
+    fn encode_partitions(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let mut partitions = self.ctx.replicas.all_partitions();
+        partitions.sort_by(|a, b| (&a.topic, a.index).cmp(&(&b.topic, b.index)));
+        let mut sizes = Vec::with_capacity(partitions.len());
+        let mut traffic: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+        for p in &partitions {
+            let (size, segments) = p.log_size_and_segments();
+            sizes.push((labels([("topic", p.topic.clone()), ("partition", p.index.to_string())]), size, segments));
+            let (bytes_in, bytes_out) = p.traffic();
+            let t = traffic.entry(&p.topic).or_default();
+            t.0 += bytes_in;
+            t.1 += bytes_out;
+        }
+        gauges(
+            enc,
+            "log_size_bytes",
+            "Bytes of a local partition's log segments",
+            sizes.iter().map(|(l, size, _)| (l.clone(), *size as i64)),
+        )?;
+        gauges(
+            enc,
+            "log_segments",
+            "Segments of a local partition's log",
+            sizes.iter().map(|(l, _, segments)| (l.clone(), *segments as i64)),
+        )?;
+        counters(
+            enc,
+            "bytes_in",
+            "Record bytes appended by produce requests to the partitions this broker leads, by topic",
+            traffic.iter().map(|(t, (i, _))| (labels([("topic", (*t).to_owned())]), *i)),
+        )?;
+        counters(
+            enc,
+            "bytes_out",
+            "Record bytes served to consumers' fetches (not followers'), by topic",
+            traffic.iter().map(|(t, (_, o))| (labels([("topic", (*t).to_owned())]), *o)),
+        )
+    }
+
+    /// Consumer lag (the high watermark minus the committed offset) of every committed
+    /// partition this broker hosts, and each group's rebalances.
+    fn encode_groups(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let ctx = &self.ctx;
+        let view = ctx.groups.metrics_view();
+        let image = ctx.image();
+        let lag = view.committed.iter().filter_map(|(group, topic, partition, committed)| {
+            let topic_id = image.topic(topic)?.topic_id;
+            let p = ctx.replicas.partition(&topic_id, *partition)?;
+            let lag = (p.high_watermark() - committed).max(0);
+            let l = labels([("group", group.clone()), ("topic", topic.clone()), ("partition", partition.to_string())]);
+            Some((l, lag))
+        });
+        gauges(
+            enc,
+            "consumer_lag_messages",
+            "High watermark minus the group's committed offset, for partitions hosted by this broker",
+            lag,
+        )?;
+        // A group's generation counts its completed rebalances (it survives restarts in
+        // __consumer_offsets; a deleted and recreated group starts again, as a counter
+        // reset).
+        counters(
+            enc,
+            "rebalances",
+            "Completed rebalances of a group (its generation id)",
+            view.generations.iter().map(|(g, gen)| (labels([("group", g.clone())]), u64::try_from(*gen).unwrap_or(0))),
+        )
+    }
+}
+
+/// `used / (used + available to unprivileged users)` of the filesystem holding `dir`,
+/// as df's Use% (blocks reserved for root count as neither).
+fn disk_used_ratio(dir: &std::path::Path) -> Option<f64> {
+    let st = rustix::fs::statvfs(dir).ok()?;
+    let used = st.f_blocks.saturating_sub(st.f_bfree);
+    let total = used + st.f_bavail;
+    (total > 0).then(|| used as f64 / total as f64)
+}
