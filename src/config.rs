@@ -78,6 +78,10 @@ pub struct BrokerConfig {
     pub cluster_id: Option<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
+    /// Move leadership back to preferred replicas every
+    /// `leader_imbalance_check_interval_seconds` (Kafka: auto.leader.rebalance.enable).
+    pub auto_leader_rebalance_enable: bool,
+    pub leader_imbalance_check_interval_seconds: u64,
     pub auto_create_topics: bool,
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
@@ -164,6 +168,8 @@ impl Default for BrokerConfig {
             cluster_id: None,
             num_partitions: 1,
             default_replication_factor: 1,
+            auto_leader_rebalance_enable: true,
+            leader_imbalance_check_interval_seconds: 300,
             auto_create_topics: true,
             log_retention_ms: 7 * 24 * 3600 * 1000,
             log_retention_bytes: -1,
@@ -211,6 +217,8 @@ pub struct ConfigOverrides {
     pub cluster_id: Option<String>,
     pub num_partitions: Option<i32>,
     pub default_replication_factor: Option<i16>,
+    pub auto_leader_rebalance_enable: Option<bool>,
+    pub leader_imbalance_check_interval_seconds: Option<u64>,
     pub auto_create_topics: Option<bool>,
     pub log_retention_ms: Option<i64>,
     pub log_retention_bytes: Option<i64>,
@@ -278,6 +286,8 @@ impl BrokerConfig {
                     data_dir,
                     num_partitions,
                     default_replication_factor,
+                    auto_leader_rebalance_enable,
+                    leader_imbalance_check_interval_seconds,
                     auto_create_topics,
                     log_retention_ms,
                     log_retention_bytes,
@@ -352,6 +362,9 @@ impl BrokerConfig {
         }
         if self.num_partitions < 1 {
             return Err(invalid("num_partitions", "must be >= 1"));
+        }
+        if self.leader_imbalance_check_interval_seconds < 1 {
+            return Err(invalid("leader_imbalance_check_interval_seconds", "must be >= 1"));
         }
         if self.default_replication_factor < 1 {
             return Err(invalid("default_replication_factor", "must be >= 1"));

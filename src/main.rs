@@ -178,6 +178,14 @@ struct ServeArgs {
     /// Replication factor of topics created without one (Kafka: default.replication.factor).
     #[arg(long, env = "RUNNEL_DEFAULT_REPLICATION_FACTOR")]
     default_replication_factor: Option<i16>,
+    /// In a cluster, move leadership back to the preferred (first) replicas that can take
+    /// it, periodically (Kafka: auto.leader.rebalance.enable).
+    #[arg(long, env = "RUNNEL_AUTO_LEADER_REBALANCE_ENABLE")]
+    auto_leader_rebalance_enable: Option<bool>,
+    /// How often the automatic leader rebalance runs (Kafka:
+    /// leader.imbalance.check.interval.seconds).
+    #[arg(long, env = "RUNNEL_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS")]
+    leader_imbalance_check_interval_seconds: Option<u64>,
     /// host:port of this node's controller listener (default: its entry in the voters).
     #[arg(long, env = "RUNNEL_CONTROLLER_LISTEN")]
     controller_listen: Option<String>,
@@ -205,6 +213,8 @@ impl ServeArgs {
             cluster_id: self.cluster_id.clone(),
             num_partitions: self.num_partitions,
             default_replication_factor: self.default_replication_factor,
+            auto_leader_rebalance_enable: self.auto_leader_rebalance_enable,
+            leader_imbalance_check_interval_seconds: self.leader_imbalance_check_interval_seconds,
             auto_create_topics: self.auto_create_topics,
             log_retention_ms: self.log_retention_ms,
             log_retention_bytes: self.log_retention_bytes,
@@ -302,6 +312,8 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("offsets_retention_minutes", d.offsets_retention_minutes.to_string()),
         ("offsets_topic_segment_bytes", d.offsets_topic_segment_bytes.to_string()),
         ("default_replication_factor", d.default_replication_factor.to_string()),
+        ("auto_leader_rebalance_enable", d.auto_leader_rebalance_enable.to_string()),
+        ("leader_imbalance_check_interval_seconds", d.leader_imbalance_check_interval_seconds.to_string()),
         ("controller_listen", "this node's entry in the voters".to_owned()),
         ("controller_quorum_voters", "this node alone".to_owned()),
         ("process_roles", d.process_roles.clone()),

@@ -48,11 +48,6 @@ pub enum StartError {
 
 /// A running broker. Dropping it stops accepting and closes connections; call
 /// [`Broker::shutdown`] to also wait for that and flush every partition.
-/// Kafka's `leader.imbalance.check.interval.seconds` default: how often the controller
-/// leader moves leadership back to preferred replicas (`auto.leader.rebalance.enable`,
-/// on by default as in Kafka).
-const LEADER_IMBALANCE_CHECK_INTERVAL: std::time::Duration = std::time::Duration::from_secs(300);
-
 pub struct Broker {
     local_addr: SocketAddr,
     /// The HTTP listener's bound address, when it is on.
@@ -128,7 +123,9 @@ impl Broker {
             voters: config.controller_quorum_voters.clone(),
             controller_addr: None,
             tuning: RaftTuning::default(),
-            leader_rebalance_interval: Some(LEADER_IMBALANCE_CHECK_INTERVAL),
+            leader_rebalance_interval: config
+                .auto_leader_rebalance_enable
+                .then(|| std::time::Duration::from_secs(config.leader_imbalance_check_interval_seconds)),
         };
         let controller = Arc::new(
             Controller::open(&config.data_dir.join(METADATA_DIR), controller_config, controller_listener).await?,
