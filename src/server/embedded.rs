@@ -11,6 +11,17 @@
 //!
 //! Dropping stops accepting and aborts the broker's tasks at once; `shutdown().await`
 //! additionally waits for them and flushes every partition before the data dir is removed.
+//!
+//! [`EmbeddedCluster`] is N such brokers forming one cluster (each a controller quorum
+//! voter, as `runnel dev-cluster` starts them), for tests of replication and failover:
+//!
+//! ```no_run
+//! # async fn example() -> Result<(), runnel::server::embedded::EmbeddedError> {
+//! let cluster = runnel::server::embedded::EmbeddedCluster::start(3).await?;
+//! let bootstrap_servers = cluster.bootstrap(); // "127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3"
+//! // ... create topics with replication factor 3; stop one with `cluster.stop(node_id)`.
+//! # Ok(()) }
+//! ```
 
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
@@ -29,6 +40,12 @@ pub enum EmbeddedError {
     Config(#[from] ConfigError),
     #[error(transparent)]
     Start(#[from] StartError),
+    #[error("an embedded cluster needs at least one node")]
+    NoNodes,
+    #[error("no free loopback port for a controller listener: {0}")]
+    NoFreePort(std::io::Error),
+    #[error("a broker's start task failed: {0}")]
+    StartTask(String),
 }
 
 impl BrokerConfig {
@@ -91,6 +108,104 @@ impl Deref for EmbeddedBroker {
     }
 }
 
+/// A running in-process cluster of brokers, each a broker and a controller quorum voter
+/// with its own temporary data dir. `start` returns once every broker has been let in
+/// by the quorum (registered and unfenced), so a topic with replication factor N can be
+/// created at once. Node ids are 1..=N.
+pub struct EmbeddedCluster {
+    /// Index `node_id - 1`; `None` once stopped.
+    brokers: Vec<Option<EmbeddedBroker>>,
+}
+
+impl EmbeddedCluster {
+    /// `nodes` brokers with [`BrokerConfig::ephemeral`] settings.
+    pub async fn start(nodes: usize) -> Result<EmbeddedCluster, EmbeddedError> {
+        Self::start_with(nodes, |_, _| {}).await
+    }
+
+    /// Like [`EmbeddedCluster::start`], with `configure(node_id, config)` applied to each
+    /// broker's config first (e.g. `|_, c| c.default_replication_factor = 3`).
+    pub async fn start_with(
+        nodes: usize,
+        configure: impl Fn(i32, &mut BrokerConfig),
+    ) -> Result<EmbeddedCluster, EmbeddedError> {
+        if nodes == 0 {
+            return Err(EmbeddedError::NoNodes);
+        }
+        // The voters must be known before any broker starts: ports are found free, then
+        // released for the brokers to bind (another process may take one meanwhile; the
+        // start then fails with a bind error naming it).
+        let held: Vec<std::net::TcpListener> = (0..nodes)
+            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+            .collect::<Result<_, _>>()
+            .map_err(EmbeddedError::NoFreePort)?;
+        let ports: Vec<u16> = held
+            .iter()
+            .map(|l| l.local_addr().map(|a| a.port()))
+            .collect::<Result<_, _>>()
+            .map_err(EmbeddedError::NoFreePort)?;
+        drop(held);
+        let voters: Vec<(i32, String)> =
+            ports.iter().enumerate().map(|(i, p)| (i as i32 + 1, format!("127.0.0.1:{p}"))).collect();
+        let mut starting = Vec::with_capacity(nodes);
+        for (i, _) in ports.iter().enumerate() {
+            let node_id = i as i32 + 1;
+            let data_dir = TempDataDir::create()?;
+            let mut config = BrokerConfig::ephemeral(data_dir.path());
+            config.node_id = node_id;
+            config.controller_quorum_voters = voters.clone();
+            configure(node_id, &mut config);
+            config.validate()?;
+            // Every broker waits for the quorum (the others) before it serves: start all.
+            starting.push((data_dir, tokio::spawn(Broker::start(config))));
+        }
+        let mut brokers = Vec::with_capacity(nodes);
+        let mut failed = None;
+        for (data_dir, task) in starting {
+            match task.await {
+                Ok(Ok(broker)) => brokers.push(Some(EmbeddedBroker { broker: Some(broker), data_dir })),
+                Ok(Err(e)) => failed = failed.or(Some(EmbeddedError::Start(e))),
+                Err(e) => failed = failed.or(Some(EmbeddedError::StartTask(e.to_string()))),
+            }
+        }
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(EmbeddedCluster { brokers }),
+        }
+    }
+
+    /// Every running broker's address, comma-separated: a client's bootstrap servers.
+    pub fn bootstrap(&self) -> String {
+        self.running().map(|b| b.bootstrap()).collect::<Vec<_>>().join(",")
+    }
+
+    /// The broker with `node_id`, unless it was stopped.
+    pub fn broker(&self, node_id: i32) -> Option<&EmbeddedBroker> {
+        usize::try_from(node_id - 1).ok().and_then(|i| self.brokers.get(i)).and_then(Option::as_ref)
+    }
+
+    /// The running brokers.
+    pub fn running(&self) -> impl Iterator<Item = &EmbeddedBroker> {
+        self.brokers.iter().flatten()
+    }
+
+    /// Stop one broker the way SIGTERM does (its leadership moves off first) and delete
+    /// its data dir; the others carry on.
+    pub async fn stop(&mut self, node_id: i32) {
+        let slot = usize::try_from(node_id - 1).ok().and_then(|i| self.brokers.get_mut(i));
+        if let Some(broker) = slot.and_then(Option::take) {
+            broker.shutdown().await;
+        }
+    }
+
+    /// Stop every broker, then delete the data dirs.
+    pub async fn shutdown(mut self) {
+        for broker in self.brokers.iter_mut().filter_map(Option::take) {
+            broker.shutdown().await;
+        }
+    }
+}
+
 /// `<temp dir>/runnel-embedded-<pid>-<n>`, removed with everything in it on drop.
 struct TempDataDir(PathBuf);
 
@@ -147,6 +262,36 @@ mod tests {
         let dir = a.data_dir().to_owned();
         drop(a);
         assert!(!dir.exists());
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_cluster_of_three_admits_every_broker_and_replicates_a_topic() {
+        let mut cluster = EmbeddedCluster::start(3).await.unwrap();
+        assert_eq!(cluster.bootstrap().split(',').count(), 3);
+        for b in cluster.running() {
+            let image = b.context().controller.image();
+            assert_eq!(image.brokers.values().filter(|b| !b.fenced).count(), 3, "every broker let in");
+        }
+        let controller = cluster.broker(2).unwrap().context().controller.clone();
+        let topic = crate::controller::NewTopic {
+            name: "replicated".into(),
+            num_partitions: 3,
+            replication_factor: 3,
+            assignments: vec![],
+            configs: vec![],
+        };
+        let created = tokio::task::spawn_blocking(move || controller.create_topic(&topic, false)).await.unwrap();
+        assert!(created.unwrap().partitions.iter().all(|p| p.replicas.len() == 3));
+        let dir = cluster.broker(1).unwrap().data_dir().to_owned();
+        cluster.stop(1).await;
+        assert!(!dir.exists() && cluster.broker(1).is_none());
+        assert_eq!(cluster.bootstrap().split(',').count(), 2);
+        cluster.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn a_cluster_needs_a_node() {
+        assert!(matches!(EmbeddedCluster::start(0).await, Err(EmbeddedError::NoNodes)));
     }
 
     #[tokio::test]

@@ -4,7 +4,7 @@ mod common;
 
 use rdkafka::producer::{FutureProducer, FutureRecord};
 use rdkafka::ClientConfig;
-use runnel::server::embedded::EmbeddedBroker;
+use runnel::server::embedded::{EmbeddedBroker, EmbeddedCluster};
 
 /// The README's example: an in-process broker and a producer in three lines.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -42,4 +42,21 @@ async fn shutdown_removes_the_data_dir() -> anyhow::Result<()> {
 async fn consumer_group_resumes_at_the_committed_offset() -> anyhow::Result<()> {
     let broker = EmbeddedBroker::start().await?;
     common::group_resumes_at_committed_offset(&broker.bootstrap(), "embedded-group", "embedded-group-g").await
+}
+
+/// An in-process cluster of three: rdkafka produces (acks=all) to an auto-created topic
+/// with three replicas and reads it back, before and after one broker stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_of_three_replicates_and_rides_through_a_stop() -> anyhow::Result<()> {
+    let mut cluster = EmbeddedCluster::start_with(3, |_, c| c.default_replication_factor = 3).await?;
+    common::round_trip(&cluster.bootstrap(), "embedded-cluster", 50).await?;
+    let replicas: Vec<usize> = cluster
+        .running()
+        .map(|b| b.context().controller.image().topic("embedded-cluster").map_or(0, |t| t.partitions[0].replicas.len()))
+        .collect();
+    anyhow::ensure!(replicas == vec![3, 3, 3], "replicas per broker's image: {replicas:?}");
+    cluster.stop(1).await;
+    common::round_trip(&cluster.bootstrap(), "embedded-cluster-after-stop", 50).await?;
+    cluster.shutdown().await;
+    Ok(())
 }
