@@ -126,7 +126,8 @@ pub struct Controller {
     core: Arc<Core>,
     runtime: Handle,
     controller_addr: Option<SocketAddr>,
-    tasks: Vec<JoinHandle<()>>,
+    /// The listener and the background loops; taken (and awaited) by `shutdown`.
+    tasks: Mutex<Vec<JoinHandle<()>>>,
 }
 
 impl Controller {
@@ -244,7 +245,7 @@ impl Controller {
                 tasks.push(tokio::spawn(admin::rebalance_leaders(Arc::downgrade(&core), interval)));
             }
         }
-        let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks };
+        let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks: Mutex::new(tasks) };
         if fold_base {
             // From now on the Raft state holds everything; metadata.log is history.
             controller.snapshot().await?;
@@ -313,9 +314,14 @@ impl Controller {
         self.core.published.subscribe_from(listener, init)
     }
 
-    /// Stop taking part in the quorum: the listener closes and Raft stops.
+    /// Stop taking part in the quorum: the listener closes (its port is free again when
+    /// this returns: the aborted tasks are awaited) and Raft stops.
     pub async fn shutdown(&self) {
-        self.tasks.iter().for_each(JoinHandle::abort);
+        let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        tasks.iter().for_each(JoinHandle::abort);
+        for task in tasks {
+            let _ = task.await;
+        }
         let _ = self.core.raft.shutdown().await;
     }
 
@@ -404,7 +410,7 @@ impl Controller {
 
 impl Drop for Controller {
     fn drop(&mut self) {
-        self.tasks.iter().for_each(JoinHandle::abort);
+        self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter().for_each(JoinHandle::abort);
         let raft = self.core.raft.clone();
         self.runtime.spawn(async move {
             let _ = raft.shutdown().await;
