@@ -370,13 +370,18 @@ fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
         let broker = Broker::start(config).await.context("starting runnel")?;
-        // The ready line: harnesses wait for it and read the bound address from it.
-        println!("runnel ready: listening on {}", broker.local_addr());
+        // The ready line: harnesses wait for it and read the bound address from it. The
+        // HTTP line follows it, without its words (harnesses match "listening on"). Both
+        // go out in one write, and a failed write is ignored: a harness that reads the
+        // ready line and closes the pipe must not make a later print fail (println!
+        // panics on a closed stdout, and the broker would exit with an error).
+        let mut lines = format!("runnel ready: listening on {}\n", broker.local_addr());
         if let Some(http) = broker.http_addr() {
-            // After the ready line, and without its words: harnesses match "listening on".
-            println!("runnel http: serving on {http}");
+            lines.push_str(&format!("runnel http: serving on {http}\n"));
         }
-        std::io::stdout().flush().ok();
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout.write_all(lines.as_bytes()).and_then(|()| stdout.flush());
+        drop(stdout);
         wait_for_signal().await;
         tracing::info!("shutting down");
         broker.shutdown().await;
