@@ -124,3 +124,33 @@ async fn sigterm_under_load_loses_no_acknowledged_record() {
     assert!(status.success());
     eprintln!("SIGTERM with idle connections: exit took {took:?}");
 }
+
+/// A harness that reads the ready line and closes the pipe (`runnel | head -1`) must not
+/// make the broker fail: before the ready and HTTP lines went out in one ignored-error
+/// write, the second line's `println!` panicked on the closed pipe and runnel exited 101
+/// (in 4 of 5 starts with the pipe closed this way).
+#[test]
+fn closing_stdout_after_the_ready_line_does_not_stop_the_broker() {
+    use std::io::Read;
+    for _ in 0..3 {
+        let dir = tempfile::tempdir().unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_runnel"))
+            .args(["--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0", "--data-dir"])
+            .arg(dir.path())
+            .env("RUNNEL_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start runnel");
+        let mut stdout = child.stdout.take().unwrap();
+        let mut byte = [0u8; 1];
+        // Byte by byte: the pipe closes right after the first newline, before any later write.
+        while stdout.read(&mut byte).unwrap() == 1 && byte[0] != b'\n' {}
+        drop(stdout);
+        std::thread::sleep(Duration::from_millis(300));
+        assert!(child.try_wait().unwrap().is_none(), "runnel exited after its stdout closed");
+        sigterm(&child);
+        let (status, _) = wait_exit(&mut child);
+        assert!(status.success(), "runnel exited with {status}");
+    }
+}
