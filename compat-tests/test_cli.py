@@ -113,6 +113,20 @@ def test_one_process_per_data_dir(tmp_path):
         first.kill()
 
 
+def test_a_busy_port_is_one_clear_line_without_a_backtrace(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        port = s.getsockname()[1]
+        r = run_to_exit(["--listen", f"127.0.0.1:{port}", "--http-listen", "off",
+                         "--data-dir", str(tmp_path / "d")], env={"RUST_BACKTRACE": "1"})
+    assert r.returncode == 1, r
+    errors = [line for line in r.stderr.splitlines() if line.startswith("runnel:")]
+    assert errors == [f"runnel: cannot start: cannot listen on 127.0.0.1:{port}: "
+                      "Address already in use (os error 98)"], r.stderr
+    assert "backtrace" not in r.stderr.lower() and "Caused by" not in r.stderr, r.stderr
+
+
 def port_free(port):
     with socket.socket() as s:
         try:

@@ -369,7 +369,15 @@ fn main() -> anyhow::Result<()> {
     }
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
     runtime.block_on(async move {
-        let broker = Broker::start(config).await.context("starting runnel")?;
+        let broker = match Broker::start(config).await {
+            Ok(b) => b,
+            Err(e) => {
+                // A start failure (a busy port, a locked data dir) is one clear line, with
+                // no backtrace, whatever RUST_BACKTRACE says.
+                eprintln!("runnel: cannot start: {e}");
+                std::process::exit(1);
+            }
+        };
         // The ready line: harnesses wait for it and read the bound address from it. The
         // HTTP line follows it, without its words (harnesses match "listening on"). Both
         // go out in one write, and a failed write is ignored: a harness that reads the
