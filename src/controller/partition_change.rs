@@ -30,20 +30,31 @@ struct Target {
 }
 
 fn record(topic_id: Uuid, pi: &PartitionImage, target: Target) -> Option<MetadataRecord> {
-    if target.isr == pi.isr && target.leader == pi.leader {
+    change_record(topic_id, pi, PartitionImage { isr: target.isr, leader: target.leader, ..pi.clone() })
+}
+
+/// The record that moves `pi` to `next`'s replicas, ISR, leader and reassignment, unless
+/// none of them changes. The epochs are derived, whatever `next` holds: the leader epoch
+/// moves only with the leader, the partition epoch on every change.
+pub(super) fn change_record(topic_id: Uuid, pi: &PartitionImage, next: PartitionImage) -> Option<MetadataRecord> {
+    let unchanged = next.replicas == pi.replicas
+        && next.isr == pi.isr
+        && next.leader == pi.leader
+        && next.adding_replicas == pi.adding_replicas
+        && next.removing_replicas == pi.removing_replicas;
+    if unchanged {
         return None;
     }
-    let leader_epoch = if target.leader != pi.leader { pi.leader_epoch + 1 } else { pi.leader_epoch };
     Some(MetadataRecord::Partition {
         topic_id,
         partition: pi.partition,
-        replicas: pi.replicas.clone(),
-        isr: target.isr,
-        leader: target.leader,
-        leader_epoch,
+        replicas: next.replicas,
+        isr: next.isr,
+        leader: next.leader,
+        leader_epoch: if next.leader != pi.leader { pi.leader_epoch + 1 } else { pi.leader_epoch },
         partition_epoch: pi.partition_epoch + 1,
-        adding_replicas: pi.adding_replicas.clone(),
-        removing_replicas: pi.removing_replicas.clone(),
+        adding_replicas: next.adding_replicas,
+        removing_replicas: next.removing_replicas,
     })
 }
 

@@ -18,7 +18,7 @@
 use std::collections::HashSet;
 
 use super::image::{PartitionImage, TopicImage};
-use super::partition_change::NO_LEADER;
+use super::partition_change::{change_record, NO_LEADER};
 use super::records::MetadataRecord;
 
 /// Why a reassignment request for a partition is refused, named as Kafka's error codes.
@@ -90,25 +90,15 @@ impl Next {
     }
 
     fn record(self, topic_id: uuid::Uuid, pi: &PartitionImage) -> Option<MetadataRecord> {
-        let unchanged = self.replicas == pi.replicas
-            && self.isr == pi.isr
-            && self.leader == pi.leader
-            && self.adding == pi.adding_replicas
-            && self.removing == pi.removing_replicas;
-        if unchanged {
-            return None;
-        }
-        Some(MetadataRecord::Partition {
-            topic_id,
-            partition: pi.partition,
+        let next = PartitionImage {
             replicas: self.replicas,
             isr: self.isr,
-            leader_epoch: if self.leader != pi.leader { pi.leader_epoch + 1 } else { pi.leader_epoch },
             leader: self.leader,
-            partition_epoch: pi.partition_epoch + 1,
             adding_replicas: self.adding,
             removing_replicas: self.removing,
-        })
+            ..pi.clone()
+        };
+        change_record(topic_id, pi, next)
     }
 }
 
