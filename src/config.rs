@@ -62,6 +62,9 @@ impl std::str::FromStr for FlushMode {
 /// Where the HTTP listener binds unless told otherwise.
 pub const DEFAULT_HTTP_LISTEN: &str = "127.0.0.1:9644";
 
+/// The one `replica.selector.class` there is besides none (Kafka's class name).
+pub const RACK_AWARE_REPLICA_SELECTOR: &str = "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+
 /// Values of `http_listen` that turn the HTTP listener off.
 const HTTP_OFF: [&str; 2] = ["off", ""];
 
@@ -123,6 +126,9 @@ pub struct BrokerConfig {
     pub process_roles: String,
     /// Rack of this broker (Kafka: broker.rack), for rack-aware replica placement.
     pub rack: Option<String>,
+    /// KIP-392 (Kafka: replica.selector.class): whether a leader sends consumers that name
+    /// their rack to an in-sync follower in that rack. Off by default, as in Kafka.
+    pub rack_aware_replica_selector: bool,
 }
 
 impl BrokerConfig {
@@ -199,6 +205,7 @@ impl Default for BrokerConfig {
             controller_quorum_voters: Vec::new(),
             process_roles: "broker,controller".into(),
             rack: None,
+            rack_aware_replica_selector: false,
         }
     }
 }
@@ -249,6 +256,9 @@ pub struct ConfigOverrides {
     pub controller_quorum_voters: Option<String>,
     pub process_roles: Option<String>,
     pub rack: Option<String>,
+    /// Kafka's `replica.selector.class`: empty (the leader serves every consumer) or
+    /// `org.apache.kafka.common.replica.RackAwareReplicaSelector`.
+    pub replica_selector_class: Option<String>,
 }
 
 macro_rules! apply_overrides {
@@ -321,6 +331,18 @@ impl BrokerConfig {
             }
             if o.rack.is_some() {
                 cfg.rack = o.rack.clone();
+            }
+            if let Some(v) = &o.replica_selector_class {
+                cfg.rack_aware_replica_selector = match v.trim() {
+                    "" => false,
+                    RACK_AWARE_REPLICA_SELECTOR => true,
+                    other => {
+                        return Err(invalid(
+                            "replica_selector_class",
+                            format!("`{other}` is not empty or `{RACK_AWARE_REPLICA_SELECTOR}`"),
+                        ))
+                    }
+                };
             }
             if let Some(v) = &o.controller_quorum_voters {
                 cfg.controller_quorum_voters =
@@ -511,6 +533,23 @@ mod tests {
         let o = ConfigOverrides { listen: Some("nonsense".into()), ..Default::default() };
         let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
         assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn the_replica_selector_is_kafkas_rack_aware_one_or_none() {
+        assert!(!BrokerConfig::default().rack_aware_replica_selector);
+        let yaml = format!("replica_selector_class: {RACK_AWARE_REPLICA_SELECTOR}\n");
+        let cfg = BrokerConfig::build(&[ConfigOverrides::from_yaml_str(&yaml).unwrap()]).unwrap();
+        assert!(cfg.rack_aware_replica_selector);
+        let off = ConfigOverrides { replica_selector_class: Some(String::new()), ..Default::default() };
+        assert!(
+            !BrokerConfig::build(&[ConfigOverrides::from_yaml_str(&yaml).unwrap(), off])
+                .unwrap()
+                .rack_aware_replica_selector
+        );
+        let o = ConfigOverrides { replica_selector_class: Some("com.example.Nearest".into()), ..Default::default() };
+        let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+        assert!(err.contains("replica_selector_class") && err.contains("com.example.Nearest"), "{err}");
     }
 
     #[test]

@@ -45,7 +45,8 @@ struct DevClusterArgs {
     /// Where node N keeps its data (`node-N`) and log (`node-N.log`).
     #[arg(long, default_value = "runnel-data")]
     data_root: PathBuf,
-    /// Further flags for every broker, after `--` (e.g. `-- --num-partitions 3`).
+    /// Further flags for every broker, after `--` (e.g. `-- --num-partitions 3`); `{node}`
+    /// in one becomes the node's id (e.g. `-- --rack 'rack-{node}'`).
     #[arg(last = true)]
     broker_args: Vec<String>,
 }
@@ -200,6 +201,11 @@ struct ServeArgs {
     /// This broker's rack (Kafka: broker.rack), for rack-aware replica placement.
     #[arg(long, env = "RUNNEL_RACK")]
     rack: Option<String>,
+    /// Follower fetching (KIP-392, Kafka: replica.selector.class): set to
+    /// org.apache.kafka.common.replica.RackAwareReplicaSelector to send consumers that set
+    /// client.rack to an in-sync follower in their rack.
+    #[arg(long, env = "RUNNEL_REPLICA_SELECTOR_CLASS")]
+    replica_selector_class: Option<String>,
 }
 
 impl ServeArgs {
@@ -244,6 +250,7 @@ impl ServeArgs {
             controller_quorum_voters: self.controller_quorum_voters.clone(),
             process_roles: self.process_roles.clone(),
             rack: self.rack.clone(),
+            replica_selector_class: self.replica_selector_class.clone(),
         }
     }
 }
@@ -318,6 +325,7 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("controller_quorum_voters", "this node alone".to_owned()),
         ("process_roles", d.process_roles.clone()),
         ("rack", "none".to_owned()),
+        ("replica_selector_class", "none: the leader serves every consumer".to_owned()),
     ]
 }
 

@@ -45,9 +45,16 @@ async fn a_follower_or_a_non_replica_refuses_clients_with_not_leader_or_follower
     for p in 0..2 {
         let r = c.produce_acks("t", p, batches::values("x", 1), 1).await;
         assert_eq!(r.error_code, not_leader, "produce to partition {p}");
-        assert_eq!(c.fetch("t", p, 0).await.error_code, not_leader, "fetch from partition {p}");
         assert_eq!(c.list_offset("t", p, LATEST).await.error_code, not_leader, "list offsets of partition {p}");
+        // Before Fetch v11 (no client metadata) a consumer reads from the leader only.
+        let resp = c.send(10, fetch_request("t", p, 0, 1 << 20)).await;
+        assert_eq!(resp.responses[0].partitions[0].error_code, not_leader, "fetch v10 from partition {p}");
     }
+    // From v11 (KIP-392) a follower serves consumers, up to its own high watermark; a
+    // broker with no replica still refuses.
+    let follower_read = c.fetch("t", 0, 0).await;
+    assert_eq!((follower_read.error_code, follower_read.high_watermark), (0, 0));
+    assert_eq!(c.fetch("t", 1, 0).await.error_code, not_leader);
     // The request's leader epoch is checked first, as Kafka does.
     let mut req = fetch_request("t", 0, 0, 1 << 20);
     req.topics[0].partitions[0].current_leader_epoch = 0;

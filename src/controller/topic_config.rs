@@ -11,6 +11,7 @@ pub enum ConfigType {
     Long,
     Double,
     List,
+    Class,
 }
 
 impl ConfigType {
@@ -24,6 +25,7 @@ impl ConfigType {
             ConfigType::Long => 5,
             ConfigType::Double => 6,
             ConfigType::List => 7,
+            ConfigType::Class => 8,
         }
     }
     fn name(self) -> &'static str {
@@ -33,6 +35,7 @@ impl ConfigType {
             ConfigType::Int => "INT",
             ConfigType::Short => "SHORT",
             ConfigType::Long => "LONG",
+            ConfigType::Class => "CLASS",
             ConfigType::Double => "DOUBLE",
             ConfigType::List => "LIST",
         }
@@ -358,7 +361,7 @@ impl TopicConfigDef {
                 Ok(v) if v.is_finite() => Some(v),
                 _ => return bad("Not a number of type DOUBLE".into()),
             },
-            ConfigType::String => {
+            ConfigType::String | ConfigType::Class => {
                 if !self.choices.is_empty() && !self.choices.contains(&value) {
                     return bad(format!("String must be one of: {}", self.choices.join(", ")));
                 }

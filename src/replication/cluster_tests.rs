@@ -183,10 +183,27 @@ async fn followers_copy_the_leader_log_byte_for_byte_and_follow_its_high_waterma
         [2, 3].iter().all(|f| nodes[f].partition().high_watermark() == 60)
     })
     .await;
-    // A follower refuses produces and consumer fetches.
+    // A follower refuses produces, and consumer fetches that must go to the leader; it
+    // serves a consumer that may read from any replica (KIP-392) up to its high watermark.
     let err = produce(&nodes[&2], "nope", Acks::Leader, PATIENCE).await.unwrap_err();
     assert!(matches!(err, PartitionError::NotLeaderOrFollower), "{err}");
     assert!(matches!(nodes[&2].partition().fetch(0, 1 << 20), Err(PartitionError::NotLeaderOrFollower)));
+    let follower_read = nodes[&2].partition().fetch_from_any_replica(0, 1 << 20).unwrap();
+    assert_eq!(follower_read.high_watermark, 60);
+    assert_eq!(follower_read.records.read().unwrap(), leader.fetch(0, 1 << 20).unwrap().records.read().unwrap());
+    // The leader sends a consumer in follower 3's rack there, and keeps the others.
+    let racks = |id: i32| Some(Some(["a", "b", "c"][(id - 1) as usize].to_owned()));
+    let now = nodes[&1].manager.now_ms();
+    assert_eq!(leader.preferred_read_replica("c", 10, now, racks), Some(3));
+    assert_eq!(leader.preferred_read_replica("a", 10, now, racks), None, "the leader's own rack");
+    assert_eq!(leader.preferred_read_replica("", 10, now, racks), None, "no client rack");
+    assert_eq!(leader.preferred_read_replica("c", 61, now, racks), None, "past the follower's log end");
+    assert_eq!(
+        leader.preferred_read_replica("c", 10, now, |id| (id != 3).then(|| racks(id)).flatten()),
+        None,
+        "3 is not live"
+    );
+    assert_eq!(nodes[&2].partition().preferred_read_replica("c", 10, now, racks), None, "only a leader chooses");
     for n in nodes.values_mut() {
         n.stop_fetching().await;
     }

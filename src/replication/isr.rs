@@ -128,6 +128,27 @@ impl IsrState {
         (self.advance_high_watermark(), rejoin)
     }
 
+    /// KIP-392: the followers a consumer reading from `fetch_offset` could be sent to
+    /// instead: in the ISR and holding that offset, as `(id, log end offset, ms since
+    /// caught up)`. (Kafka also checks each follower's log start offset; runnel's
+    /// followers move theirs with the leader's, and a consumer sent below one gets
+    /// OFFSET_OUT_OF_RANGE from the follower and goes back to the leader.)
+    pub fn read_candidates(&self, fetch_offset: i64, now_ms: i64) -> Vec<(i32, i64, i64)> {
+        self.followers
+            .iter()
+            .filter(|(id, f)| self.isr.contains(id) && f.log_end_offset >= fetch_offset)
+            .map(|(id, f)| (*id, f.log_end_offset, now_ms.saturating_sub(f.last_caught_up_ms).max(0)))
+            .collect()
+    }
+
+    pub fn leader(&self) -> i32 {
+        self.leader
+    }
+
+    pub fn leader_log_end_offset(&self) -> i64 {
+        self.leader_log_end_offset
+    }
+
     /// Followers in the ISR that have not caught up for longer than the lag limit.
     pub fn lagging(&self, now_ms: i64) -> Option<IsrProposal> {
         let remove: Vec<i32> = self
@@ -237,6 +258,17 @@ mod tests {
         // keeps running from the election (0).
         s.on_follower_fetch(2, 9, LAG + 1);
         assert_eq!(s.lagging(LAG + 1), Some(IsrProposal::Shrink { remove: vec![2] }));
+    }
+
+    #[test]
+    fn read_candidates_are_in_sync_followers_holding_the_offset() {
+        let mut s = IsrState::new(1, &[1, 2, 3, 4], &[1, 2, 3], 0, 0, LAG, 0);
+        s.on_leader_append(10);
+        s.on_follower_fetch(2, 10, 100);
+        s.on_follower_fetch(3, 6, 100);
+        s.on_follower_fetch(4, 10, 100);
+        assert_eq!(s.read_candidates(5, 400), vec![(2, 10, 300), (3, 6, 400)]);
+        assert_eq!(s.read_candidates(8, 400), vec![(2, 10, 300)], "3 does not hold offset 8; 4 is not in sync");
     }
 
     #[test]

@@ -18,6 +18,7 @@
 //! * `fetcher.rs`, `fetcher_manager.rs`: the follower fetchers, one per leader broker,
 //!   reaching the leader through `leader_endpoint.rs`'s `LeaderEndpoint` (implemented over
 //!   TCP in `protocol/replica_client.rs`; in process in the tests).
+//! * `replica_selector.rs`: KIP-392's choice of the replica a consumer reads from.
 //! * `partition_config.rs`: a topic's configs, typed once per image.
 //! * `validated.rs`, `blocking_pool.rs`, `producer_state.rs`: batch contents checks, the
 //!   pool for CPU-heavy work, idempotent-producer sequences.
@@ -35,6 +36,7 @@ pub mod producer_state;
 pub mod purgatory;
 pub mod replica_fetch;
 pub mod replica_manager;
+pub mod replica_selector;
 pub mod validated;
 
 pub use blocking_pool::{BlockingPool, PoolError};

@@ -371,8 +371,6 @@ impl Partition {
         self.lock().flushed_through
     }
 
-    /// A consumer's read: up to the high watermark, from the leader only (follower
-    /// fetching, KIP-392, is not served yet).
     /// Records from `offset` up to the log end offset, past the high watermark: what a
     /// coordinator that just became leader loads. Kafka's loader reads to the log end:
     /// a new leader's high watermark trails the records its predecessor had committed,
@@ -383,12 +381,23 @@ impl Partition {
         Ok(s.log.read_slices(offset, max_bytes, log_end)?)
     }
 
+    /// A consumer's read from the leader: up to the high watermark.
     pub fn fetch(&self, offset: i64, max_bytes: usize) -> Result<FetchResult, PartitionError> {
+        self.consumer_read(offset, max_bytes, true)
+    }
+
+    /// A consumer's read from whichever replica this is (KIP-392, Fetch v11+): a follower
+    /// serves up to its own high watermark, which trails the leader's by a fetch.
+    pub fn fetch_from_any_replica(&self, offset: i64, max_bytes: usize) -> Result<FetchResult, PartitionError> {
+        self.consumer_read(offset, max_bytes, false)
+    }
+
+    fn consumer_read(&self, offset: i64, max_bytes: usize, leader_only: bool) -> Result<FetchResult, PartitionError> {
         let s = self.lock();
-        if s.role != Role::Leader {
+        if s.deleted || (leader_only && s.role != Role::Leader) {
             return Err(PartitionError::NotLeaderOrFollower);
         }
-        let hw = s.isr.high_watermark();
+        let hw = s.high_watermark();
         let records = s.log.read_slices(offset, max_bytes, hw)?;
         self.bytes_out.fetch_add(records.len() as u64, Ordering::Relaxed);
         Ok(FetchResult {
@@ -401,6 +410,43 @@ impl Partition {
 
     pub fn high_watermark(&self) -> i64 {
         self.lock().high_watermark()
+    }
+
+    /// KIP-392, on a leader: the follower a consumer in `client_rack` reading from
+    /// `fetch_offset` should read from instead (`replica_selector::rack_aware`), or `None`.
+    /// `rack_of` gives a live broker's rack (`Some(None)`: live, no rack; `None`: not
+    /// live or unknown, never chosen).
+    pub fn preferred_read_replica(
+        &self,
+        client_rack: &str,
+        fetch_offset: i64,
+        now_ms: i64,
+        rack_of: impl Fn(i32) -> Option<Option<String>>,
+    ) -> Option<i32> {
+        use super::replica_selector::{rack_aware, ReplicaView};
+        if client_rack.is_empty() {
+            return None;
+        }
+        let (leader_id, leader_leo, candidates) = {
+            let s = self.lock();
+            if s.role != Role::Leader || s.deleted {
+                return None;
+            }
+            (s.isr.leader(), s.isr.leader_log_end_offset(), s.isr.read_candidates(fetch_offset, now_ms))
+        };
+        let leader = ReplicaView {
+            id: leader_id,
+            rack: rack_of(leader_id).flatten(),
+            log_end_offset: leader_leo,
+            since_caught_up_ms: 0,
+        };
+        let views: Vec<ReplicaView> = candidates
+            .into_iter()
+            .filter_map(|(id, log_end_offset, since_caught_up_ms)| {
+                Some(ReplicaView { id, rack: rack_of(id)?, log_end_offset, since_caught_up_ms })
+            })
+            .collect();
+        rack_aware(client_rack, &leader, &views)
     }
 
     pub fn role(&self) -> Role {

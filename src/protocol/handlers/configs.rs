@@ -62,7 +62,7 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
     let c = &ctx.config;
     let image = ctx.image();
     let adv = image.brokers.get(&c.node_id).map(|b| format!("PLAINTEXT://{}:{}", b.host, b.port)).unwrap_or_default();
-    let entries: Vec<(&str, String, ConfigType)> = vec![
+    let mut entries: Vec<(&str, String, ConfigType)> = vec![
         ("advertised.listeners", adv, ConfigType::String),
         ("auto.create.topics.enable", c.auto_create_topics.to_string(), ConfigType::Boolean),
         ("broker.id", c.node_id.to_string(), ConfigType::Int),
@@ -82,6 +82,14 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
         ("num.partitions", c.num_partitions.to_string(), ConfigType::Int),
         ("socket.request.max.bytes", c.socket_request_max_bytes.to_string(), ConfigType::Int),
     ];
+    // Set only when configured (Kafka lists them with no value otherwise).
+    if let Some(rack) = &c.rack {
+        entries.push(("broker.rack", rack.clone(), ConfigType::String));
+    }
+    if c.rack_aware_replica_selector {
+        let class = crate::config::RACK_AWARE_REPLICA_SELECTOR.to_owned();
+        entries.push(("replica.selector.class", class, ConfigType::Class));
+    }
     entries
         .into_iter()
         .map(|(name, value, ty)| ConfigEntry {

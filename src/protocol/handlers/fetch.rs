@@ -1,5 +1,10 @@
 //! Fetch: whole batches up to the high watermark, long-polling for min_bytes. A fetch from
 //! a follower broker goes to `replica_fetch.rs`.
+//!
+//! KIP-392, as Kafka's ReplicaManager does it: a consumer's Fetch v11+ may be served by a
+//! follower (up to the follower's high watermark); with `replica.selector.class` set, the
+//! leader answers a consumer that names its rack with `preferred_read_replica` (no
+//! records, at once) when an in-sync follower in that rack holds the offset.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,7 +19,7 @@ use crate::controller::TopicImage;
 use crate::protocol::errors::partition_error;
 use crate::protocol::fetch_encoding::FetchReply;
 use crate::protocol::Ctx;
-use crate::replication::{Partition, PartitionKey, WaitOutcome};
+use crate::replication::{Partition, PartitionKey, Role, WaitOutcome};
 use crate::storage::LogSlices;
 
 /// Fetches wait at most this long, whatever the client asks.
@@ -32,14 +37,16 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchReply {
     let deadline = tokio::time::Instant::now() + wait;
     loop {
         let pass = read_once(ctx, &req, version);
-        let done = pass.bytes >= req.min_bytes.max(0) as usize || pass.any_error || wait.is_zero();
+        let done = pass.bytes >= req.min_bytes.max(0) as usize || pass.any_error || pass.redirected || wait.is_zero();
         if done || tokio::time::Instant::now() >= deadline {
             return pass.reply();
         }
         // Park on the partitions asked for; re-read when one of their high watermarks
         // moved (or one went away), not on appends elsewhere.
-        let keys: Vec<PartitionKey> = pass.watched.iter().map(|(p, _)| p.key()).collect();
-        let moved = || pass.watched.iter().any(|(p, hw)| p.high_watermark() != *hw || p.is_deleted() || !p.is_leader());
+        let keys: Vec<PartitionKey> = pass.watched.iter().map(|(p, _, _)| p.key()).collect();
+        let moved = || {
+            pass.watched.iter().any(|(p, hw, role)| p.high_watermark() != *hw || p.is_deleted() || p.role() != *role)
+        };
         match ctx.replicas.purgatory().wait_until(&keys, deadline, moved).await {
             WaitOutcome::Satisfied => continue,
             WaitOutcome::TimedOut | WaitOutcome::Closed => {
@@ -57,8 +64,10 @@ struct Pass {
     /// Record bytes in `responses`.
     bytes: usize,
     any_error: bool,
-    /// The partitions read, with the high watermark each had when read.
-    watched: Vec<(Arc<Partition>, i64)>,
+    /// A partition was answered with a preferred read replica: Kafka answers at once.
+    redirected: bool,
+    /// The partitions read, with the high watermark and role each had when read.
+    watched: Vec<(Arc<Partition>, i64, Role)>,
     /// KIP-951: the endpoints of leaders named in `current_leader` fields (v16+).
     node_endpoints: BTreeMap<i32, NodeEndpoint>,
 }
@@ -88,7 +97,13 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
     let mut remaining = (req.max_bytes.max(0) as usize).min(FETCH_MAX_BYTES);
     let mut total = 0usize;
     let mut any_error = false;
+    let mut redirected = false;
     let mut watched = Vec::new();
+    // Fetch v11+ carries the consumer's rack (KIP-392): such a consumer may read from a
+    // follower, and may be sent to one.
+    let client_metadata = version >= 11;
+    let client_rack = req.rack_id.as_str();
+    let now_ms = ctx.replicas.now_ms();
     let mut node_endpoints = BTreeMap::new();
     let mut out = Vec::with_capacity(req.topics.len());
     let mut records = Vec::with_capacity(req.topics.len());
@@ -118,19 +133,42 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
                 parts.push(partition_error_data(fp.partition, e));
                 continue;
             }
+            if ctx.config.rack_aware_replica_selector && client_metadata {
+                let rack_of =
+                    |id: i32| image.broker_alive(id).then(|| image.brokers.get(&id).and_then(|b| b.rack.clone()));
+                if let Some(replica) = partition.preferred_read_replica(client_rack, fp.fetch_offset, now_ms, rack_of) {
+                    redirected = true;
+                    let hw = partition.high_watermark();
+                    parts.push(
+                        PartitionData::default()
+                            .with_partition_index(fp.partition)
+                            .with_high_watermark(hw)
+                            .with_last_stable_offset(hw)
+                            .with_log_start_offset(partition.log_start_offset())
+                            .with_preferred_read_replica(BrokerId(replica))
+                            .with_records(Some(Default::default())),
+                    );
+                    continue;
+                }
+            }
             // KIP-74: the first batch of the first non-empty partition is returned whole
             // even when larger than the limits; after that the limits hold.
             let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
             let result = if limit == 0 && total > 0 {
                 Ok(None)
             } else {
-                partition.fetch(fp.fetch_offset, limit.max(1)).map(Some)
+                let max = limit.max(1);
+                if client_metadata {
+                    partition.fetch_from_any_replica(fp.fetch_offset, max).map(Some)
+                } else {
+                    partition.fetch(fp.fetch_offset, max).map(Some)
+                }
             };
             // Only the first partition with data may exceed the limit.
             let result = result.map(|r| r.filter(|r| total == 0 || r.records.len() <= limit));
             match result {
                 Ok(Some(r)) => {
-                    watched.push((partition.clone(), r.high_watermark));
+                    watched.push((partition.clone(), r.high_watermark, partition.role()));
                     let n = r.records.len();
                     total += n;
                     remaining = remaining.saturating_sub(n);
@@ -147,7 +185,7 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
                 }
                 Ok(None) => {
                     let hw = partition.high_watermark();
-                    watched.push((partition.clone(), hw));
+                    watched.push((partition.clone(), hw, partition.role()));
                     parts.push(
                         PartitionData::default()
                             .with_partition_index(fp.partition)
@@ -178,7 +216,7 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
         out.push(FetchableTopicResponse::default().with_topic(name).with_topic_id(ft.topic_id).with_partitions(parts));
         records.push(slices);
     }
-    Pass { responses: out, records, bytes: total, any_error, watched, node_endpoints }
+    Pass { responses: out, records, bytes: total, any_error, redirected, watched, node_endpoints }
 }
 
 /// KIP-951, as Kafka's KafkaApis does for Fetch v16+: a partition answered
