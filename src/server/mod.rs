@@ -178,7 +178,6 @@ impl Broker {
         // Subscribed here, not in the task: a shutdown sent before the task first runs
         // must still reach it (it did not, and a start at once followed by a shutdown hung).
         let stop = shutdown.subscribe();
-        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, connections, shutdown.clone(), stop, done)));
         let incarnation = uuid::Uuid::new_v4();
         if ctx.controller.is_clustered() {
             ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller, &ctx.replicas)));
@@ -190,6 +189,11 @@ impl Broker {
             tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
         ];
         cluster::wait_unfenced(&ctx, Duration::from_secs(30)).await;
+        // Clients are served only now, as Kafka's brokers enable request processing once
+        // unfenced: before, the image may not hold even the brokers and the cluster id, and
+        // librdkafka took the empty Metadata answer for a broken one and backed off for
+        // seconds. The port is bound from the start, so connections wait in the backlog.
+        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, connections, shutdown.clone(), stop, done)));
         let image_of = ctx.controller.clone();
         let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
         let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
