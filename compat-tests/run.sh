@@ -5,7 +5,8 @@
 #      franz-go, durability), each test against its own runnel process;
 #   2. the container image under testcontainers-rs, the embedded broker and the
 #      subprocess mode (compat-tests/rust/run.sh; starts dockerd);
-#   3. librdkafka's own test suite (allow-listed tests) against one runnel process.
+#   3. librdkafka's own test suite (allow-listed tests) against one runnel process, and
+#      its multi-broker tests (tests-cluster.allow) against a three-broker dev-cluster.
 # Expects target/debug/runnel (cargo build) or $RUNNEL_BIN.
 set -euo pipefail
 HERE="$(cd "$(dirname "$0")" && pwd)"
@@ -18,11 +19,12 @@ bash "$HERE/setup/netns.sh"
 bash "$HERE/setup/kafka.sh"
 bash "$HERE/setup/python.sh"
 bash "$HERE/setup/go.sh"
+bash "$HERE/setup/prometheus.sh"
 bash "$HERE/librdkafka/setup.sh"
 
 echo "== pytest compat-tests"
 cd "$HERE"
-"$CACHE/venv/bin/python" -m pytest -p no:cacheprovider -ra "$@" .
+"$CACHE/venv/bin/python" -m pytest -p no:cacheprovider -ra --durations=40 "$@" .
 
 echo "== container image, testcontainers, embedded and subprocess modes"
 bash "$HERE/rust/run.sh"
@@ -30,3 +32,6 @@ bash "$HERE/rust/run.sh"
 echo "== librdkafka test suite (allow-list) against runnel"
 # run.sh starts its own runnel, configured as librdkafka's test brokers are (see there).
 bash "$HERE/librdkafka/run.sh" runnel
+
+echo "== librdkafka tests that need three brokers (tests-cluster.allow) against a runnel dev-cluster"
+bash "$HERE/librdkafka/run.sh" runnel-cluster

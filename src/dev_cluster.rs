@@ -5,7 +5,8 @@
 //! `127.0.0.1:<base_port + i - 1>`, its controller listener on
 //! `127.0.0.1:<base_port + 100 + i - 1>`, its HTTP listener (`/health`, `/ready`,
 //! `/metrics`) on `127.0.0.1:<base_port + 200 + i - 1>` unless the extra flags set
-//! `--http-listen`, every node a voter of the controller quorum,
+//! `--http-listen`, every node a voter of the controller quorum (`{node}` in an extra
+//! flag becomes the node's id: `-- --rack 'rack-{node}'` puts each node in a rack of its own),
 //! its data in `<data_root>/node-i` and its log in `<data_root>/node-i.log`. The parent
 //! prints the bootstrap string once every node listens, and stops them all (SIGTERM, a
 //! controlled shutdown) on Ctrl-C or SIGTERM, or when one of them exits on its own.
@@ -111,7 +112,7 @@ impl DevCluster {
         if let Some(http) = self.http_address(node) {
             args.extend(["--http-listen".to_owned(), http]);
         }
-        args.extend(self.extra_args.iter().cloned());
+        args.extend(self.extra_args.iter().map(|a| a.replace("{node}", &node.to_string())));
         args
     }
 
@@ -275,6 +276,13 @@ mod tests {
         assert_eq!(off.http_address(1), None);
         let args = off.node_args(1);
         assert_eq!(args.iter().filter(|a| *a == "--http-listen").count(), 1, "{args:?}");
+    }
+
+    #[test]
+    fn extra_flags_name_their_node() {
+        let mut c = spec(3);
+        c.extra_args = vec!["--rack".into(), "RACK{node}".into()];
+        assert_eq!(c.node_args(2).iter().rev().take(2).collect::<Vec<_>>(), ["RACK2", "--rack"]);
     }
 
     #[test]

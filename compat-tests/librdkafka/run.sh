@@ -8,7 +8,8 @@
 #                                     one by one and write a results TSV to the cache
 #   run.sh --list                     print the broker-facing test ids and variants
 #
-# BOOTSTRAP is host:port of a running broker, or the word "runnel": then a private
+# BOOTSTRAP is host:port of a running broker, or "runnel-cluster" (a private three-broker
+# `runnel dev-cluster`, running tests-cluster.allow by default), or the word "runnel": then a private
 # runnel (target/debug/runnel, or $RUNNEL_BIN; built with cargo if missing) is started
 # on a free loopback port with --num-partitions 4 (librdkafka's default scenario) and
 # Kafka's built-in group.initial.rebalance.delay.ms of 3000 (what librdkafka's own CI
@@ -53,7 +54,7 @@ TEST_ARGS="${TEST_ARGS:--Q}"
 SURVEY_JOBS="${SURVEY_JOBS:-2}"
 
 usage() {
-    sed -n '3,31p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
+    sed -n '3,32p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//' >&2
     exit 2
 }
 
@@ -166,8 +167,64 @@ if [[ "${BOOTSTRAP}" == runnel ]]; then
     echo "started ${RUNNEL_BIN} on ${BOOTSTRAP} (log: ${LOG_DIR}/runnel.log)" >&2
 fi
 
+# BOOTSTRAP "runnel-cluster": a private three-broker cluster (`runnel dev-cluster`) for the
+# tests that need several brokers or replication factor 3 (tests-cluster.allow): brokers in
+# racks RACK1..RACK3 (the names 0101 expects for client.rack), follower fetching on, the
+# same partitions and rebalance delay as "runnel", and no auto-created topics (these tests
+# create their topics; the :noautocreate scenario wants it off).
+if [[ "${BOOTSTRAP}" == runnel-cluster ]]; then
+    REPO="$(cd "${HERE}/../.." && pwd)"
+    RUNNEL_BIN="${RUNNEL_BIN:-${REPO}/target/debug/runnel}"
+    if [[ ! -x "${RUNNEL_BIN}" ]]; then
+        (cd "${REPO}" && cargo build) || { echo "cargo build failed" >&2; exit 1; }
+    fi
+    RUNNEL_DATA="$(mktemp -d "${TMPDIR:-/tmp}/runnel-librdkafka.XXXXXX")"
+    # A base port whose client (+0..2), controller (+100..102) and HTTP (+200..202) ports are free.
+    BASE="$(python3 - <<'PY'
+import socket
+for _ in range(100):
+    s = socket.socket(); s.bind(("127.0.0.1", 0)); base = s.getsockname()[1]; s.close()
+    if base + 202 > 65535:
+        continue
+    ports, ok = [base + d + i for d in (0, 100, 200) for i in range(3)], True
+    for p in ports:
+        t = socket.socket()
+        try:
+            t.bind(("127.0.0.1", p))
+        except OSError:
+            ok = False
+        finally:
+            t.close()
+    if ok:
+        print(base); break
+PY
+)"
+    # shellcheck disable=SC2086
+    "${RUNNEL_BIN}" dev-cluster --nodes 3 --base-port "${BASE}" --data-root "${RUNNEL_DATA}" -- \
+        --num-partitions 4 --group-initial-rebalance-delay-ms 3000 --auto-create-topics false \
+        --rack 'RACK{node}' --replica-selector-class org.apache.kafka.common.replica.RackAwareReplicaSelector \
+        ${RUNNEL_ARGS:-} > "${LOG_DIR}/runnel.log" 2>&1 &
+    RUNNEL_PID=$!
+    trap 'kill "${RUNNEL_PID}" 2>/dev/null; wait "${RUNNEL_PID}" 2>/dev/null; rm -rf "${RUNNEL_DATA}"' EXIT
+    BOOTSTRAP=""
+    for _ in $(seq 1 600); do
+        BOOTSTRAP="$(sed -n 's/.*bootstrap servers: *\([0-9.:,]*\).*/\1/p' "${LOG_DIR}/runnel.log" | head -1)"
+        [[ -n "${BOOTSTRAP}" ]] && break
+        kill -0 "${RUNNEL_PID}" 2>/dev/null || break
+        sleep 0.1
+    done
+    if [[ -z "${BOOTSTRAP}" ]]; then
+        echo "runnel dev-cluster did not start; see ${LOG_DIR}/runnel.log" >&2
+        tail -20 "${LOG_DIR}/runnel.log" >&2
+        exit 1
+    fi
+    ALLOW="${HERE}/tests-cluster.allow"
+    echo "started a ${RUNNEL_BIN} dev-cluster on ${BOOTSTRAP} (logs: ${RUNNEL_DATA}, ${LOG_DIR}/runnel.log)" >&2
+fi
+
 # Wait (briefly) for the broker to accept TCP connections.
-host="${BOOTSTRAP%:*}"; port="${BOOTSTRAP##*:}"
+first="${BOOTSTRAP%%,*}"
+host="${first%:*}"; port="${first##*:}"
 for _ in $(seq 1 50); do
     if (exec 3<>"/dev/tcp/${host}/${port}") 2>/dev/null; then break; fi
     sleep 0.2
@@ -253,7 +310,7 @@ PY
 }
 
 read_allow() {
-    grep -Ev '^[[:space:]]*(#|$)' "${HERE}/tests.allow" | awk '{print $1}'
+    grep -Ev '^[[:space:]]*(#|$)' "${ALLOW:-${HERE}/tests.allow}" | awk '{print $1}'
 }
 
 if ((SURVEY)); then
