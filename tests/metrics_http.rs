@@ -233,6 +233,9 @@ async fn health_ready_and_metrics_after_real_traffic() {
     assert_eq!(value(&m, "log_size_bytes", &orders("0")), p0.len() as f64);
     assert_eq!(value(&m, "log_size_bytes", &orders("1")), (p1_acks1.len() + p1_acks0.len()) as f64);
     assert_eq!(value(&m, "log_segments", &orders("0")), 1.0);
+    assert_eq!(value(&m, "log_start_offset", &orders("0")), 0.0);
+    assert_eq!(value(&m, "log_end_offset", &orders("0")), 10.0);
+    assert_eq!(value(&m, "log_end_offset", &orders("1")), 5.0);
 
     assert_eq!(value(&m, "open_connections", &[]), 1.0);
     assert!(value(&m, "fsync_latency_seconds_count", &[]) > fsyncs_before as f64);

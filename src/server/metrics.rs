@@ -189,7 +189,9 @@ impl BrokerCollector {
         let mut traffic: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
         for p in &partitions {
             let (size, segments) = p.log_size_and_segments();
-            sizes.push((labels([("topic", p.topic.clone()), ("partition", p.index.to_string())]), size, segments));
+            let offsets = (p.log_start_offset(), p.log_end_offset());
+            let l = labels([("topic", p.topic.clone()), ("partition", p.index.to_string())]);
+            sizes.push((l, size, segments, offsets));
             let (bytes_in, bytes_out) = p.traffic();
             let t = traffic.entry(&p.topic).or_default();
             t.0 += bytes_in;
@@ -199,13 +201,25 @@ impl BrokerCollector {
             enc,
             "log_size_bytes",
             "Bytes of a local partition's log segments",
-            sizes.iter().map(|(l, size, _)| (l.clone(), *size as i64)),
+            sizes.iter().map(|(l, size, _, _)| (l.clone(), *size as i64)),
         )?;
         gauges(
             enc,
             "log_segments",
             "Segments of a local partition's log",
-            sizes.iter().map(|(l, _, segments)| (l.clone(), *segments as i64)),
+            sizes.iter().map(|(l, _, segments, _)| (l.clone(), *segments as i64)),
+        )?;
+        gauges(
+            enc,
+            "log_start_offset",
+            "First offset a local partition's log holds (retention moves it)",
+            sizes.iter().map(|(l, _, _, (start, _))| (l.clone(), *start)),
+        )?;
+        gauges(
+            enc,
+            "log_end_offset",
+            "Offset the next record appended to a local partition's log gets",
+            sizes.iter().map(|(l, _, _, (_, end))| (l.clone(), *end)),
         )?;
         counters(
             enc,
