@@ -469,7 +469,11 @@ async fn metadata_auto_creates_only_when_allowed() {
     let req = metadata_request(&["auto"]).with_allow_auto_topic_creation(false);
     let resp = c.send(METADATA_V, req).await;
     assert_eq!(resp.topics[0].error_code, 3);
+    // As Kafka 4: the request that creates the topic is answered UNKNOWN_TOPIC_OR_PARTITION
+    // with no partitions; the next one shows them.
     let resp = c.send(METADATA_V, metadata_request(&["auto"]).with_allow_auto_topic_creation(true)).await;
+    assert_eq!((resp.topics[0].error_code, resp.topics[0].partitions.len()), (3, 0));
+    let resp = c.send(METADATA_V, metadata_request(&["auto"]).with_allow_auto_topic_creation(false)).await;
     assert_eq!(resp.topics[0].error_code, 0);
     assert_eq!(resp.topics[0].partitions.len(), 2, "num_partitions from the broker config");
     // Produce auto-creates too.

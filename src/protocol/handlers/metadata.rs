@@ -1,4 +1,9 @@
 //! Metadata: brokers, controller, topics and their partitions.
+//!
+//! Auto-creation answers as Kafka 4 does: the request that creates a topic gets
+//! UNKNOWN_TOPIC_OR_PARTITION with no partitions (Kafka creates in the background), and the
+//! client's next Metadata shows it. runnel creates it before answering, so that next
+//! request always finds every partition with its leader.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::metadata_response::{
@@ -30,9 +35,13 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataRe
             let allow = version < 4 || req.allow_auto_topic_creation;
             for rt in list {
                 let entry = match rt.name {
-                    Some(name) => match topic_or_auto_create(ctx, name.0.as_str(), allow).await {
-                        Ok(t) => describe_topic(&t, include_ops),
-                        Err(e) => error_topic(Some(name), rt.topic_id, e),
+                    Some(name) => match ctx.image().topic(name.0.as_str()).cloned() {
+                        Some(t) => describe_topic(&t, include_ops),
+                        None => {
+                            let created = topic_or_auto_create(ctx, name.0.as_str(), allow).await;
+                            let error = created.err().unwrap_or(ResponseError::UnknownTopicOrPartition);
+                            error_topic(Some(name), rt.topic_id, error)
+                        }
                     },
                     None => match ctx.image().topic_by_id(&rt.topic_id) {
                         Some(t) => describe_topic(t, include_ops),
