@@ -1,9 +1,11 @@
 """Apache Kafka 4.4's admin tools for producer state and features against the broker:
 kafka-transactions describe-producers (DescribeProducers) and kafka-features describe
-(ApiVersions' supported and finalized features).
+(ApiVersions' supported and finalized features), and kafka-log-dirs describe
+(DescribeLogDirs).
 
 Each tool is one JVM start (about a second here), so tests run as few as they need.
 """
+import json
 import re
 import time
 
@@ -95,3 +97,36 @@ def test_features_describe_and_refused_upgrade(shared_runnel):
     assert proc.stdout.startswith(
         "Could not upgrade group.version to 1. The update failed for all features since the "
         "following feature had an error: Invalid update version 1 for feature group.version."), describe(proc)
+
+
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"  # kafka-log-dirs.sh
+
+
+def test_log_dirs_describe_shows_each_partition_and_its_size(shared_runnel, topic_name):
+    b = shared_runnel.bootstrap
+    create_topic(b, topic_name, 2)
+    # Keyed records, so that both partitions get some (see the test above).
+    proc = run_tool(CONSOLE_PRODUCER, "--bootstrap-server", b, "--topic", topic_name,
+                    "--reader-property", "parse.key=true", "--reader-property", "key.separator=:",
+                    input="".join(f"key-{i}:value-{i}\n" for i in range(10)))
+    assert proc.returncode == 0, describe(proc)
+    proc = run_tool(LOG_DIRS, "--bootstrap-server", b, "--describe", "--topic-list", topic_name)
+    assert proc.returncode == 0, describe(proc)
+    lines = proc.stdout.splitlines()
+    assert lines[0] == "Querying brokers for log directories information", describe(proc)
+    assert lines[1].startswith("Received log directory information from brokers "), describe(proc)
+    info = json.loads(next(line for line in lines if line.startswith("{")))
+    assert info["version"] == 1 and len(info["brokers"]) == 1, info
+    dirs = info["brokers"][0]["logDirs"]
+    assert len(dirs) == 1 and dirs[0]["error"] is None and dirs[0]["logDir"], dirs
+    parts = {p["partition"]: p for p in dirs[0]["partitions"]}
+    assert set(parts) == {f"{topic_name}-0", f"{topic_name}-1"}, parts
+    for p in parts.values():
+        assert p["size"] > 0 and p["offsetLag"] == 0 and p["isFuture"] is False, p
+    if not shared_runnel.external:
+        # The sizes are the partitions' segment files on disk.
+        for name, p in parts.items():
+            on_disk = sum(f.stat().st_size for f in (shared_runnel.data_dir / name).glob("*.log"))
+            assert p["size"] == on_disk, (name, p, on_disk)
+        assert dirs[0]["logDir"] == str(shared_runnel.data_dir.resolve()) or \
+            dirs[0]["logDir"] == str(shared_runnel.data_dir), dirs[0]["logDir"]
