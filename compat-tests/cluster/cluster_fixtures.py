@@ -62,8 +62,11 @@ def start_cluster(tmp_path, runnel_bin, size, extra_args=None):
             n.wait_listening(60)
         yield net, nodes
     finally:
+        # SIGKILL, not SIGTERM: the test is over, and the last brokers of a stopping
+        # cluster cannot reach a controller quorum for their controlled shutdown, so each
+        # would wait out its 15 s before exiting (about 20 s per test, 5 minutes of CI).
         for n in nodes:
-            n.stop()
+            n.kill()
         net.down()
 
 
