@@ -81,8 +81,13 @@ async fn each_group_is_coordinated_by_its_partitions_leader_and_moves_with_it() 
     let r = elsewhere.send(7, fetch(group)).await;
     assert_eq!(r.error_code, ResponseError::NotCoordinator.code());
     let mut at = Client::connect(addr(&cluster, coordinator)).await;
-    let r = at.send(8, commit(group, 42)).await;
-    assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    // Enough log (over 64 KiB) that the next leader replays it off the request path.
+    for offset in 0..=42 {
+        let mut req = commit(group, offset);
+        req.topics[0].partitions[0].committed_metadata = Some(str(&"m".repeat(4000)));
+        let r = at.send(8, req).await;
+        assert_eq!(r.topics[0].partitions[0].error_code, 0);
+    }
 
     // The coordinator stops (its leadership moves off first): another broker leads the
     // group's partition, loads it, and serves the committed offset.
@@ -96,6 +101,8 @@ async fn each_group_is_coordinated_by_its_partitions_leader_and_moves_with_it() 
             if r.error_code == 0 {
                 break r.topics[0].partitions[0].committed_offset;
             }
+            let retriable = [ResponseError::CoordinatorLoadInProgress, ResponseError::NotCoordinator];
+            assert!(retriable.iter().any(|e| e.code() == r.error_code), "error {}", r.error_code);
         }
         assert!(Instant::now() < until, "no new coordinator serving {group}: ({error}, {node})");
         tokio::time::sleep(Duration::from_millis(100)).await;
