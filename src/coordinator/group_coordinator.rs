@@ -167,8 +167,10 @@ impl GroupCoordinator {
     /// is loaded or loading in that epoch already.
     pub fn on_election(&self, partition: i32, leader_epoch: i32) -> Option<Load> {
         let mut st = self.lock();
+        let load = st.partitions.elect(partition, leader_epoch)?;
+        // Loaded again in a new epoch: what was parked belongs to the load it replaces.
         st.fail_partition(partition, GroupError::NotCoordinator);
-        st.partitions.elect(partition, leader_epoch)
+        Some(load)
     }
 
     /// Rebuild the groups and offsets of `load`'s partition from its records, oldest

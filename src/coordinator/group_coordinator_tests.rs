@@ -530,6 +530,8 @@ async fn resigning_answers_parked_joins_and_drops_decisions_in_flight() {
     c.load_partition(3, 0, vec![], 0);
     let mut rx = c.join("g", params(None), 0).await;
     assert!(rx.try_recv().is_err(), "parked until the clock completes the join");
+    assert_eq!(c.on_election(3, 0), None, "loaded in that epoch already");
+    assert!(rx.try_recv().is_err(), "still parked");
     c.on_resignation(3);
     assert_eq!(rx.try_recv().unwrap().error, Some(GroupError::NotCoordinator));
     // A commit whose write is under way when the partition moves is not applied here.
