@@ -66,17 +66,25 @@ fn led_partitions(ctx: &Ctx, image: &MetadataImage) -> Vec<(i32, i32, Arc<Partit
 /// after FindCoordinator creates the topic, and on the group clock. A small partition
 /// loads at once; a big one on a blocking thread (`background`), else here.
 fn follow_leadership(ctx: &Ctx, background: bool) {
+    let in_step = |image: &MetadataImage, led: &[(i32, i32, Arc<Partition>)]| {
+        let wanted: Vec<(i32, i32)> = led.iter().map(|(p, e, _)| (*p, *e)).collect();
+        partition_count(ctx, image) == ctx.groups.partition_count() && wanted == ctx.groups.owned_partitions()
+    };
     let image = ctx.image();
-    let led = led_partitions(ctx, &image);
-    let count = partition_count(ctx, &image);
-    let wanted: Vec<(i32, i32)> = led.iter().map(|(p, e, _)| (*p, *e)).collect();
-    if count == ctx.groups.partition_count() && wanted == ctx.groups.owned_partitions() {
+    if in_step(&image, &led_partitions(ctx, &image)) {
         return;
     }
     let _switch = ctx.coordinator_switch.lock().unwrap_or_else(|e| e.into_inner());
-    ctx.groups.set_partition_count(count);
+    // Looked at again under the lock: another caller may have followed a newer image.
+    let image = ctx.image();
+    let led = led_partitions(ctx, &image);
+    if in_step(&image, &led) {
+        return;
+    }
+    let wanted: Vec<i32> = led.iter().map(|(p, _, _)| *p).collect();
+    ctx.groups.set_partition_count(partition_count(ctx, &image));
     for (partition, _) in ctx.groups.owned_partitions() {
-        if !wanted.iter().any(|(p, _)| *p == partition) {
+        if !wanted.contains(&partition) {
             ctx.groups.on_resignation(partition);
         }
     }
