@@ -178,13 +178,28 @@ impl GroupCoordinator {
     /// partition was resigned or elected again meanwhile.
     pub fn complete_load(&self, load: Load, records: impl IntoIterator<Item = OffsetsRecord>, now: i64) {
         let mut shard = Shard::new(self.limits, self.offsets_retention_ms);
+        let mut replayed = 0usize;
         for r in records {
             shard.replay(r, now);
+            replayed += 1;
         }
         shard.finish_load(now);
         let groups = shard.groups.len();
         if self.lock().partitions.loaded(load, shard) {
-            tracing::info!(partition = load.partition, groups, "group coordinator loaded __consumer_offsets partition");
+            // A new topic's 50 empty partitions are not worth 50 lines.
+            if replayed > 0 {
+                tracing::info!(
+                    partition = load.partition,
+                    groups,
+                    records = replayed,
+                    "group coordinator loaded __consumer_offsets partition"
+                );
+            } else {
+                tracing::debug!(
+                    partition = load.partition,
+                    "group coordinator loaded empty __consumer_offsets partition"
+                );
+            }
         } else {
             tracing::debug!(partition = load.partition, "dropping a stale load of __consumer_offsets");
         }
