@@ -532,6 +532,21 @@ mod tests {
     }
 
     #[test]
+    fn offsets_topic_settings_default_to_kafkas_and_refuse_zero() {
+        let cfg = BrokerConfig::build(&[]).unwrap();
+        assert_eq!((cfg.offsets_topic_num_partitions, cfg.offsets_topic_replication_factor), (50, 3));
+        let file = ConfigOverrides::from_yaml_str("offsets_topic_num_partitions: 1\n").unwrap();
+        assert_eq!(BrokerConfig::build(&[file]).unwrap().offsets_topic_num_partitions, 1);
+        for o in [
+            ConfigOverrides { offsets_topic_num_partitions: Some(0), ..Default::default() },
+            ConfigOverrides { offsets_topic_replication_factor: Some(0), ..Default::default() },
+        ] {
+            let err = BrokerConfig::build(&[o]).unwrap_err();
+            assert!(err.field().is_some_and(|f| f.starts_with("offsets_topic_")), "{err}");
+        }
+    }
+
+    #[test]
     fn unknown_yaml_keys_are_refused() {
         let err = ConfigOverrides::from_yaml_str("num_partitons: 3\n").unwrap_err();
         assert!(err.contains("num_partitons"), "{err}");
