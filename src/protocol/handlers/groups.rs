@@ -196,7 +196,14 @@ pub async fn heartbeat(ctx: &Ctx, req: HeartbeatRequest, _version: i16) -> Heart
             ctx.now_ms(),
         )
         .await;
-    HeartbeatResponse::default().with_error_code(r.err().map_or(0, |e| group_error(e).code()))
+    let code = match r {
+        // As Kafka's GroupCoordinatorService answers a heartbeat to a group whose partition
+        // still loads: no error ("blindly respond"); the member keeps beating and learns of
+        // a rebalance once the group is loaded.
+        Ok(()) | Err(GroupError::CoordinatorLoadInProgress) => 0,
+        Err(e) => group_error(e).code(),
+    };
+    HeartbeatResponse::default().with_error_code(code)
 }
 
 pub async fn leave_group(ctx: &Ctx, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
