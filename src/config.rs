@@ -114,6 +114,12 @@ pub struct BrokerConfig {
     pub group_initial_rebalance_delay_ms: i32,
     pub offsets_retention_minutes: i64,
     pub offsets_topic_segment_bytes: u64,
+    /// Partitions of `__consumer_offsets` when it is created (Kafka:
+    /// offsets.topic.num.partitions); an existing topic keeps its own count.
+    pub offsets_topic_num_partitions: i32,
+    /// Replicas of each `__consumer_offsets` partition when it is created, capped at the
+    /// live brokers (Kafka: offsets.topic.replication.factor).
+    pub offsets_topic_replication_factor: i16,
     /// `host:port` of this node's controller listener (Kafka: the CONTROLLER listener);
     /// `None` = its address in `controller_quorum_voters`, or no listener for a single
     /// voter.
@@ -201,6 +207,8 @@ impl Default for BrokerConfig {
             group_initial_rebalance_delay_ms: 0,
             offsets_retention_minutes: 10_080,
             offsets_topic_segment_bytes: 100 * 1024 * 1024,
+            offsets_topic_num_partitions: 50,
+            offsets_topic_replication_factor: 3,
             controller_listen: None,
             controller_quorum_voters: Vec::new(),
             process_roles: "broker,controller".into(),
@@ -251,6 +259,8 @@ pub struct ConfigOverrides {
     pub group_initial_rebalance_delay_ms: Option<i32>,
     pub offsets_retention_minutes: Option<i64>,
     pub offsets_topic_segment_bytes: Option<u64>,
+    pub offsets_topic_num_partitions: Option<i32>,
+    pub offsets_topic_replication_factor: Option<i16>,
     pub controller_listen: Option<String>,
     /// `1@host:port,2@host:port,...`
     pub controller_quorum_voters: Option<String>,
@@ -323,6 +333,8 @@ impl BrokerConfig {
                     group_initial_rebalance_delay_ms,
                     offsets_retention_minutes,
                     offsets_topic_segment_bytes,
+                    offsets_topic_num_partitions,
+                    offsets_topic_replication_factor,
                     process_roles
                 ]
             );
@@ -501,6 +513,12 @@ impl BrokerConfig {
         if !(14..=i32::MAX as u64).contains(&self.offsets_topic_segment_bytes) {
             return Err(invalid("offsets_topic_segment_bytes", "must be between 14 and 2147483647"));
         }
+        if self.offsets_topic_num_partitions < 1 {
+            return Err(invalid("offsets_topic_num_partitions", "must be >= 1"));
+        }
+        if self.offsets_topic_replication_factor < 1 {
+            return Err(invalid("offsets_topic_replication_factor", "must be >= 1"));
+        }
         Ok(())
     }
 }
@@ -550,6 +568,21 @@ mod tests {
         let o = ConfigOverrides { replica_selector_class: Some("com.example.Nearest".into()), ..Default::default() };
         let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
         assert!(err.contains("replica_selector_class") && err.contains("com.example.Nearest"), "{err}");
+    }
+
+    #[test]
+    fn offsets_topic_settings_default_to_kafkas_and_refuse_zero() {
+        let cfg = BrokerConfig::build(&[]).unwrap();
+        assert_eq!((cfg.offsets_topic_num_partitions, cfg.offsets_topic_replication_factor), (50, 3));
+        let file = ConfigOverrides::from_yaml_str("offsets_topic_num_partitions: 1\n").unwrap();
+        assert_eq!(BrokerConfig::build(&[file]).unwrap().offsets_topic_num_partitions, 1);
+        for o in [
+            ConfigOverrides { offsets_topic_num_partitions: Some(0), ..Default::default() },
+            ConfigOverrides { offsets_topic_replication_factor: Some(0), ..Default::default() },
+        ] {
+            let err = BrokerConfig::build(&[o]).unwrap_err();
+            assert!(err.field().is_some_and(|f| f.starts_with("offsets_topic_")), "{err}");
+        }
     }
 
     #[test]

@@ -176,6 +176,14 @@ struct ServeArgs {
     /// offsets.topic.segment.bytes).
     #[arg(long, env = "RUNNEL_OFFSETS_TOPIC_SEGMENT_BYTES")]
     offsets_topic_segment_bytes: Option<u64>,
+    /// Partitions of `__consumer_offsets` when it is created; an existing topic keeps its
+    /// own (Kafka: offsets.topic.num.partitions).
+    #[arg(long, env = "RUNNEL_OFFSETS_TOPIC_NUM_PARTITIONS")]
+    offsets_topic_num_partitions: Option<i32>,
+    /// Replication factor of `__consumer_offsets` when it is created, capped at the live
+    /// brokers (Kafka: offsets.topic.replication.factor).
+    #[arg(long, env = "RUNNEL_OFFSETS_TOPIC_REPLICATION_FACTOR")]
+    offsets_topic_replication_factor: Option<i16>,
     /// Replication factor of topics created without one (Kafka: default.replication.factor).
     #[arg(long, env = "RUNNEL_DEFAULT_REPLICATION_FACTOR")]
     default_replication_factor: Option<i16>,
@@ -246,6 +254,8 @@ impl ServeArgs {
             group_initial_rebalance_delay_ms: self.group_initial_rebalance_delay_ms,
             offsets_retention_minutes: self.offsets_retention_minutes,
             offsets_topic_segment_bytes: self.offsets_topic_segment_bytes,
+            offsets_topic_num_partitions: self.offsets_topic_num_partitions,
+            offsets_topic_replication_factor: self.offsets_topic_replication_factor,
             controller_listen: self.controller_listen.clone(),
             controller_quorum_voters: self.controller_quorum_voters.clone(),
             process_roles: self.process_roles.clone(),
@@ -318,6 +328,8 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("group_initial_rebalance_delay_ms", d.group_initial_rebalance_delay_ms.to_string()),
         ("offsets_retention_minutes", d.offsets_retention_minutes.to_string()),
         ("offsets_topic_segment_bytes", d.offsets_topic_segment_bytes.to_string()),
+        ("offsets_topic_num_partitions", d.offsets_topic_num_partitions.to_string()),
+        ("offsets_topic_replication_factor", d.offsets_topic_replication_factor.to_string()),
         ("default_replication_factor", d.default_replication_factor.to_string()),
         ("auto_leader_rebalance_enable", d.auto_leader_rebalance_enable.to_string()),
         ("leader_imbalance_check_interval_seconds", d.leader_imbalance_check_interval_seconds.to_string()),

@@ -229,6 +229,13 @@ async fn preferred_leader_election_moves_leadership_back_after_a_restart() {
     let (preferred, replicas, _) = partition0(brokers[0].local_addr(), "elect").await.unwrap();
     assert_eq!(preferred, replicas[0]);
     let other = brokers[replicas[1] as usize - 1].local_addr();
+    // ElectLeaders classifies partitions by the asked broker's own image, which applies
+    // the commit made through broker 1 a little later (under load, after this point).
+    let started = Instant::now();
+    while partition0(other, "elect").await.is_none() {
+        assert!(started.elapsed() < DEADLINE, "the topic never reached the other broker's metadata");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 
     // Nothing to do while the preferred replica leads; an unknown partition is named.
     let resp = elect(other, PREFERRED, Some(&[("elect", 0), ("nope", 0), ("elect", 7)])).await;

@@ -12,6 +12,7 @@ use common::{str, Client, TestBroker};
 use kafka_protocol::messages::offset_commit_request::{OffsetCommitRequestPartition, OffsetCommitRequestTopic};
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequestTopic;
 use kafka_protocol::messages::*;
+use runnel::coordinator::group_partition;
 
 /// Bytes of `.log` files in the partition directory `name` under the broker's data dir.
 fn log_bytes(broker: &TestBroker, name: &str) -> u64 {
@@ -135,7 +136,11 @@ async fn consumer_offsets_is_compacted_and_commits_survive_a_restart() {
         }
     }
     // 300 commit records of ~100 bytes each; cleaned, a few segments of newest commits.
-    wait_until("__consumer_offsets is compacted", async || log_bytes(&broker, "__consumer_offsets-0") < 8_000).await;
+    // g1 and g2 live on their own partitions of __consumer_offsets (Kafka's hash of 50).
+    let logs = ["g1", "g2"].map(|g| format!("__consumer_offsets-{}", group_partition::partition_for(g, 50)));
+    assert_ne!(logs[0], logs[1]);
+    let offsets_bytes = || logs.iter().map(|l| log_bytes(&broker, l)).sum::<u64>();
+    wait_until("__consumer_offsets is compacted", async || offsets_bytes() < 8_000).await;
     assert_eq!(committed(&mut c, "g1", "t").await, vec![99, 99, -1]);
 
     broker.restart().await;

@@ -37,7 +37,7 @@ impl SwitchableWriter {
 }
 
 impl OffsetsWriter for SwitchableWriter {
-    fn append<'a>(&'a self, _records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
+    fn append<'a>(&'a self, _partition: i32, _records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
         let outcome = match *self.fail.lock().unwrap() {
             Some(e) => Err(e),
             None => Ok(()),

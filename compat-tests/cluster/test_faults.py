@@ -11,6 +11,7 @@ import json
 import os
 import random
 import subprocess
+import sys
 import threading
 import time
 import uuid
@@ -187,6 +188,27 @@ def partition_leader(net, nodes, franz, topic, partition=0):
                     return nodes[row["leader"] - 1]
         time.sleep(0.5)
     raise AssertionError(f"no leader for {topic}[{partition}]")
+
+
+def offsets_partition(group, partitions=50):
+    """The `__consumer_offsets` partition of `group`: Kafka's
+    `Utils.abs(groupId.hashCode()) % partitions` (Java's String.hashCode over UTF-16 code
+    units; `Utils.abs` maps Integer.MIN_VALUE to 0)."""
+    h = 0
+    for unit in _utf16_units(group):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    h = h - (1 << 32) if h >= 1 << 31 else h
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def _utf16_units(s):
+    b = s.encode("utf-16-be")
+    return [int.from_bytes(b[i:i + 2], "big") for i in range(0, len(b), 2)]
+
+
+def group_coordinator(net, nodes, franz, group):
+    """The node coordinating `group`: the leader of its partition of __consumer_offsets."""
+    return partition_leader(net, nodes, franz, "__consumer_offsets", offsets_partition(group))
 
 
 def controller_leader(net, nodes, franz):
@@ -385,7 +407,8 @@ def test_replication_matrix(tmp_path, cluster3, franz_bin, failure, kind):
 
 def test_cluster_group_rides_through_a_coordinator_kill(tmp_path, cluster3, franz_bin):
     """A consumer group (franz-go, classic protocol, two members) consumes an RF=3 topic
-    while the broker coordinating it (the leader of __consumer_offsets) is SIGKILLed and
+    while the broker coordinating it (the leader of the group's partition of
+    __consumer_offsets) is SIGKILLed and
     restarted: the group moves to the new leader, every acknowledged record is consumed,
     and the committed offsets survive (a member joining afterwards gets nothing new)."""
     net, nodes = cluster3
@@ -423,7 +446,7 @@ def test_cluster_group_rides_through_a_coordinator_kill(tmp_path, cluster3, fran
         deadline = time.monotonic() + 60
         while len(consumed(members)) < len(wanted) // 4 and time.monotonic() < deadline:
             time.sleep(0.2)
-        coordinator = partition_leader(net, nodes, franz_bin, "__consumer_offsets")
+        coordinator = group_coordinator(net, nodes, franz_bin, group)
         coordinator.kill()
         time.sleep(CLUSTER_HOLD)
         coordinator.start(60)
@@ -457,3 +480,71 @@ def test_cluster_group_rides_through_a_coordinator_kill(tmp_path, cluster3, fran
             late.wait(timeout=60)
         except subprocess.TimeoutExpired:
             late.kill()
+
+
+def test_cluster_confluent_group_rides_through_a_coordinator_kill(tmp_path, cluster3, franz_bin):
+    """confluent-kafka (librdkafka), two members of a classic group, consume an RF=3
+    min.insync.replicas=2 topic that an acks=all producer writes to while the broker
+    coordinating the group (the leader of its __consumer_offsets partition) is SIGKILLed
+    and restarted: every acknowledged record is consumed, the members commit again after
+    the move, and the committed offsets survive (read back by a new member)."""
+    net, nodes = cluster3
+    bootstrap = ",".join(n.address for n in nodes)
+    topic, group = new_topic("cgroup"), "cg-" + uuid.uuid4().hex[:8]
+    script = str(Path(__file__).resolve().parent / "confluent_group.py")
+    out = tmp_path / "confluent"
+    out.mkdir()
+    client = net.popen("client", [sys.executable, script, "run", bootstrap, topic, group, out, 16],
+                       stdout=open(out / "client.log", "wb"), stderr=subprocess.STDOUT)
+
+    def lines(name):
+        path = out / name
+        rows = []
+        for line in path.read_text().splitlines() if path.exists() else []:
+            try:
+                rows.append(json.loads(line))
+            except ValueError:
+                pass
+        return rows
+
+    def consumed():
+        return {r["v"] for r in lines("consumed.jsonl")}
+
+    try:
+        deadline = time.monotonic() + 60
+        while len(consumed()) < 500:
+            assert time.monotonic() < deadline and client.poll() is None, (out / "client.log").read_text()[-3000:]
+            time.sleep(0.2)
+        coordinator = group_coordinator(net, nodes, franz_bin, group)
+        coordinator.kill()
+        killed_at = time.time()
+        time.sleep(CLUSTER_HOLD / 2)
+        coordinator.start(60)
+        deadline = time.monotonic() + 90
+        while not (out / "produced").exists() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        produced = json.loads((out / "produced").read_text())
+        assert produced["unflushed"] == 0, produced
+        acked = {r["v"] for r in lines("acks.jsonl")}
+        assert len(acked) > 1000, produced
+        while not acked <= consumed() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        missing = acked - consumed()
+        assert not missing, f"{len(missing)} acknowledged records never consumed, e.g. {sorted(missing)[:5]}"
+        commits_after = [e for e in lines("events.jsonl") if e["e"] == "commit" and e["t"] > killed_at + 1]
+        assert commits_after, lines("events.jsonl")[-10:]
+    finally:
+        (out / "stop").touch()
+        try:
+            client.wait(timeout=90)
+        except subprocess.TimeoutExpired:
+            client.kill()
+    closed = [e for e in lines("events.jsonl") if e["e"] == "closed"]
+    assert len(closed) == 2 and not any(e["pending"] for e in closed), lines("events.jsonl")[-10:]
+    # Everything was consumed and committed: a new member reads back committed offsets at
+    # the end of every partition.
+    check = net.run("client", [sys.executable, script, "committed", bootstrap, topic, group],
+                    timeout=90, capture_output=True, text=True)
+    assert check.returncode == 0, check.stderr[-3000:]
+    positions = json.loads(check.stdout.strip().splitlines()[-1])
+    assert len(positions) == 3 and all(c == high and high > 0 for c, high in positions.values()), positions

@@ -5,15 +5,11 @@ use thiserror::Error;
 
 use super::group::GroupError;
 use super::offsets::MAX_METADATA_BYTES;
-use super::writer::OffsetsWriteError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Error)]
 pub enum CoordinatorError {
     #[error(transparent)]
     Group(#[from] GroupError),
-    /// The decision's records did not reach `__consumer_offsets`; nothing changed.
-    #[error(transparent)]
-    Write(#[from] OffsetsWriteError),
     #[error("no such group")]
     GroupIdNotFound,
     #[error("the group still has members")]

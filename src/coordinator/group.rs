@@ -87,6 +87,12 @@ pub enum GroupError {
     CoordinatorNotAvailable,
     #[error("the group is full")]
     GroupMaxSizeReached,
+    /// This broker does not lead the group's `__consumer_offsets` partition.
+    #[error("this broker is not the group's coordinator")]
+    NotCoordinator,
+    /// This broker leads the group's partition but is still replaying it.
+    #[error("the group's coordinator is loading its partition")]
+    CoordinatorLoadInProgress,
     /// The decision's records did not reach `__consumer_offsets`; the group is as before.
     #[error(transparent)]
     Write(#[from] OffsetsWriteError),

@@ -1,12 +1,19 @@
-//! The group coordinator shell (Kafka's `CoordinatorRuntime` for one `__consumer_offsets`
-//! partition): feeds requests and the clock to the [`Shard`], writes the records each
-//! decision returns through its [`OffsetsWriter`], and only then makes the decision real
+//! The group coordinator shell (Kafka's `CoordinatorRuntime`): one [`Shard`] per
+//! `__consumer_offsets` partition this broker leads ([`Partitions`]); feeds requests and the
+//! clock to the shard of the group's partition, writes the records each decision returns
+//! to that partition through its [`OffsetsWriter`], and only then makes the decision real
 //! and answers: parked JoinGroup/SyncGroup requests through oneshot channels, the rest as
 //! return values. A failed write changes nothing and every request the decision would
 //! have answered gets the write error; the one exception is Kafka's own reaction to a
 //! failed assignment write, which makes the group rebalance ([`super::shard::OnWriteError`]).
 //!
-//! Locks: `state` (a std mutex) guards the shard and the parked requests and is never held
+//! Partitions are loaded and unloaded one by one as their leadership moves
+//! ([`GroupCoordinator::on_election`], [`GroupCoordinator::complete_load`],
+//! [`GroupCoordinator::on_resignation`]; Kafka's `onElection`/`onResignation`): a load
+//! replays that partition's records only, and a resignation answers that partition's
+//! parked requests NOT_COORDINATOR.
+//!
+//! Locks: `state` (a std mutex) guards the shards and the parked requests and is never held
 //! across an `.await`; a group's turn in `turns` ([`GroupLocks`]) is held from a decision
 //! through its write to its apply, so a group's decisions apply in the order they were
 //! taken and each sees the state its predecessors left, while other groups decide and
@@ -20,7 +27,7 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::oneshot;
@@ -28,11 +35,12 @@ use tokio::sync::oneshot;
 use super::error::CoordinatorError;
 use super::group::{Effect, Group, GroupError, GroupLimits, JoinOutcome, JoinParams, SyncOutcome, SyncParams, Token};
 use super::group_locks::GroupLocks;
+use super::loaded::{Load, Partitions, Route};
 use super::offsets::{MemberRef, OffsetCommit};
 use super::offsets_codec::{CommittedOffset, OffsetsRecord};
 use super::shard::{CoordinatorResult, Shard};
 use super::views::{self, GroupDescription, GroupListing};
-use super::writer::{OffsetsWriteError, OffsetsWriter};
+use super::writer::OffsetsWriter;
 
 enum Waiter {
     Join(oneshot::Sender<JoinOutcome>),
@@ -40,8 +48,20 @@ enum Waiter {
 }
 
 struct State {
-    shard: Shard,
-    waiters: HashMap<Token, Waiter>,
+    partitions: Partitions,
+    /// Parked JoinGroup/SyncGroup requests, with the partition of their group.
+    waiters: HashMap<Token, (i32, Waiter)>,
+}
+
+fn reject(waiter: Waiter, e: GroupError) {
+    match waiter {
+        Waiter::Join(tx) => {
+            let _ = tx.send(JoinOutcome::error(e, ""));
+        }
+        Waiter::Sync(tx) => {
+            let _ = tx.send(SyncOutcome::error(e));
+        }
+    }
 }
 
 impl State {
@@ -49,12 +69,12 @@ impl State {
         for e in effects {
             match e {
                 Effect::Join(t, outcome) => {
-                    if let Some(Waiter::Join(tx)) = self.waiters.remove(&t) {
+                    if let Some((_, Waiter::Join(tx))) = self.waiters.remove(&t) {
                         let _ = tx.send(outcome);
                     }
                 }
                 Effect::Sync(t, outcome) => {
-                    if let Some(Waiter::Sync(tx)) = self.waiters.remove(&t) {
+                    if let Some((_, Waiter::Sync(tx))) = self.waiters.remove(&t) {
                         let _ = tx.send(outcome);
                     }
                 }
@@ -65,19 +85,25 @@ impl State {
 
     /// A decision's write failed: every request it answered or parked gets the error
     /// instead, and the live group forgets those requests (it never saw the decision).
-    fn fail(&mut self, mut tokens: Vec<Token>, e: OffsetsWriteError) {
+    fn fail(&mut self, route: Route, mut tokens: Vec<Token>, e: GroupError) {
         tokens.sort_unstable();
         tokens.dedup();
-        self.shard.forget_parked(&tokens);
+        if let Some(shard) = self.partitions.shard_mut(route) {
+            shard.forget_parked(&tokens);
+        }
         for t in tokens {
-            match self.waiters.remove(&t) {
-                Some(Waiter::Join(tx)) => {
-                    let _ = tx.send(JoinOutcome::error(GroupError::Write(e), ""));
-                }
-                Some(Waiter::Sync(tx)) => {
-                    let _ = tx.send(SyncOutcome::error(GroupError::Write(e)));
-                }
-                None => {}
+            if let Some((_, w)) = self.waiters.remove(&t) {
+                reject(w, e);
+            }
+        }
+    }
+
+    /// Every parked request of `partition`'s groups gets `e` (the partition is unloaded).
+    fn fail_partition(&mut self, partition: i32, e: GroupError) {
+        let tokens: Vec<Token> = self.waiters.iter().filter(|(_, (p, _))| *p == partition).map(|(t, _)| *t).collect();
+        for t in tokens {
+            if let Some((_, w)) = self.waiters.remove(&t) {
+                reject(w, e);
             }
         }
     }
@@ -88,51 +114,118 @@ pub struct GroupCoordinator {
     turns: GroupLocks,
     writer: Arc<dyn OffsetsWriter>,
     next_token: AtomicU64,
-    /// Serving groups: this broker leads `__consumer_offsets` and loaded it. Inactive,
-    /// every group request is answered NOT_COORDINATOR.
-    active: AtomicBool,
     limits: GroupLimits,
     offsets_retention_ms: i64,
 }
 
 impl GroupCoordinator {
-    pub fn new(limits: GroupLimits, offsets_retention_ms: i64, writer: Arc<dyn OffsetsWriter>) -> GroupCoordinator {
+    /// A coordinator of a `__consumer_offsets` of `partitions` partitions that owns none of
+    /// them yet: every group answers NOT_COORDINATOR until its partition is elected.
+    pub fn new(
+        limits: GroupLimits,
+        offsets_retention_ms: i64,
+        partitions: i32,
+        writer: Arc<dyn OffsetsWriter>,
+    ) -> GroupCoordinator {
         GroupCoordinator {
-            state: Mutex::new(State { shard: Shard::new(limits, offsets_retention_ms), waiters: HashMap::new() }),
+            state: Mutex::new(State { partitions: Partitions::new(partitions), waiters: HashMap::new() }),
             turns: GroupLocks::default(),
             writer,
             next_token: AtomicU64::new(1),
-            active: AtomicBool::new(true),
             limits,
             offsets_retention_ms,
         }
     }
 
-    pub fn is_active(&self) -> bool {
-        self.active.load(Ordering::Acquire)
+    /// The partition count group ids hash over.
+    pub fn partition_count(&self) -> i32 {
+        self.lock().partitions.count()
     }
 
-    /// This broker became the coordinator: forget whatever it held and rebuild groups
-    /// and offsets from `__consumer_offsets` as it is now (the new leader's log).
-    pub fn activate(&self, records: impl IntoIterator<Item = OffsetsRecord>, now: i64) {
-        {
-            let mut st = self.lock();
-            let parked: Vec<Token> = st.waiters.keys().copied().collect();
-            st.fail(parked, OffsetsWriteError::Unavailable);
-            st.shard = Shard::new(self.limits, self.offsets_retention_ms);
-        }
-        self.load(records, now);
+    /// The `__consumer_offsets` partition of `group_id`.
+    pub fn partition_for(&self, group_id: &str) -> i32 {
+        self.lock().partitions.partition_for(group_id)
     }
 
-    /// This broker stopped leading `__consumer_offsets`: its groups are another
-    /// broker's now. Parked requests get COORDINATOR_NOT_AVAILABLE and find the new one.
-    pub fn deactivate(&self) {
+    /// `__consumer_offsets` has `count` partitions (the topic's own count wins over the
+    /// configured one). A change unloads every partition: their groups hash elsewhere now.
+    pub fn set_partition_count(&self, count: i32) {
         let mut st = self.lock();
-        self.active.store(false, Ordering::Release);
-        let parked: Vec<Token> = st.waiters.keys().copied().collect();
-        st.fail(parked, OffsetsWriteError::Unavailable);
-        st.shard = Shard::new(self.limits, self.offsets_retention_ms);
-        tracing::info!("group coordinator inactive: this broker does not lead __consumer_offsets");
+        for p in st.partitions.set_count(count) {
+            st.fail_partition(p, GroupError::NotCoordinator);
+        }
+    }
+
+    /// `(partition, leader epoch)` of each partition loaded or loading.
+    pub fn owned_partitions(&self) -> Vec<(i32, i32)> {
+        self.lock().partitions.owned()
+    }
+
+    /// This broker became the leader of `partition` in `leader_epoch` (Kafka's
+    /// `onElection`): its groups answer COORDINATOR_LOAD_IN_PROGRESS until
+    /// [`GroupCoordinator::complete_load`] hands in the partition's records. `None` when it
+    /// is loaded or loading in that epoch already.
+    pub fn on_election(&self, partition: i32, leader_epoch: i32) -> Option<Load> {
+        let mut st = self.lock();
+        let load = st.partitions.elect(partition, leader_epoch)?;
+        // Loaded again in a new epoch: what was parked belongs to the load it replaces.
+        st.fail_partition(partition, GroupError::NotCoordinator);
+        Some(load)
+    }
+
+    /// Rebuild the groups and offsets of `load`'s partition from its records, oldest
+    /// first, through the same replay that applies every written decision. Dropped if the
+    /// partition was resigned or elected again meanwhile.
+    pub fn complete_load(&self, load: Load, records: impl IntoIterator<Item = OffsetsRecord>, now: i64) {
+        let mut shard = Shard::new(self.limits, self.offsets_retention_ms);
+        let mut replayed = 0usize;
+        for r in records {
+            shard.replay(r, now);
+            replayed += 1;
+        }
+        shard.finish_load(now);
+        let groups = shard.groups.len();
+        if self.lock().partitions.loaded(load, shard) {
+            // A new topic's 50 empty partitions are not worth 50 lines.
+            if replayed > 0 {
+                tracing::info!(
+                    partition = load.partition,
+                    groups,
+                    records = replayed,
+                    "group coordinator loaded __consumer_offsets partition"
+                );
+            } else {
+                tracing::debug!(
+                    partition = load.partition,
+                    "group coordinator loaded empty __consumer_offsets partition"
+                );
+            }
+        } else {
+            tracing::debug!(partition = load.partition, "dropping a stale load of __consumer_offsets");
+        }
+    }
+
+    /// Elect and load `partition` in one step (its records at hand).
+    pub fn load_partition(
+        &self,
+        partition: i32,
+        leader_epoch: i32,
+        records: impl IntoIterator<Item = OffsetsRecord>,
+        now: i64,
+    ) {
+        if let Some(load) = self.on_election(partition, leader_epoch) {
+            self.complete_load(load, records, now);
+        }
+    }
+
+    /// This broker stopped leading `partition` (Kafka's `onResignation`): its groups are
+    /// another broker's now. Its parked requests get NOT_COORDINATOR and find the new one.
+    pub fn on_resignation(&self, partition: i32) {
+        let mut st = self.lock();
+        if st.partitions.resign(partition) {
+            st.fail_partition(partition, GroupError::NotCoordinator);
+            tracing::info!(partition, "group coordinator unloaded __consumer_offsets partition");
+        }
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -143,71 +236,69 @@ impl GroupCoordinator {
         self.next_token.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Rebuild groups and offsets from `__consumer_offsets`, oldest record first, through
-    /// the same replay that applies every written decision.
-    pub fn load(&self, records: impl IntoIterator<Item = OffsetsRecord>, now: i64) {
-        let mut st = self.lock();
-        for r in records {
-            st.shard.replay(r, now);
-        }
-        st.shard.finish_load(now);
-        self.active.store(true, Ordering::Release);
-        tracing::info!(groups = st.shard.groups.len(), "group coordinator loaded __consumer_offsets");
-    }
-
-    /// In `group_id`'s turn: take a decision about that group, write its records, then
-    /// apply it and answer. `parked` is the caller's own request when it may wait past
-    /// this decision.
+    /// In `group_id`'s turn: take a decision about that group on its partition's shard,
+    /// write its records to that partition, then apply it and answer. `parked` is the
+    /// caller's own request when it may wait past this decision.
     async fn decide<T>(
         &self,
         group_id: &str,
         now: i64,
         parked: Option<(Token, Waiter)>,
         decide: impl FnOnce(&Shard) -> CoordinatorResult<T>,
-    ) -> Result<T, OffsetsWriteError> {
+    ) -> Result<T, GroupError> {
         let _turn = self.turns.lock(group_id).await;
-        if !self.is_active() {
-            let mut st = self.lock();
-            if let Some((t, w)) = parked {
-                st.waiters.insert(t, w);
-                st.fail(vec![t], OffsetsWriteError::NotCoordinator);
-            }
-            return Err(OffsetsWriteError::NotCoordinator);
-        }
         let own = parked.as_ref().map(|(t, _)| *t);
-        let result = {
+        let (route, result) = {
             let mut st = self.lock();
+            let (route, shard) = match st.partitions.route(group_id) {
+                Ok(routed) => routed,
+                Err(e) => {
+                    if let Some((_, w)) = parked {
+                        reject(w, e);
+                    }
+                    return Err(e);
+                }
+            };
+            let result = decide(shard);
             if let Some((t, w)) = parked {
-                st.waiters.insert(t, w);
+                st.waiters.insert(t, (route.partition, w));
             }
-            decide(&st.shard)
+            (route, result)
         };
         let (staged, effects, reply) = result.into_staged();
         let written = match staged.records() {
             [] => Ok(()),
-            records => self.writer.append(records).await,
+            records => self.writer.append(route.partition, records).await,
         };
         let mut st = self.lock();
+        let mut tokens: Vec<Token> = effects
+            .iter()
+            .filter_map(|e| match e {
+                Effect::Join(t, _) | Effect::Sync(t, _) => Some(*t),
+                Effect::PersistGroup => None,
+            })
+            .collect();
+        tokens.extend(own);
+        if st.partitions.shard_mut(route).is_none() {
+            // The partition was unloaded (or reloaded) during the write: the records are in
+            // the log for whoever loads it next; this broker answers for it no more.
+            st.fail(route, tokens, GroupError::NotCoordinator);
+            return Err(GroupError::NotCoordinator);
+        }
         match written {
             Ok(()) => {
-                st.shard.apply(staged, now);
+                if let Some(shard) = st.partitions.shard_mut(route) {
+                    shard.apply(staged, now);
+                }
                 st.answer(effects);
                 Ok(reply)
             }
             Err(e) => {
                 tracing::error!(error = %e, "coordinator write failed; its requests get the error");
-                let mut tokens: Vec<Token> = effects
-                    .iter()
-                    .filter_map(|e| match e {
-                        Effect::Join(t, _) | Effect::Sync(t, _) => Some(*t),
-                        Effect::PersistGroup => None,
-                    })
-                    .collect();
-                tokens.extend(own);
-                st.fail(tokens, e);
-                let reaction = st.shard.write_failed(staged, now);
+                st.fail(route, tokens, GroupError::Write(e));
+                let reaction = st.partitions.shard_mut(route).map(|s| s.write_failed(staged, now)).unwrap_or_default();
                 st.answer(reaction);
-                Err(e)
+                Err(GroupError::Write(e))
             }
         }
     }
@@ -247,10 +338,13 @@ impl GroupCoordinator {
         group_instance_id: Option<&str>,
         now: i64,
     ) -> Result<(), GroupError> {
-        if !self.is_active() {
-            return Err(GroupError::Write(OffsetsWriteError::NotCoordinator));
-        }
-        self.lock().shard.heartbeat(group_id, member_id, generation_id, group_instance_id, now)
+        self.lock().partitions.route_mut(group_id)?.heartbeat(
+            group_id,
+            member_id,
+            generation_id,
+            group_instance_id,
+            now,
+        )
     }
 
     /// LeaveGroup for several members; `Err` when the group does not exist or the write
@@ -269,7 +363,7 @@ impl GroupCoordinator {
     /// slow delays only its own timers). A failed write leaves that group as it was; the
     /// next tick decides again.
     pub async fn tick(&self, now: i64) {
-        let due = self.lock().shard.due_for_tick(now);
+        let due: Vec<String> = self.lock().partitions.active().flat_map(|(_, s)| s.due_for_tick(now)).collect();
         join_all(due.iter().map(|id| async move {
             let _ = self.decide(id, now, None, |s| s.tick(id, now)).await;
         }))
@@ -296,27 +390,44 @@ impl GroupCoordinator {
         self.decide(group_id, now, None, |s| s.commit_offsets(group_id, member, offsets, now)).await?
     }
 
-    /// Committed offsets of a group: for the given partitions, or all it has.
+    /// Committed offsets of a group: for the given partitions, or all it has; `Err` when
+    /// this broker does not serve the group's partition (yet).
     pub fn fetch_offsets(
         &self,
         group_id: &str,
         partitions: Option<&[(String, i32)]>,
-    ) -> Vec<(String, i32, Option<CommittedOffset>)> {
-        self.lock().shard.fetch_offsets(group_id, partitions)
+    ) -> Result<Vec<(String, i32, Option<CommittedOffset>)>, GroupError> {
+        Ok(self.lock().partitions.route(group_id)?.1.fetch_offsets(group_id, partitions))
     }
 
-    pub fn describe(&self, group_id: &str) -> Option<GroupDescription> {
-        self.lock().shard.groups.get(group_id).map(views::describe)
+    /// `Ok(None)`: no such group on its partition, which this broker serves.
+    pub fn describe(&self, group_id: &str) -> Result<Option<GroupDescription>, GroupError> {
+        Ok(self.lock().partitions.route(group_id)?.1.groups.get(group_id).map(views::describe))
     }
 
-    pub fn list(&self) -> Vec<GroupListing> {
-        views::list(self.lock().shard.groups.values())
+    /// The groups of every partition this broker serves; Kafka's answer while any of its
+    /// partitions still loads is COORDINATOR_LOAD_IN_PROGRESS.
+    pub fn list(&self) -> Result<Vec<GroupListing>, GroupError> {
+        let st = self.lock();
+        if st.partitions.is_loading() {
+            return Err(GroupError::CoordinatorLoadInProgress);
+        }
+        Ok(views::list(st.partitions.active().flat_map(|(_, s)| s.groups.values())))
     }
 
-    /// Generations and committed offsets of every group, for `/metrics`.
+    /// Generations and committed offsets of every group of every partition served here,
+    /// for `/metrics`.
     pub fn metrics_view(&self) -> views::GroupsMetricsView {
         let st = self.lock();
-        views::metrics_view(st.shard.groups.values(), &st.shard.offsets)
+        let mut view = views::GroupsMetricsView::default();
+        for (_, s) in st.partitions.active() {
+            let v = views::metrics_view(s.groups.values(), &s.offsets);
+            view.generations.extend(v.generations);
+            view.committed.extend(v.committed);
+        }
+        view.generations.sort();
+        view.committed.sort();
+        view
     }
 
     /// DeleteGroups of one group: only an empty one.
@@ -338,7 +449,8 @@ impl GroupCoordinator {
     /// Remove every group's committed offsets for a deleted topic, group by group in
     /// each group's turn; `Err` if any group's write failed (the others are done).
     pub async fn delete_topic_offsets(&self, topic: &str, now: i64) -> Result<(), CoordinatorError> {
-        let groups = self.lock().shard.groups_with_topic(topic);
+        let groups: Vec<String> =
+            self.lock().partitions.active().flat_map(|(_, s)| s.groups_with_topic(topic)).collect();
         let results =
             join_all(groups.iter().map(|id| self.decide(id, now, None, |s| s.delete_topic_offsets(id, topic)))).await;
         Ok(results.into_iter().collect::<Result<Vec<()>, _>>().map(drop)?)

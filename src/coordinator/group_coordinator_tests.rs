@@ -12,9 +12,12 @@ use super::*;
 use crate::coordinator::group::GroupState;
 use crate::coordinator::offsets::MAX_METADATA_BYTES;
 use crate::coordinator::writer::AppendFuture;
+use crate::coordinator::writer::OffsetsWriteError;
 
 struct TestWriter {
     log: Mutex<Vec<OffsetsRecord>>,
+    /// The partition of each append.
+    partitions: Mutex<Vec<i32>>,
     fail: Mutex<Option<OffsetsWriteError>>,
     /// While set, each append waits for a permit of `gate`.
     gated: AtomicBool,
@@ -27,6 +30,7 @@ impl Default for TestWriter {
     fn default() -> Self {
         TestWriter {
             log: Mutex::default(),
+            partitions: Mutex::default(),
             fail: Mutex::default(),
             gated: AtomicBool::new(false),
             gate: Semaphore::new(0),
@@ -54,7 +58,7 @@ impl TestWriter {
 }
 
 impl OffsetsWriter for TestWriter {
-    fn append<'a>(&'a self, records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
+    fn append<'a>(&'a self, partition: i32, records: &'a [OffsetsRecord]) -> AppendFuture<'a> {
         Box::pin(async move {
             if self.gated.load(Ordering::SeqCst) || self.holds(records) {
                 self.gate.acquire().await.expect("gate open").forget();
@@ -63,14 +67,23 @@ impl OffsetsWriter for TestWriter {
                 return Err(e);
             }
             self.log.lock().unwrap().extend_from_slice(records);
+            self.partitions.lock().unwrap().push(partition);
             Ok(())
         })
     }
 }
 
+/// A coordinator of a one-partition `__consumer_offsets` that has loaded `records` as
+/// partition 0, writing to `writer`.
+fn loaded(writer: Arc<TestWriter>, records: Vec<OffsetsRecord>, now: i64) -> GroupCoordinator {
+    let c = GroupCoordinator::new(GroupLimits::default(), 1000, 1, writer);
+    c.load_partition(0, 0, records, now);
+    c
+}
+
 fn coordinator() -> (GroupCoordinator, Arc<TestWriter>) {
     let w = Arc::new(TestWriter::default());
-    (GroupCoordinator::new(GroupLimits::default(), 1000, w.clone()), w)
+    (loaded(w.clone(), vec![], 0), w)
 }
 
 /// Poll a future once; `None` while it is pending.
@@ -162,22 +175,21 @@ async fn commits_survive_a_replay_and_deletes_leave_tombstones() {
     let r = c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5), oc("t", 1, 7)], 10).await;
     assert_eq!(r, Ok(vec![Ok(()), Ok(())]));
     assert_eq!(
-        c.fetch_offsets("g", Some(&[("t".into(), 1), ("t".into(), 9)])),
+        c.fetch_offsets("g", Some(&[("t".into(), 1), ("t".into(), 9)])).unwrap(),
         vec![("t".into(), 1, Some(co(7, 10))), ("t".into(), 9, None)]
     );
     let (replayed, _) = coordinator();
-    replayed.load(log.records(), 20);
-    assert_eq!(replayed.fetch_offsets("g", None).len(), 2);
-    assert_eq!(replayed.list().len(), 1);
+    replayed.load_partition(0, 1, log.records(), 20);
+    assert_eq!(replayed.fetch_offsets("g", None).unwrap().len(), 2);
+    assert_eq!(replayed.list().unwrap().len(), 1);
     // The replayed coordinator writes to the first one's log.
-    let replayed = GroupCoordinator::new(GroupLimits::default(), 1000, log.clone());
-    replayed.load(log.records(), 20);
+    let replayed = loaded(log.clone(), log.records(), 20);
     replayed.delete_group("g", 30).await.unwrap();
     assert_eq!(replayed.delete_group("g", 30).await, Err(CoordinatorError::GroupIdNotFound));
     let (again, _) = coordinator();
-    again.load(log.records(), 40);
-    assert!(again.fetch_offsets("g", None).is_empty());
-    assert!(again.list().is_empty());
+    again.load_partition(0, 1, log.records(), 40);
+    assert!(again.fetch_offsets("g", None).unwrap().is_empty());
+    assert!(again.list().unwrap().is_empty());
 }
 
 #[tokio::test]
@@ -185,10 +197,10 @@ async fn deleting_a_topic_removes_its_offsets_durably() {
     let (c, log) = coordinator();
     c.commit_offsets("g", MemberRef::simple(), vec![oc("gone", 0, 5), oc("kept", 0, 6)], 10).await.unwrap();
     c.delete_topic_offsets("gone", 11).await.unwrap();
-    assert_eq!(c.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
+    assert_eq!(c.fetch_offsets("g", None).unwrap(), vec![("kept".into(), 0, Some(co(6, 10)))]);
     let (replayed, _) = coordinator();
-    replayed.load(log.records(), 20);
-    assert_eq!(replayed.fetch_offsets("g", None), vec![("kept".into(), 0, Some(co(6, 10)))]);
+    replayed.load_partition(0, 1, log.records(), 20);
+    assert_eq!(replayed.fetch_offsets("g", None).unwrap(), vec![("kept".into(), 0, Some(co(6, 10)))]);
 }
 
 #[tokio::test]
@@ -196,14 +208,14 @@ async fn offsets_of_empty_groups_expire_after_retention() {
     let (c, log) = coordinator();
     c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5)], 10).await.unwrap();
     c.tick(500).await;
-    assert_eq!(c.fetch_offsets("g", None).len(), 1);
+    assert_eq!(c.fetch_offsets("g", None).unwrap().len(), 1);
     // A failed expiry write keeps the offsets; the next tick expires them.
     log.fail_with(Some(OffsetsWriteError::Storage));
     c.tick(1011).await;
-    assert_eq!(c.fetch_offsets("g", None).len(), 1);
+    assert_eq!(c.fetch_offsets("g", None).unwrap().len(), 1);
     log.fail_with(None);
     c.tick(1012).await;
-    assert!(c.fetch_offsets("g", None).is_empty());
+    assert!(c.fetch_offsets("g", None).unwrap().is_empty());
     assert!(matches!(log.records().last(), Some(OffsetsRecord::Offset { value: None, .. })));
 }
 
@@ -228,7 +240,7 @@ async fn oversized_metadata_is_refused_per_partition_and_the_rest_commits() {
     big.metadata = "x".repeat(MAX_METADATA_BYTES + 1);
     let r = c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5), big], 10).await;
     assert_eq!(r, Ok(vec![Ok(()), Err(CoordinatorError::OffsetMetadataTooLarge)]));
-    assert_eq!(c.fetch_offsets("g", None), vec![("t".into(), 0, Some(co(5, 10)))]);
+    assert_eq!(c.fetch_offsets("g", None).unwrap(), vec![("t".into(), 0, Some(co(5, 10)))]);
     assert_eq!(log.records().len(), 1);
 }
 
@@ -237,12 +249,12 @@ async fn a_failed_commit_write_is_an_error_and_not_visible() {
     let (c, log) = coordinator();
     log.fail_with(Some(OffsetsWriteError::Unavailable));
     let r = c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5)], 10).await;
-    assert_eq!(r, Err(CoordinatorError::Write(OffsetsWriteError::Unavailable)));
-    assert_eq!(c.fetch_offsets("g", Some(&[("t".into(), 0)])), vec![("t".into(), 0, None)]);
-    assert!(c.list().is_empty(), "the group the commit would have created does not exist");
+    assert_eq!(r, Err(CoordinatorError::Group(GroupError::Write(OffsetsWriteError::Unavailable))));
+    assert_eq!(c.fetch_offsets("g", Some(&[("t".into(), 0)])).unwrap(), vec![("t".into(), 0, None)]);
+    assert!(c.list().unwrap().is_empty(), "the group the commit would have created does not exist");
     log.fail_with(None);
     c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 6)], 11).await.unwrap();
-    assert_eq!(c.fetch_offsets("g", None), vec![("t".into(), 0, Some(co(6, 11)))]);
+    assert_eq!(c.fetch_offsets("g", None).unwrap(), vec![("t".into(), 0, Some(co(6, 11)))]);
 }
 
 #[tokio::test]
@@ -259,7 +271,7 @@ async fn a_failed_assignment_write_answers_every_syncing_member_with_the_error()
     assert_eq!(follower_rx.try_recv().unwrap().error, failed);
     // Nothing of the failed decision is visible (no member has an assignment, the group
     // is not Stable), nor in the log.
-    let d = c.describe("g").unwrap();
+    let d = c.describe("g").unwrap().unwrap();
     assert_ne!(d.state, GroupState::Stable);
     assert!(d.members.iter().all(|m| m.assignment.is_empty()));
     assert!(log.records().is_empty());
@@ -282,7 +294,7 @@ async fn a_failed_assignment_write_makes_the_group_rebalance() {
     log.fail_with(None);
     // As Kafka's classic coordinator: the generation's assignment is given up and the
     // group prepares a rebalance, which the members learn from their next request.
-    assert_eq!(c.describe("g").unwrap().state, GroupState::PreparingRebalance);
+    assert_eq!(c.describe("g").unwrap().unwrap().state, GroupState::PreparingRebalance);
     assert_eq!(c.heartbeat("g", &follower.member_id, 1, None, 3).await, Err(GroupError::RebalanceInProgress));
     let mut resync = c.sync("g", sync_params(&leader.member_id, assignments), 3).await;
     assert_eq!(resync.try_recv().unwrap().error, Some(GroupError::RebalanceInProgress));
@@ -302,7 +314,7 @@ async fn a_failed_assignment_write_makes_the_group_rebalance() {
     let mut leader_rx = c.sync("g", leader_sync, 5).await;
     assert_eq!(leader_rx.try_recv().unwrap().error, None);
     assert_eq!(follower_rx.try_recv().unwrap().assignment, Bytes::from_static(b"f2"));
-    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    assert_eq!(c.describe("g").unwrap().unwrap().state, GroupState::Stable);
     assert!(matches!(log.records().as_slice(), [OffsetsRecord::Group { value: Some(_), .. }]));
 }
 
@@ -314,7 +326,7 @@ async fn a_failed_static_rejoin_write_answers_the_join_with_the_error_and_keeps_
     let mut rx = c.join("g", params(Some("i")), 5).await;
     let outcome = rx.try_recv().unwrap();
     assert_eq!(outcome.error, Some(GroupError::Write(OffsetsWriteError::Storage)));
-    let members: Vec<String> = c.describe("g").unwrap().members.into_iter().map(|m| m.member_id).collect();
+    let members: Vec<String> = c.describe("g").unwrap().unwrap().members.into_iter().map(|m| m.member_id).collect();
     assert_eq!(members, vec![old.clone()], "the old instance is not fenced by a join the log did not take");
     assert_eq!(c.heartbeat("g", &old, 1, Some("i"), 6).await, Ok(()));
 }
@@ -331,13 +343,13 @@ async fn answers_wait_for_their_write_and_later_decisions_wait_their_turn() {
     // as it is (CompletingRebalance, which would refuse it).
     let mut commit = Box::pin(c.commit_offsets("g", member(&id), vec![oc("t", 0, 3)], 2));
     assert!(poll_once(&mut commit).is_none());
-    assert_eq!(c.describe("g").unwrap().state, GroupState::CompletingRebalance, "not claimed before written");
+    assert_eq!(c.describe("g").unwrap().unwrap().state, GroupState::CompletingRebalance, "not claimed before written");
     log.gate.add_permits(1);
     let mut rx = sync.await;
     assert_eq!(rx.try_recv().unwrap().error, None);
-    assert_eq!(c.describe("g").unwrap().state, GroupState::Stable);
+    assert_eq!(c.describe("g").unwrap().unwrap().state, GroupState::Stable);
     assert!(poll_once(&mut commit).is_none(), "the commit's own write is still held");
-    assert_eq!(c.fetch_offsets("g", None), vec![]);
+    assert_eq!(c.fetch_offsets("g", None).unwrap(), vec![]);
     log.gate.add_permits(1);
     assert_eq!(commit.await, Ok(vec![Ok(())]));
     let kinds: Vec<bool> = log.records().iter().map(|r| matches!(r, OffsetsRecord::Group { .. })).collect();
@@ -355,7 +367,7 @@ async fn a_static_rejoin_is_answered_only_after_its_write() {
     let mut rx = join.await;
     let outcome = rx.try_recv().unwrap();
     assert_eq!(outcome.error, None);
-    let members: Vec<String> = c.describe("g").unwrap().members.into_iter().map(|m| m.member_id).collect();
+    let members: Vec<String> = c.describe("g").unwrap().unwrap().members.into_iter().map(|m| m.member_id).collect();
     assert_eq!(members, vec![outcome.member_id]);
 }
 
@@ -372,14 +384,14 @@ async fn load_and_written_decisions_reach_the_same_state() {
     .await
     .unwrap();
     let (replayed, _) = coordinator();
-    replayed.load(log.records(), 3);
-    let (live, back) = (c.describe("g").unwrap(), replayed.describe("g").unwrap());
+    replayed.load_partition(0, 1, log.records(), 3);
+    let (live, back) = (c.describe("g").unwrap().unwrap(), replayed.describe("g").unwrap().unwrap());
     assert_eq!(
         (live.state, live.protocol_name, live.members.len()),
         (back.state, back.protocol_name, back.members.len())
     );
     assert_eq!(live.members[0].assignment, back.members[0].assignment);
-    assert_eq!(c.fetch_offsets("g", None), replayed.fetch_offsets("g", None));
+    assert_eq!(c.fetch_offsets("g", None).unwrap(), replayed.fetch_offsets("g", None).unwrap());
 }
 
 #[tokio::test]
@@ -393,7 +405,7 @@ async fn a_write_held_for_one_group_holds_up_no_other_group() {
     // Group x decides, writes and answers while y's write is held.
     let mut x_commit = Box::pin(c.commit_offsets("x", member(&x), vec![oc("t", 0, 7)], 3));
     assert_eq!(poll_once(&mut x_commit), Some(Ok(vec![Ok(())])));
-    assert_eq!(c.fetch_offsets("x", None), vec![("t".into(), 0, Some(co(7, 3)))]);
+    assert_eq!(c.fetch_offsets("x", None).unwrap(), vec![("t".into(), 0, Some(co(7, 3)))]);
     let mut x_join = Box::pin(c.join("x", params(None), 3));
     assert!(poll_once(&mut x_join).is_some(), "x's join is decided without waiting for y");
     // Heartbeats write nothing and wait for no write, not even their own group's.
@@ -408,7 +420,7 @@ async fn a_write_held_for_one_group_holds_up_no_other_group() {
     assert_eq!(y_commit.await, Ok(vec![Ok(())]));
     log.gate.add_permits(1);
     assert_eq!(y_commit_2.await, Ok(vec![Ok(())]));
-    assert_eq!(c.fetch_offsets("y", None), vec![("t".into(), 0, Some(co(2, 5)))]);
+    assert_eq!(c.fetch_offsets("y", None).unwrap(), vec![("t".into(), 0, Some(co(2, 5)))]);
 }
 
 #[tokio::test]
@@ -423,12 +435,12 @@ async fn the_clock_expires_one_group_while_another_groups_write_is_held() {
     // for y waits behind y's held write.
     let mut tick = Box::pin(c.tick(20_000));
     assert!(poll_once(&mut tick).is_none(), "y's part of the tick waits its turn");
-    assert_eq!(c.describe("x").unwrap().state, GroupState::Empty);
-    assert_eq!(c.describe("y").unwrap().state, GroupState::Stable);
+    assert_eq!(c.describe("x").unwrap().unwrap().state, GroupState::Empty);
+    assert_eq!(c.describe("y").unwrap().unwrap().state, GroupState::Stable);
     log.gate.add_permits(2);
     assert_eq!(y_commit.await, Ok(vec![Ok(())]));
     tick.await;
-    assert_eq!(c.describe("y").unwrap().state, GroupState::Empty, "y's member expired too, in y's turn");
+    assert_eq!(c.describe("y").unwrap().unwrap().state, GroupState::Empty, "y's member expired too, in y's turn");
 }
 
 #[tokio::test]
@@ -446,9 +458,9 @@ async fn a_heartbeat_during_a_groups_write_is_not_lost_when_the_write_applies() 
     *log.held_group.lock().unwrap() = None;
     // Session 10 s: expired at 10_001 if counted from the sync, alive if from the beat.
     c.tick(15_000).await;
-    assert_eq!(c.describe("g").unwrap().members.len(), 1, "the heartbeat at 9 s kept the member");
+    assert_eq!(c.describe("g").unwrap().unwrap().members.len(), 1, "the heartbeat at 9 s kept the member");
     c.tick(19_000).await;
-    assert!(c.describe("g").unwrap().members.is_empty());
+    assert!(c.describe("g").unwrap().unwrap().members.is_empty());
 }
 
 /// What a JoinGroup runs after its decision: its own group's clock, so a new group's
@@ -463,4 +475,84 @@ async fn a_joins_own_tick_completes_a_new_groups_initial_join() {
     let joined = rx.try_recv().unwrap();
     assert_eq!((joined.generation_id, joined.error), (1, None));
     assert!(other.try_recv().is_err(), "another group's initial join waits for its own tick");
+}
+
+// ---- Partitions: groups are served by the partition they hash to ----
+// Of 50 partitions, "g" hashes to 3 and "g1" to 42 (see `group_partition`).
+
+fn of_50(w: &Arc<TestWriter>) -> GroupCoordinator {
+    GroupCoordinator::new(GroupLimits::default(), 1000, 50, w.clone())
+}
+
+#[tokio::test]
+async fn each_group_is_served_by_its_own_partition_and_written_to_it() {
+    let w = Arc::new(TestWriter::default());
+    let c = of_50(&w);
+    let simple = MemberRef::simple();
+    assert_eq!(c.commit_offsets("g", simple, vec![oc("t", 0, 1)], 1).await, Err(GroupError::NotCoordinator.into()));
+    c.load_partition(3, 0, vec![], 1);
+    c.commit_offsets("g", simple, vec![oc("t", 0, 5)], 2).await.unwrap();
+    assert_eq!(*w.partitions.lock().unwrap(), vec![3]);
+    assert_eq!(c.fetch_offsets("g1", None), Err(GroupError::NotCoordinator));
+    assert_eq!(c.heartbeat("g1", "m", 1, None, 2).await, Err(GroupError::NotCoordinator));
+    // Partition 42 comes with g1's offsets in its log; loading it replays only those.
+    let g1 = OffsetsRecord::Offset { group: "g1".into(), topic: "t".into(), partition: 0, value: Some(co(9, 2)) };
+    c.load_partition(42, 4, vec![g1], 3);
+    assert_eq!(c.fetch_offsets("g1", None).unwrap(), vec![("t".into(), 0, Some(co(9, 2)))]);
+    let listed: Vec<String> = c.list().unwrap().into_iter().map(|g| g.group_id).collect();
+    assert_eq!(listed, vec!["g", "g1"]);
+    assert_eq!(c.metrics_view().committed.len(), 2, "metrics see the groups of every partition");
+    // Losing partition 3 loses g, not g1.
+    c.on_resignation(3);
+    assert_eq!(c.describe("g").err(), Some(GroupError::NotCoordinator));
+    assert!(c.describe("g1").unwrap().is_some());
+    assert_eq!(c.owned_partitions(), vec![(42, 4)]);
+}
+
+#[tokio::test]
+async fn a_loading_partition_answers_load_in_progress() {
+    let w = Arc::new(TestWriter::default());
+    let c = of_50(&w);
+    let load = c.on_election(3, 1).unwrap();
+    assert_eq!(c.fetch_offsets("g", None), Err(GroupError::CoordinatorLoadInProgress));
+    let mut rx = c.join("g", params(None), 0).await;
+    assert_eq!(rx.try_recv().unwrap().error, Some(GroupError::CoordinatorLoadInProgress));
+    assert_eq!(c.list().err(), Some(GroupError::CoordinatorLoadInProgress));
+    c.complete_load(load, vec![], 1);
+    assert_eq!(c.fetch_offsets("g", None), Ok(vec![]));
+    assert!(c.list().unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn resigning_answers_parked_joins_and_drops_decisions_in_flight() {
+    let w = Arc::new(TestWriter::default());
+    let c = of_50(&w);
+    c.load_partition(3, 0, vec![], 0);
+    let mut rx = c.join("g", params(None), 0).await;
+    assert!(rx.try_recv().is_err(), "parked until the clock completes the join");
+    assert_eq!(c.on_election(3, 0), None, "loaded in that epoch already");
+    assert!(rx.try_recv().is_err(), "still parked");
+    c.on_resignation(3);
+    assert_eq!(rx.try_recv().unwrap().error, Some(GroupError::NotCoordinator));
+    // A commit whose write is under way when the partition moves is not applied here.
+    c.load_partition(3, 1, vec![], 0);
+    w.hold_group("g");
+    let mut commit = Box::pin(c.commit_offsets("g", MemberRef::simple(), vec![oc("t", 0, 5)], 1));
+    assert!(poll_once(&mut commit).is_none());
+    c.on_resignation(3);
+    c.load_partition(3, 2, vec![], 2);
+    w.gate.add_permits(1);
+    assert_eq!(commit.await, Err(GroupError::NotCoordinator.into()));
+    assert_eq!(c.fetch_offsets("g", None), Ok(vec![]), "the new load did not see it (its log would have)");
+}
+
+#[tokio::test]
+async fn a_new_partition_count_moves_groups() {
+    let w = Arc::new(TestWriter::default());
+    let c = of_50(&w);
+    c.load_partition(3, 0, vec![], 0);
+    assert_eq!(c.partition_for("g1"), 42);
+    c.set_partition_count(1);
+    assert!(c.owned_partitions().is_empty());
+    assert_eq!(c.partition_for("g1"), 0);
 }

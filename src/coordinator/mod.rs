@@ -4,14 +4,16 @@
 //!   `now` in, effects out).
 //! * [`offsets`]: committed offsets and the decisions about them (who may commit, what
 //!   expires).
-//! * [`shard`]: all groups and offsets of the coordinator; every decision returns the
+//! * [`shard`]: the groups and offsets of one `__consumer_offsets` partition; every decision returns the
 //!   records to write plus the reply ([`shard::CoordinatorResult`]) and changes nothing
 //!   until applied; one replay path for load and for written decisions.
 //! * [`group_coordinator`]: the shell: parks JoinGroup/SyncGroup requests, takes decisions
 //!   one at a time per group ([`group_locks`]), writes their records through an
 //!   [`OffsetsWriter`] and answers only after the write.
+//! * [`loaded`]: the `__consumer_offsets` partitions this broker coordinates, loading or
+//!   serving; [`group_partition`]: which partition holds a group (Kafka's hash).
 //! * [`writer`]: the [`OffsetsWriter`] trait (`protocol::offsets_topic` implements it on
-//!   the `__consumer_offsets` partition).
+//!   the `__consumer_offsets` partitions).
 //! * [`offsets_codec`]: the `__consumer_offsets` record formats (Kafka's), one record and a
 //!   v2 batch of them.
 //! * [`views`]: DescribeGroups and ListGroups views; [`error`]: [`CoordinatorError`].
@@ -23,6 +25,8 @@ pub mod error;
 pub mod group;
 pub mod group_coordinator;
 pub mod group_locks;
+pub mod group_partition;
+pub mod loaded;
 pub mod offsets;
 pub mod offsets_codec;
 pub mod shard;

@@ -24,16 +24,18 @@ pub enum OffsetsWriteError {
     /// RECORD_LIST_TOO_LARGE).
     #[error("__consumer_offsets refused the coordinator's records")]
     Rejected,
-    /// This broker does not lead `__consumer_offsets` (any more): the group is another
-    /// broker's, and the client finds its coordinator again (NOT_COORDINATOR).
+    /// This broker does not lead the group's `__consumer_offsets` partition (any more):
+    /// the group is another broker's, and the client finds its coordinator again
+    /// (NOT_COORDINATOR).
     #[error("this broker is not the coordinator")]
     NotCoordinator,
 }
 
 pub type AppendFuture<'a> = Pin<Box<dyn Future<Output = Result<(), OffsetsWriteError>> + Send + 'a>>;
 
-/// Appends one decision's records as one batch. When the future resolves `Ok`, the records
-/// are in the log as durably as the broker's flush policy promises; on `Err` none are.
+/// Appends one decision's records as one batch to `partition` of `__consumer_offsets`.
+/// When the future resolves `Ok`, the records are in the log as durably as the broker's
+/// flush policy promises; on `Err` none are.
 pub trait OffsetsWriter: Send + Sync {
-    fn append<'a>(&'a self, records: &'a [OffsetsRecord]) -> AppendFuture<'a>;
+    fn append<'a>(&'a self, partition: i32, records: &'a [OffsetsRecord]) -> AppendFuture<'a>;
 }

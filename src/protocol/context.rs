@@ -20,11 +20,11 @@ pub struct Ctx {
     pub controller: Arc<Controller>,
     /// Shared with the controller, which pushes every metadata commit to it.
     pub replicas: Arc<ReplicaManager>,
-    pub groups: GroupCoordinator,
+    pub groups: Arc<GroupCoordinator>,
     pub clock: Clock,
     /// Rate limits the warn lines about refused client input.
     pub refusals: super::refusal_log::RefusalLog,
-    /// Serializes loading and unloading the group coordinator
+    /// Serializes loading and unloading the group coordinator's partitions
     /// (`offsets_topic::refresh_coordinator`).
     pub coordinator_switch: std::sync::Mutex<()>,
     /// Request counts and latencies, for `/metrics`.

@@ -89,6 +89,8 @@ pub fn group_error(e: GroupError) -> ResponseError {
         GroupError::FencedInstanceId => ResponseError::FencedInstanceId,
         GroupError::CoordinatorNotAvailable => ResponseError::CoordinatorNotAvailable,
         GroupError::GroupMaxSizeReached => ResponseError::GroupMaxSizeReached,
+        GroupError::NotCoordinator => ResponseError::NotCoordinator,
+        GroupError::CoordinatorLoadInProgress => ResponseError::CoordinatorLoadInProgress,
         GroupError::Write(w) => offsets_write_error(w),
     }
 }
@@ -114,7 +116,6 @@ pub fn offsets_write_error(e: OffsetsWriteError) -> ResponseError {
 pub fn coordinator_error(e: CoordinatorError) -> ResponseError {
     match e {
         CoordinatorError::Group(g) => group_error(g),
-        CoordinatorError::Write(w) => offsets_write_error(w),
         CoordinatorError::OffsetMetadataTooLarge => ResponseError::OffsetMetadataTooLarge,
         CoordinatorError::GroupIdNotFound => ResponseError::GroupIdNotFound,
         CoordinatorError::NonEmptyGroup => ResponseError::NonEmptyGroup,

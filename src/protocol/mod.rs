@@ -125,8 +125,8 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             | RequestKind::DeleteGroups(_)
             | RequestKind::OffsetDelete(_)
     ) {
-        // Groups follow the leadership of `__consumer_offsets`.
-        offsets_topic::refresh_coordinator(ctx);
+        // Groups follow the leadership of their `__consumer_offsets` partitions.
+        offsets_topic::prepare_group_request(ctx).await;
     }
     let resp = match request {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),

@@ -148,7 +148,13 @@ impl Broker {
         let retention_ms = config.offsets_retention_minutes.saturating_mul(60_000);
         let ctx = Arc::new_cyclic(|me| {
             let writer = writer.unwrap_or_else(|| Arc::new(offsets_topic::ConsumerOffsetsWriter::new(me.clone())));
-            let groups = GroupCoordinator::new(limits, retention_ms, writer);
+            // Group ids hash over the topic's partition count once it exists; until then
+            // over the configured one, which is what the topic will be created with.
+            let partitions = controller
+                .image()
+                .topic(offsets_topic::OFFSETS_TOPIC)
+                .map_or(config.offsets_topic_num_partitions, |t| t.partitions.len() as i32);
+            let groups = Arc::new(GroupCoordinator::new(limits, retention_ms, partitions, writer));
             Ctx {
                 config,
                 controller,
@@ -160,12 +166,9 @@ impl Broker {
                 requests: Default::default(),
             }
         });
-        // Groups are served by the broker that leads `__consumer_offsets`, loaded from it.
-        if offsets_topic::should_coordinate(&ctx) {
-            ctx.groups.activate(offsets_topic::read_all(&ctx), ctx.now_ms());
-        } else {
-            ctx.groups.deactivate();
-        }
+        // A group is served by the broker that leads its partition of `__consumer_offsets`,
+        // loaded from that partition.
+        offsets_topic::load_coordinator(&ctx);
         let (shutdown, _) = broadcast::channel(1);
         let (done, connections_done) = mpsc::channel(1);
         let c = &ctx.config;
@@ -461,8 +464,7 @@ async fn group_clock(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
             _ = interval.tick() => {}
             _ = stop.recv() => return,
         }
-        if offsets_topic::refresh_coordinator(&ctx) {
-            ctx.groups.tick(ctx.now_ms()).await;
-        }
+        offsets_topic::refresh_coordinator(&ctx);
+        ctx.groups.tick(ctx.now_ms()).await;
     }
 }

@@ -92,6 +92,13 @@ impl TestBroker {
         self.broker = Some(Broker::start(self.config.clone()).await.expect("broker restarts"));
     }
 
+    /// Graceful restart on the same data dir with a changed configuration.
+    pub async fn restart_with(&mut self, tweak: impl FnOnce(&mut BrokerConfig)) {
+        tweak(&mut self.config);
+        self.config.validate().expect("test config is valid");
+        self.restart().await;
+    }
+
     /// Drop the broker without `shutdown` (no final flush), then start again on the same
     /// data dir: as close to a crash as an in-process broker allows.
     pub async fn crash_and_restart(&mut self) {

@@ -14,8 +14,8 @@ use kafka_protocol::protocol::Decodable;
 use super::str_bytes;
 use crate::coordinator::group::Group;
 use crate::coordinator::offsets::{MemberRef, OffsetCommit};
-use crate::coordinator::CoordinatorError;
-use crate::protocol::errors::coordinator_error;
+use crate::coordinator::{CoordinatorError, GroupError};
+use crate::protocol::errors::{coordinator_error, group_error};
 use crate::protocol::Ctx;
 
 /// Unknown topics and partitions are the request's problem (Kafka answers them in
@@ -80,11 +80,12 @@ pub async fn offset_commit(ctx: &Ctx, req: OffsetCommitRequest, _version: i16) -
 
 type FetchedOffsets = Vec<(String, Vec<(i32, i64, i32, String)>)>;
 
-/// Committed offsets of one group, grouped by topic: (partition, offset, epoch, metadata).
-fn fetch_group(ctx: &Ctx, group: &str, topics: Option<Vec<(String, Vec<i32>)>>) -> FetchedOffsets {
+/// Committed offsets of one group, grouped by topic: (partition, offset, epoch, metadata);
+/// `Err` when this broker does not serve the group's partition (yet).
+fn fetch_group(ctx: &Ctx, group: &str, topics: Option<Vec<(String, Vec<i32>)>>) -> Result<FetchedOffsets, GroupError> {
     let wanted: Option<Vec<(String, i32)>> =
         topics.as_ref().map(|ts| ts.iter().flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p))).collect());
-    let found = ctx.groups.fetch_offsets(group, wanted.as_deref());
+    let found = ctx.groups.fetch_offsets(group, wanted.as_deref())?;
     let mut out: FetchedOffsets = Vec::new();
     for (t, p, o) in found {
         let entry = match o {
@@ -96,44 +97,17 @@ fn fetch_group(ctx: &Ctx, group: &str, topics: Option<Vec<(String, Vec<i32>)>>) 
             None => out.push((t, vec![entry])),
         }
     }
-    out
+    Ok(out)
 }
 
 pub fn offset_fetch(ctx: &Ctx, req: OffsetFetchRequest, version: i16) -> OffsetFetchResponse {
-    if !ctx.groups.is_active() {
-        let code = ResponseError::NotCoordinator.code();
-        if version < 8 {
-            // v0 and v1 have no top-level error: it goes on each partition.
-            return OffsetFetchResponse::default().with_error_code(if version >= 2 { code } else { 0 }).with_topics(
-                req.topics
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|t| {
-                        OffsetFetchResponseTopic::default().with_name(t.name).with_partitions(
-                            t.partition_indexes
-                                .into_iter()
-                                .map(|p| {
-                                    OffsetFetchResponsePartition::default()
-                                        .with_partition_index(p)
-                                        .with_committed_offset(-1)
-                                        .with_error_code(code)
-                                })
-                                .collect(),
-                        )
-                    })
-                    .collect(),
-            );
-        }
-        let groups = req
-            .groups
-            .into_iter()
-            .map(|g| OffsetFetchResponseGroup::default().with_group_id(g.group_id).with_error_code(code))
-            .collect();
-        return OffsetFetchResponse::default().with_groups(groups);
-    }
     if version < 8 {
-        let topics = req.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
-        let fetched = fetch_group(ctx, req.group_id.0.as_str(), topics);
+        let topics =
+            req.topics.clone().map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
+        let fetched = match fetch_group(ctx, req.group_id.0.as_str(), topics) {
+            Ok(f) => f,
+            Err(e) => return unserved_v0_to_v7(req, group_error(e).code(), version),
+        };
         let topics = fetched
             .into_iter()
             .map(|(t, ps)| {
@@ -162,7 +136,14 @@ pub fn offset_fetch(ctx: &Ctx, req: OffsetFetchRequest, version: i16) -> OffsetF
         .map(|g| {
             let topics =
                 g.topics.map(|ts| ts.into_iter().map(|t| (t.name.0.to_string(), t.partition_indexes)).collect());
-            let fetched = fetch_group(ctx, g.group_id.0.as_str(), topics);
+            let fetched = match fetch_group(ctx, g.group_id.0.as_str(), topics) {
+                Ok(f) => f,
+                Err(e) => {
+                    return OffsetFetchResponseGroup::default()
+                        .with_group_id(g.group_id)
+                        .with_error_code(group_error(e).code())
+                }
+            };
             OffsetFetchResponseGroup::default().with_group_id(g.group_id).with_topics(
                 fetched
                     .into_iter()
@@ -184,6 +165,30 @@ pub fn offset_fetch(ctx: &Ctx, req: OffsetFetchRequest, version: i16) -> OffsetF
         })
         .collect();
     OffsetFetchResponse::default().with_groups(groups)
+}
+
+/// OffsetFetch v0-v7 of a group this broker does not serve: v0 and v1 have no top-level
+/// error, so it goes on each partition.
+fn unserved_v0_to_v7(req: OffsetFetchRequest, code: i16, version: i16) -> OffsetFetchResponse {
+    OffsetFetchResponse::default().with_error_code(if version >= 2 { code } else { 0 }).with_topics(
+        req.topics
+            .unwrap_or_default()
+            .into_iter()
+            .map(|t| {
+                OffsetFetchResponseTopic::default().with_name(t.name).with_partitions(
+                    t.partition_indexes
+                        .into_iter()
+                        .map(|p| {
+                            OffsetFetchResponsePartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(-1)
+                                .with_error_code(code)
+                        })
+                        .collect(),
+                )
+            })
+            .collect(),
+    )
 }
 
 /// Does any member of a consumer group subscribe to `topic`? Read from the members'

@@ -30,9 +30,13 @@ pub async fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i
         req.key_type == KEY_TYPE_GROUP && (!req.key.is_empty() || req.coordinator_keys.iter().any(|k| !k.is_empty()));
     let offsets_topic =
         if wants_group { crate::protocol::offsets_topic::ensure_topic_exists(ctx).await } else { Ok(()) };
+    if wants_group {
+        // Load the partitions this broker leads now, so that a group whose coordinator it
+        // names here is served at once (a new partition is empty and loads in place).
+        crate::protocol::offsets_topic::refresh_coordinator(ctx);
+    }
     let image = ctx.image();
-    // Every group's coordinator is the leader of `__consumer_offsets` (one partition).
-    let coordinator = crate::protocol::offsets_topic::coordinator_node(&image).and_then(|id| image.brokers.get(&id));
+    // A group's coordinator is the leader of its partition of `__consumer_offsets`.
     let lookup = |key: &str| -> Result<(i32, String, i32), ResponseError> {
         if req.key_type != KEY_TYPE_GROUP {
             return Err(ResponseError::CoordinatorNotAvailable);
@@ -44,7 +48,9 @@ pub async fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i
             tracing::error!(error = %e, "cannot create __consumer_offsets");
             return Err(ResponseError::CoordinatorNotAvailable);
         }
-        let b = coordinator.ok_or(ResponseError::CoordinatorNotAvailable)?;
+        let b = crate::protocol::offsets_topic::coordinator_node(&image, key)
+            .and_then(|id| image.brokers.get(&id))
+            .ok_or(ResponseError::CoordinatorNotAvailable)?;
         Ok((b.node_id, b.host.clone(), i32::from(b.port)))
     };
     if version < 4 {
@@ -190,7 +196,14 @@ pub async fn heartbeat(ctx: &Ctx, req: HeartbeatRequest, _version: i16) -> Heart
             ctx.now_ms(),
         )
         .await;
-    HeartbeatResponse::default().with_error_code(r.err().map_or(0, |e| group_error(e).code()))
+    let code = match r {
+        // As Kafka's GroupCoordinatorService answers a heartbeat to a group whose partition
+        // still loads: no error ("blindly respond"); the member keeps beating and learns of
+        // a rebalance once the group is loaded.
+        Ok(()) | Err(GroupError::CoordinatorLoadInProgress) => 0,
+        Err(e) => group_error(e).code(),
+    };
+    HeartbeatResponse::default().with_error_code(code)
 }
 
 pub async fn leave_group(ctx: &Ctx, req: LeaveGroupRequest, version: i16) -> LeaveGroupResponse {
@@ -225,24 +238,22 @@ pub fn describe_groups(ctx: &Ctx, req: DescribeGroupsRequest, version: i16) -> D
         .into_iter()
         .map(|gid| {
             let ops = if req.include_authorized_operations { super::group_ops_all() } else { OPS_NOT_REQUESTED };
-            if !ctx.groups.is_active() {
-                return DescribedGroup::default()
-                    .with_error_code(ResponseError::NotCoordinator.code())
-                    .with_group_id(gid)
-                    .with_authorized_operations(ops);
-            }
             match ctx.groups.describe(gid.0.as_str()) {
-                None if version >= 6 => DescribedGroup::default()
+                Err(e) => DescribedGroup::default()
+                    .with_error_code(group_error(e).code())
+                    .with_group_id(gid)
+                    .with_authorized_operations(ops),
+                Ok(None) if version >= 6 => DescribedGroup::default()
                     .with_error_code(ResponseError::GroupIdNotFound.code())
                     .with_error_message(Some(str_bytes(format!("Group {} not found.", gid.0.as_str()))))
                     .with_group_id(gid)
                     .with_group_state(str_bytes("Dead"))
                     .with_authorized_operations(ops),
-                None => DescribedGroup::default()
+                Ok(None) => DescribedGroup::default()
                     .with_group_id(gid)
                     .with_group_state(str_bytes("Dead"))
                     .with_authorized_operations(ops),
-                Some(d) => DescribedGroup::default()
+                Ok(Some(d)) => DescribedGroup::default()
                     .with_group_id(gid)
                     .with_group_state(str_bytes(d.state.name()))
                     .with_protocol_type(str_bytes(d.protocol_type))
@@ -271,9 +282,11 @@ pub fn describe_groups(ctx: &Ctx, req: DescribeGroupsRequest, version: i16) -> D
 pub fn list_groups(ctx: &Ctx, req: ListGroupsRequest, version: i16) -> ListGroupsResponse {
     let states: Vec<String> = req.states_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
     let types: Vec<String> = req.types_filter.iter().map(|s| s.to_ascii_lowercase()).collect();
-    let groups = ctx
-        .groups
-        .list()
+    let listed = match ctx.groups.list() {
+        Ok(l) => l,
+        Err(e) => return ListGroupsResponse::default().with_error_code(group_error(e).code()),
+    };
+    let groups = listed
         .into_iter()
         .filter(|g| states.is_empty() || states.contains(&g.state.name().to_ascii_lowercase()))
         .filter(|_| types.is_empty() || types.contains(&"classic".to_owned()))

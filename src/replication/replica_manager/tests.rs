@@ -195,3 +195,16 @@ fn orphans_are_partition_directories_only() {
     assert!(!gone.exists(), "an orphan partition directory is removed");
     assert!(node.join("__cluster_metadata-0").exists(), "a directory holding directories is not a partition's");
 }
+
+#[test]
+fn new_partitions_open_in_parallel_and_come_back_in_order() {
+    let jobs: Vec<usize> = (0..50).collect();
+    let threads = std::sync::Mutex::new(std::collections::HashSet::new());
+    let opened = super::open_in_parallel(&jobs, |j| {
+        threads.lock().unwrap().insert(std::thread::current().id());
+        j * 2
+    });
+    assert_eq!(opened, (0..50).map(|j| j * 2).collect::<Vec<_>>());
+    assert!(threads.lock().unwrap().len() > 1);
+    assert_eq!(super::open_in_parallel(&[7], |j| *j), vec![7]);
+}
