@@ -1,0 +1,173 @@
+//! `POST /topics/{topic}/messages`: one record (`{key, value, headers, partition,
+//! timestamp, encoding}`) or a batch (a JSON array of them, or `{"records": [...]}`),
+//! appended through the replica manager as a Kafka Produce is: one batch per partition,
+//! all appended first, then each waited for to meet `acks` (`0`, `1` default, `all`).
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Path, RawQuery, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use kafka_protocol::error::ResponseError;
+use serde_json::{json, Map, Value};
+use tokio::time::Instant;
+
+use super::batch::{encode_batch, NewRecord};
+use super::error::ApiError;
+use super::json::{
+    as_object, bytes_field, headers_field, is_base64, member, opt_int, parse_body, parse_query, BodyResult,
+};
+use super::partitioner::partition_for_key;
+use super::{json_response, ApiState};
+use crate::protocol::errors::partition_error;
+use crate::protocol::handlers::{local_partition, topic_or_auto_create};
+use crate::replication::Acks;
+
+/// Records in one request at most.
+pub const MAX_RECORDS: usize = 1000;
+/// How long an acks=all write may wait for the in-sync replicas.
+const ACKS_ALL_TIMEOUT: Duration = Duration::from_secs(30);
+
+pub async fn handle(
+    State(state): State<Arc<ApiState>>,
+    Path(topic): Path<String>,
+    RawQuery(query): RawQuery,
+    body: BodyResult,
+) -> Result<Response, ApiError> {
+    let q = parse_query(query.as_deref(), &["acks"])?;
+    let acks = match q.get("acks").map(String::as_str) {
+        None | Some("1") => Acks::Leader,
+        Some("0") => Acks::None,
+        Some("all" | "-1") => Acks::All,
+        Some(other) => return Err(ApiError::bad("acks", format!("{other:?}: must be 0, 1 or all"))),
+    };
+    let body = parse_body(&body?)?;
+    let (items, single) = match &body {
+        Value::Array(a) => (a.as_slice(), false),
+        Value::Object(o) if o.contains_key("records") => match member(o, "records") {
+            Some(Value::Array(a)) => (a.as_slice(), false),
+            _ => return Err(ApiError::bad("records", "must be an array of records")),
+        },
+        Value::Object(_) => (std::slice::from_ref(&body), true),
+        _ => return Err(ApiError::bad("body", "must be a record object, an array of them or {\"records\": [...]}")),
+    };
+    if items.is_empty() || items.len() > MAX_RECORDS {
+        return Err(ApiError::bad("records", format!("must hold 1 to {MAX_RECORDS} records")));
+    }
+    let ctx = &state.ctx;
+    let now = ctx.now_ms();
+    let mut records = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let field = if single { String::new() } else { format!("records[{i}].") };
+        records.push(parse_record(item, &field, now)?);
+    }
+    let topic = topic_or_auto_create(ctx, &topic, true).await.map_err(|e| {
+        let why = match e {
+            ResponseError::UnknownTopicOrPartition => "no such topic, and auto.create.topics.enable is off".to_owned(),
+            e => e.to_string(),
+        };
+        ApiError::kafka(e, Some("topic"), format!("topic {topic:?}: {why}"))
+    })?;
+    let partitions = topic.partitions.len() as i32;
+    // Keyless records of this request all go to one partition, chosen in turn.
+    let keyless = state.keyless.next(partitions);
+    let mut by_partition: BTreeMap<i32, Vec<usize>> = BTreeMap::new();
+    for (i, (r, explicit)) in records.iter().enumerate() {
+        let p = match (explicit, &r.key) {
+            (Some(p), _) if *p >= partitions => {
+                let f = if single { "partition".to_owned() } else { format!("records[{i}].partition") };
+                return Err(ApiError::bad(&f, format!("the topic has {partitions} partitions")));
+            }
+            (Some(p), _) => *p,
+            (None, Some(k)) => partition_for_key(k, partitions),
+            (None, None) => keyless,
+        };
+        by_partition.entry(p).or_default().push(i);
+    }
+    // Per record: (partition, Ok((offset, timestamp)) or the error).
+    let mut results: Vec<Option<(i32, Result<(i64, i64), ApiError>)>> = vec![None; records.len()];
+    let mut pending = Vec::new();
+    for (p, indexes) in by_partition {
+        let batch: Vec<NewRecord> = indexes.iter().map(|i| records[*i].0.clone()).collect();
+        let appended = match local_partition(ctx, &topic, p) {
+            Ok(partition) => ctx
+                .replicas
+                .append_local(&partition, encode_batch(&batch), acks, now)
+                .await
+                .map(|a| (partition, a))
+                .map_err(|e| ApiError::kafka(partition_error(&e), None, e.to_string())),
+            Err(e) => Err(ApiError::kafka(e, Some("partition"), format!("partition {p}"))),
+        };
+        match appended {
+            Ok(a) => pending.push((p, indexes, a)),
+            Err(e) => indexes.iter().for_each(|i| results[*i] = Some((p, Err(e.clone())))),
+        }
+    }
+    let deadline = Instant::now() + ACKS_ALL_TIMEOUT;
+    for (p, indexes, (partition, appended)) in pending {
+        let done = ctx
+            .replicas
+            .complete(&partition, appended, acks, deadline)
+            .await
+            .map_err(|e| ApiError::kafka(partition_error(&e), None, e.to_string()));
+        for (n, i) in indexes.iter().enumerate() {
+            let r = done.as_ref().map_err(Clone::clone).map(|a| {
+                let ts = if a.log_append_time >= 0 { a.log_append_time } else { records[*i].0.timestamp };
+                (a.base_offset + n as i64, ts)
+            });
+            results[*i] = Some((p, r));
+        }
+    }
+    respond(results.into_iter().flatten().collect(), single, acks)
+}
+
+/// The record and the partition it names, if any.
+fn parse_record(item: &Value, field: &str, now: i64) -> Result<(NewRecord, Option<i32>), ApiError> {
+    let name = |f: &str| format!("{field}{f}");
+    let obj = as_object(item, if field.is_empty() { "body" } else { field.trim_end_matches('.') })?;
+    for k in obj.keys() {
+        if !["key", "value", "headers", "partition", "timestamp", "encoding"].contains(&k.as_str()) {
+            return Err(ApiError::bad(&name(k), "unknown field"));
+        }
+    }
+    let b64 = is_base64(obj, field.trim_end_matches('.'))?;
+    let record = NewRecord {
+        key: bytes_field(obj.get("key"), b64, &name("key"))?,
+        value: bytes_field(obj.get("value"), b64, &name("value"))?,
+        headers: headers_field(obj.get("headers"), b64, &name("headers"))?,
+        timestamp: opt_int(obj, "timestamp", &name("timestamp"), 0, i64::MAX)?.unwrap_or(now),
+    };
+    let partition = opt_int(obj, "partition", &name("partition"), 0, i64::from(i32::MAX))?.map(|p| p as i32);
+    Ok((record, partition))
+}
+
+fn respond(results: Vec<(i32, Result<(i64, i64), ApiError>)>, single: bool, acks: Acks) -> Result<Response, ApiError> {
+    let entry = |(p, r): &(i32, Result<(i64, i64), ApiError>)| -> Value {
+        match r {
+            Ok(_) if acks == Acks::None => json!({"partition": p}),
+            Ok((offset, ts)) => json!({"partition": p, "offset": offset, "timestamp": ts}),
+            Err(e) => {
+                let mut body = e.body();
+                if let Some(o) = body.as_object_mut() {
+                    o.insert("partition".into(), json!(p));
+                }
+                body
+            }
+        }
+    };
+    let first_error = results.iter().find_map(|(_, r)| r.as_ref().err()).cloned();
+    if single {
+        return match first_error {
+            Some(e) => Err(e),
+            None => Ok(json_response(StatusCode::OK, &entry(&results[0]))),
+        };
+    }
+    // A partly failed batch answers with the first error's status; each record says
+    // what happened to it.
+    let status = first_error.map_or(StatusCode::OK, |e| e.status);
+    let mut body = Map::new();
+    body.insert("offsets".into(), Value::Array(results.iter().map(entry).collect()));
+    Ok(json_response(status, &Value::Object(body)))
+}
