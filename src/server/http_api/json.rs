@@ -93,13 +93,14 @@ pub fn opt_int(obj: &Map<String, Value>, name: &str, field: &str, min: i64, max:
     Ok(Some(v))
 }
 
-/// Whether a record object says `"encoding": "base64"` (else UTF-8 text).
+/// Whether a record object says `"encoding": "base64"` (else UTF-8 text); `field` names
+/// its `encoding` member.
 pub fn is_base64(obj: &Map<String, Value>, field: &str) -> Result<bool, ApiError> {
     match member(obj, "encoding").map(|v| v.as_str()) {
         None => Ok(false),
         Some(Some("base64")) => Ok(true),
         Some(Some("utf-8" | "utf8")) => Ok(false),
-        Some(_) => Err(ApiError::bad(&format!("{field}.encoding"), "must be \"base64\" or \"utf-8\"")),
+        Some(_) => Err(ApiError::bad(field, "must be \"base64\" or \"utf-8\"")),
     }
 }
 

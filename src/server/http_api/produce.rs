@@ -25,6 +25,9 @@ use crate::protocol::errors::partition_error;
 use crate::protocol::handlers::{local_partition, topic_or_auto_create};
 use crate::replication::Acks;
 
+/// What became of one record: its partition, and its offset and timestamp or the error.
+type Produced = (i32, Result<(i64, i64), ApiError>);
+
 /// Records in one request at most.
 pub const MAX_RECORDS: usize = 1000;
 /// How long an acks=all write may wait for the in-sync replicas.
@@ -87,7 +90,7 @@ pub async fn handle(
         by_partition.entry(p).or_default().push(i);
     }
     // Per record: (partition, Ok((offset, timestamp)) or the error).
-    let mut results: Vec<Option<(i32, Result<(i64, i64), ApiError>)>> = vec![None; records.len()];
+    let mut results: Vec<Option<Produced>> = vec![None; records.len()];
     let mut pending = Vec::new();
     for (p, indexes) in by_partition {
         let batch: Vec<NewRecord> = indexes.iter().map(|i| records[*i].0.clone()).collect();
@@ -132,7 +135,7 @@ fn parse_record(item: &Value, field: &str, now: i64) -> Result<(NewRecord, Optio
             return Err(ApiError::bad(&name(k), "unknown field"));
         }
     }
-    let b64 = is_base64(obj, field.trim_end_matches('.'))?;
+    let b64 = is_base64(obj, &name("encoding"))?;
     let record = NewRecord {
         key: bytes_field(obj.get("key"), b64, &name("key"))?,
         value: bytes_field(obj.get("value"), b64, &name("value"))?,
@@ -143,8 +146,8 @@ fn parse_record(item: &Value, field: &str, now: i64) -> Result<(NewRecord, Optio
     Ok((record, partition))
 }
 
-fn respond(results: Vec<(i32, Result<(i64, i64), ApiError>)>, single: bool, acks: Acks) -> Result<Response, ApiError> {
-    let entry = |(p, r): &(i32, Result<(i64, i64), ApiError>)| -> Value {
+fn respond(results: Vec<Produced>, single: bool, acks: Acks) -> Result<Response, ApiError> {
+    let entry = |(p, r): &Produced| -> Value {
         match r {
             Ok(_) if acks == Acks::None => json!({"partition": p}),
             Ok((offset, ts)) => json!({"partition": p, "offset": offset, "timestamp": ts}),
