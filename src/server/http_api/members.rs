@@ -140,6 +140,9 @@ impl HttpMember {
     }
 }
 
+/// HTTP members a broker holds at most: each is a task and a group member.
+pub const MAX_MEMBERS: usize = 10_000;
+
 /// Every HTTP member of this broker, by (group, consumer id).
 pub struct Members {
     by_id: Mutex<HashMap<(String, String), Arc<HttpMember>>>,
@@ -168,8 +171,9 @@ impl Members {
         self.lock().get(&(group.to_owned(), consumer_id.to_owned())).cloned()
     }
 
-    /// The member `req` names, started (its task spawned) if it is new; 409 when a member
-    /// of that id exists with another subscription.
+    /// The member `req` names, started (its task spawned) if it is new; 400 when a member
+    /// of that id exists with another subscription, 503 when the broker holds
+    /// [`MAX_MEMBERS`] already.
     pub fn join(self: &Arc<Self>, ctx: &Arc<Ctx>, req: JoinRequest) -> Result<Arc<HttpMember>, ApiError> {
         let key = (req.group.clone(), req.consumer_id.clone());
         let mut by_id = self.lock();
@@ -179,6 +183,10 @@ impl Members {
             }
             m.touch();
             return Ok(m.clone());
+        }
+        if by_id.len() >= MAX_MEMBERS {
+            let msg = format!("this broker holds {MAX_MEMBERS} HTTP members already");
+            return Err(ApiError::new(axum::http::StatusCode::SERVICE_UNAVAILABLE, "too_many_members", None, msg));
         }
         let member = Arc::new(HttpMember {
             group: req.group,
