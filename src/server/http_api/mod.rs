@@ -3,7 +3,8 @@
 //! Handlers call the broker's layers as the Kafka handlers do (the replica manager, the
 //! group coordinator, the controller); nothing goes through a Kafka connection.
 //!
-//! * [`produce`]: `POST /topics/{topic}/messages` ([`partitioner`], [`batch`]).
+//! * [`produce`]: `POST /topics/{topic}/messages` ([`produce_body`], [`partitioner`],
+//!   [`batch`]).
 //! * [`topics`]: `POST /topics`, `GET /topics/{topic}/partitions/{n}/watermark`.
 //! * [`groups`], [`poll`]: join, poll, commit; [`members`] and [`member_task`]: the
 //!   HTTP members and their heartbeat task.
@@ -23,6 +24,7 @@ pub mod openapi;
 pub mod partitioner;
 pub mod poll;
 pub mod produce;
+pub mod produce_body;
 pub mod topics;
 
 use std::sync::Arc;

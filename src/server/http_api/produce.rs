@@ -16,10 +16,9 @@ use tokio::time::Instant;
 
 use super::batch::{encode_batch, NewRecord};
 use super::error::ApiError;
-use super::json::{
-    as_object, bytes_field, headers_field, is_base64, member, opt_int, parse_body, parse_query, BodyResult,
-};
+use super::json::{parse_query, BodyResult};
 use super::partitioner::partition_for_key;
+use super::produce_body::{self, ProduceBody};
 use super::{json_response, ApiState};
 use crate::protocol::errors::partition_error;
 use crate::protocol::handlers::{local_partition, topic_or_auto_create};
@@ -28,8 +27,6 @@ use crate::replication::Acks;
 /// What became of one record: its partition, and its offset and timestamp or the error.
 type Produced = (i32, Result<(i64, i64), ApiError>);
 
-/// Records in one request at most.
-pub const MAX_RECORDS: usize = 1000;
 /// How long an acks=all write may wait for the in-sync replicas.
 const ACKS_ALL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -46,26 +43,9 @@ pub async fn handle(
         Some("all" | "-1") => Acks::All,
         Some(other) => return Err(ApiError::bad("acks", format!("{other:?}: must be 0, 1 or all"))),
     };
-    let body = parse_body(&body?)?;
-    let (items, single) = match &body {
-        Value::Array(a) => (a.as_slice(), false),
-        Value::Object(o) if o.contains_key("records") => match member(o, "records") {
-            Some(Value::Array(a)) => (a.as_slice(), false),
-            _ => return Err(ApiError::bad("records", "must be an array of records")),
-        },
-        Value::Object(_) => (std::slice::from_ref(&body), true),
-        _ => return Err(ApiError::bad("body", "must be a record object, an array of them or {\"records\": [...]}")),
-    };
-    if items.is_empty() || items.len() > MAX_RECORDS {
-        return Err(ApiError::bad("records", format!("must hold 1 to {MAX_RECORDS} records")));
-    }
     let ctx = &state.ctx;
     let now = ctx.now_ms();
-    let mut records = Vec::with_capacity(items.len());
-    for (i, item) in items.iter().enumerate() {
-        let field = if single { String::new() } else { format!("records[{i}].") };
-        records.push(parse_record(item, &field, now)?);
-    }
+    let ProduceBody { records, single } = produce_body::parse(&body?, now)?;
     let topic = topic_or_auto_create(ctx, &topic, true).await.map_err(|e| {
         let why = match e {
             ResponseError::UnknownTopicOrPartition => "no such topic, and auto.create.topics.enable is off".to_owned(),
@@ -124,26 +104,6 @@ pub async fn handle(
         }
     }
     respond(results.into_iter().flatten().collect(), single, acks)
-}
-
-/// The record and the partition it names, if any.
-fn parse_record(item: &Value, field: &str, now: i64) -> Result<(NewRecord, Option<i32>), ApiError> {
-    let name = |f: &str| format!("{field}{f}");
-    let obj = as_object(item, if field.is_empty() { "body" } else { field.trim_end_matches('.') })?;
-    for k in obj.keys() {
-        if !["key", "value", "headers", "partition", "timestamp", "encoding"].contains(&k.as_str()) {
-            return Err(ApiError::bad(&name(k), "unknown field"));
-        }
-    }
-    let b64 = is_base64(obj, &name("encoding"))?;
-    let record = NewRecord {
-        key: bytes_field(obj.get("key"), b64, &name("key"))?,
-        value: bytes_field(obj.get("value"), b64, &name("value"))?,
-        headers: headers_field(obj.get("headers"), b64, &name("headers"))?,
-        timestamp: opt_int(obj, "timestamp", &name("timestamp"), 0, i64::MAX)?.unwrap_or(now),
-    };
-    let partition = opt_int(obj, "partition", &name("partition"), 0, i64::from(i32::MAX))?.map(|p| p as i32);
-    Ok((record, partition))
 }
 
 fn respond(results: Vec<Produced>, single: bool, acks: Acks) -> Result<Response, ApiError> {
