@@ -230,6 +230,10 @@ async fn http_members_join_poll_commit_and_share_a_group() {
     let (s, r) = get(h, &format!("/consumer-groups/grp/poll?consumer_id=a&partition={lost}&max_wait_ms=0")).await;
     assert_eq!((s, r["error"].clone()), (409, json!("rebalance")), "{r}");
     assert_eq!(assigned(&r), assigned(&pa));
+    let commit = json!({"consumer_id": "a", "offsets": [{"topic": "g4", "partition": lost, "offset": 1}]});
+    let (s, r) = post(h, "/consumer-groups/grp/commit", commit).await;
+    assert_eq!((s, r["error"].clone(), r["field"].clone()), (409, json!("rebalance"), json!("offsets[0].partition")));
+    refused(get(h, "/consumer-groups/grp/poll?consumer_id=a&topic=other&max_wait_ms=0").await, 400, "topic");
     if got_b.contains(&0) {
         let (_, pb) = get(h, "/consumer-groups/grp/poll?consumer_id=b&partition=0&max_wait_ms=0").await;
         assert_eq!(pb["records"][0]["offset"], json!(2), "{pb}");

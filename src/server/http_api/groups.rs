@@ -155,6 +155,13 @@ pub async fn commit(
     let m = find_member(&state, &group, &consumer_id)?;
     check_coordinator(&state.ctx).await?;
     let s = m.snapshot();
+    // Only partitions the member owns: a commit of one that moved is a rebalance the
+    // client has not seen yet.
+    if let Some((i, o)) = offsets.iter().enumerate().find(|(_, o)| !owns(&s, &o.topic, o.partition)) {
+        let msg = format!("partition {} of {:?} is not assigned to this member", o.partition, o.topic);
+        let e = ApiError::new(StatusCode::CONFLICT, "rebalance", Some(&format!("offsets[{i}].partition")), msg);
+        return Err(e.with_extra(json!({"generation_id": s.generation_id, "assigned_partitions": assigned_json(&s)})));
+    }
     let who = MemberRef { member_id: &s.member_id, generation_id: s.generation_id, group_instance_id: None };
     let n = offsets.len();
     let results = state.ctx.groups.commit_offsets(&group, who, offsets, state.ctx.now_ms()).await;
@@ -166,6 +173,10 @@ pub async fn commit(
         return Err(commit_error(e, &s));
     }
     Ok(json_response(StatusCode::OK, &json!({"committed": n, "generation_id": s.generation_id})))
+}
+
+fn owns(s: &Snapshot, topic: &str, partition: i32) -> bool {
+    s.assignment.get(topic).is_some_and(|ps| ps.contains(&partition))
 }
 
 /// A commit refused because the group moved on is a rebalance: the member's task is

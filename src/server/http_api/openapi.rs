@@ -109,7 +109,7 @@ pub fn document() -> Value {
             "/consumer-groups/{group}/poll": {"get": {"summary": "long-poll records of the member's partitions",
                 "parameters": [group,
                     {"name": "consumer_id", "in": "query", "required": true, "schema": {"type": "string"}},
-                    query_param("topic", "string", "only this topic"),
+                    query_param("topic", "string", "only this topic (one the member subscribed to)"),
                     query_param("partition", "integer", "only this partition (409 rebalance when not assigned)"),
                     query_param("offset", "integer", "from this offset; default the member's position, else the committed offset, else the earliest"),
                     query_param("max_wait_ms", "integer", "default 1000, at most 30000"),

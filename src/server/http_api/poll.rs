@@ -56,6 +56,9 @@ pub async fn handle(
     let ctx = &state.ctx;
     check_coordinator(ctx).await?;
     let snap = m.snapshot();
+    if let Some(t) = q.get("topic").filter(|t| !m.topics.contains(t)) {
+        return Err(ApiError::bad("topic", format!("the member is not subscribed to {t:?}")));
+    }
     let topic = match (q.get("topic"), partition) {
         (Some(t), _) => Some(t.clone()),
         (None, Some(_)) if m.topics.len() == 1 => Some(m.topics[0].clone()),
