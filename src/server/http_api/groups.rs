@@ -35,8 +35,9 @@ pub fn check_group(group: &str) -> Result<(), ApiError> {
 }
 
 /// Groups are served by the broker leading `__consumer_offsets` (created on first use,
-/// as FindCoordinator does); elsewhere 503.
-pub async fn check_coordinator(ctx: &Ctx) -> Result<(), ApiError> {
+/// as FindCoordinator does); elsewhere 503. The one place the API asks who coordinates
+/// `group` (today every group has the same coordinator).
+pub async fn check_coordinator(ctx: &Ctx, _group: &str) -> Result<(), ApiError> {
     offsets_topic::ensure_topic_exists(ctx)
         .await
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "coordinator_not_available", None, e))?;
@@ -96,7 +97,7 @@ pub async fn join(
     let (min, max) = (i64::from(c.group_min_session_timeout_ms), i64::from(c.group_max_session_timeout_ms));
     let session = opt_int(obj, "session_timeout_ms", "session_timeout_ms", min, max)?
         .unwrap_or(DEFAULT_SESSION_TIMEOUT_MS.clamp(min, max));
-    check_coordinator(&state.ctx).await?;
+    check_coordinator(&state.ctx, &group).await?;
     let peer = extensions.get::<ConnectInfo<SocketAddr>>().map(|c| c.0.ip());
     let req = JoinRequest {
         group,
@@ -153,7 +154,7 @@ pub async fn commit(
         offsets.push(OffsetCommit { topic, partition, offset, leader_epoch: -1, metadata });
     }
     let m = find_member(&state, &group, &consumer_id)?;
-    check_coordinator(&state.ctx).await?;
+    check_coordinator(&state.ctx, &group).await?;
     let s = m.snapshot();
     // Only partitions the member owns: a commit of one that moved is a rebalance the
     // client has not seen yet.

@@ -54,7 +54,7 @@ pub async fn handle(
     }
     let m = find_member(&state, &group, consumer_id)?;
     let ctx = &state.ctx;
-    check_coordinator(ctx).await?;
+    check_coordinator(ctx, &group).await?;
     let snap = m.snapshot();
     if let Some(t) = q.get("topic").filter(|t| !m.topics.contains(t)) {
         return Err(ApiError::bad("topic", format!("the member is not subscribed to {t:?}")));
