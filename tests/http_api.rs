@@ -121,6 +121,9 @@ async fn create_topic_produce_and_watermark() {
     let huge = vec![b' '; 17 << 20];
     refused(call(h, "POST", "/topics/t7/messages", Some(&huge)).await, 413, "body");
     refused(get(h, "/topics/t7/partitions/x/watermark").await, 400, "partition");
+    // Groups create __consumer_offsets; clients do not write to it.
+    post(h, "/consumer-groups/g/join", json!({"consumer_id": "c", "topics": ["t7"]})).await;
+    refused(post(h, "/topics/__consumer_offsets/messages", json!({"value": "v"})).await, 400, "topic");
     refused(get(h, "/topics/t7/partitions/7/watermark").await, 404, "partition");
     refused(get(h, "/topics/nope/partitions/0/watermark").await, 404, "topic");
     // A record larger than the topic's max.message.bytes.

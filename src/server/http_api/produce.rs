@@ -53,6 +53,10 @@ pub async fn handle(
         };
         ApiError::kafka(e, Some("topic"), format!("topic {topic:?}: {why}"))
     })?;
+    // The coordinators' topics hold their own records: a client's would corrupt them.
+    if topic.is_internal() {
+        return Err(ApiError::bad("topic", format!("{:?} is an internal topic", topic.name)));
+    }
     let partitions = topic.partitions.len() as i32;
     // Keyless records of this request all go to one partition, chosen in turn.
     let keyless = state.keyless.next(partitions);
