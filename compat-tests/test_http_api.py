@@ -2,10 +2,12 @@
 produced over HTTP read by confluent-kafka; the Java producer and HTTP agreeing on the
 partition of every key; and a consumer group shared by an HTTP member and a librdkafka
 member (disjoint partitions, the HTTP member's commits resumed from by librdkafka, the
-HTTP member listed by kafka-consumer-groups and rebalanced out once it stops polling).
+HTTP member listed by kafka-consumer-groups and rebalanced out once it stops polling),
+with the HTTP member as the group's leader and as a follower of a librdkafka leader.
 """
 import base64
 import json
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -190,3 +192,39 @@ def test_mixed_group_of_http_and_librdkafka_members(broker, topic_name):
     rk.close()
     status, body = call(broker, "GET", f"/consumer-groups/{group}/poll?consumer_id=http-1")
     assert status == 404 and body["field"] == "consumer_id", body
+
+
+def test_http_member_follows_a_librdkafka_leader(broker, topic_name):
+    """librdkafka joins first and leads: it reads the HTTP member's subscription and hands
+    it half of the partitions in the consumer protocol's encoding."""
+    group = f"g-{topic_name}"
+    create(broker, topic_name, 4)
+    rk = consumer(broker, group, **{"session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    rk.subscribe([topic_name])
+    deadline = time.time() + TIMEOUT
+    while len(rk.assignment()) < 4:
+        rk.poll(0.2)
+        assert time.time() < deadline, rk.assignment()
+    # The join parks until librdkafka rejoined; its poll loop runs meanwhile.
+    result = {}
+
+    def join():
+        result["join"] = call(broker, "POST", f"/consumer-groups/{group}/join",
+                              {"consumer_id": "http-2", "topics": [topic_name], "session_timeout_ms": SESSION_MS})
+
+    t = threading.Thread(target=join)
+    t.start()
+    while t.is_alive():
+        rk.poll(0.1)
+        assert time.time() < deadline + TIMEOUT, "the join did not complete"
+    status, joined = result["join"]
+    assert status == 200, joined
+    while True:
+        rk.poll(0.1)
+        mine = sorted(tp.partition for tp in rk.assignment())
+        http = owned(http_poll(broker, group, "http-2"))
+        if len(mine) == 2 and len(http) == 2:
+            break
+        assert time.time() < deadline + TIMEOUT, (mine, http)
+    assert sorted(mine + http) == [0, 1, 2, 3], (mine, http)
+    rk.close()
