@@ -47,8 +47,10 @@ def kafka_batch(value: bytes, n: int) -> bytes:
 
 
 def start_broker(binary: str, data: str):
+    # Retention runs every second so that the topics (capped below) stay small on disk.
     proc = subprocess.Popen([binary, "--listen", "127.0.0.1:0", "--http-listen", "127.0.0.1:0",
-                             "--data-dir", data], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+                             "--log-retention-check-interval-ms", "1000", "--data-dir", data],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     kafka = http_port = None
     deadline = time.time() + 20
     while (kafka is None or http_port is None) and time.time() < deadline:
@@ -125,7 +127,9 @@ def main():
         try:
             c = http.client.HTTPConnection("127.0.0.1", http_port)
             for t in ("bench-http", "bench-kafka"):
-                c.request("POST", "/topics", json.dumps({"name": t, "partitions": 1}).encode())
+                # At most ~320 MiB each on disk, however long the run.
+                configs = {"retention.bytes": str(256 << 20), "segment.bytes": str(64 << 20)}
+                c.request("POST", "/topics", json.dumps({"name": t, "partitions": 1, "configs": configs}).encode())
                 r = c.getresponse()
                 r.read()
                 assert r.status == 201, r.status
@@ -142,9 +146,9 @@ def main():
                     https[i].request("POST", "/topics/bench-http/messages", http_body,
                                      {"Content-Type": "application/json"})
                     r = https[i].getresponse()
-                    r.read()
+                    body = r.read()
                     if r.status != 200:
-                        raise RuntimeError(f"HTTP {r.status}")
+                        raise RuntimeError(f"HTTP {r.status}: {body[:300]!r}")
 
                 def send_kafka(i):
                     err = kwire._produce(kconns[i], b"bench-kafka", batch)
