@@ -5,7 +5,8 @@
 //! * [`config`]: broker configuration from defaults, a YAML file, `RUNNEL_*` environment
 //!   variables and command-line flags, validated once at start.
 //! * [`server`]: the TCP listener, per-connection framing, response writing (vectored
-//!   writes, or `sendfile` for record bytes), graceful shutdown, and [`Broker`],
+//!   writes, or `sendfile` for record bytes), graceful shutdown, the HTTP listener
+//!   (health, metrics, and the HTTP API of `server::http_api`), and [`Broker`],
 //!   the handle that ties the layers together; [`EmbeddedBroker`] runs one inside a test
 //!   process on a free port with a temporary data dir.
 //! * [`protocol`]: request decoding (guarded against hostile lengths), dispatch by API key,

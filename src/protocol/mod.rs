@@ -7,6 +7,7 @@
 //! close the connection, as Kafka does.
 
 pub mod api_table;
+pub mod consumer_protocol;
 pub mod context;
 pub mod errors;
 pub mod features;

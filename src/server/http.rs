@@ -5,6 +5,8 @@
 //!   down, and in a cluster registered and unfenced by the controller quorum); 503 with
 //!   the reason otherwise.
 //! * `GET /metrics`: the Prometheus text format ([`super::metrics`]).
+//! * The HTTP API ([`super::http_api`]): produce, topics, consumer groups,
+//!   `/openapi.json`.
 //!
 //! Anything else is a 404 (unknown path) or 405 (wrong method); malformed HTTP is
 //! answered 400 by hyper. The listener is bound at start, before the slower parts, so
@@ -16,16 +18,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::{header, StatusCode};
+use axum::http::{header, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
-use axum::Router;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio::sync::broadcast;
 use tokio::task::JoinHandle;
 
 use super::connections::ConnectionTable;
+use super::http_api::Routes;
 use crate::protocol::Ctx;
 
 /// What the handlers read.
@@ -54,17 +55,30 @@ impl HttpState {
     }
 }
 
+fn base_routes() -> Routes<Arc<HttpState>> {
+    Routes::default().add(Method::GET, "/health", health).add(Method::GET, "/ready", ready).add(
+        Method::GET,
+        "/metrics",
+        metrics,
+    )
+}
+
+/// Every (method, path) the listener routes.
+pub fn listed_routes() -> Vec<(Method, &'static str)> {
+    let mut all = base_routes().listed;
+    all.extend(super::http_api::api_routes().listed);
+    all
+}
+
 /// Serves `listener` until `shutdown` fires.
 pub fn spawn(listener: TcpListener, state: Arc<HttpState>, mut shutdown: broadcast::Receiver<()>) -> JoinHandle<()> {
-    let app = Router::new()
-        .route("/health", get(health))
-        .route("/ready", get(ready))
-        .route("/metrics", get(metrics))
-        .with_state(state);
+    let api = super::http_api::router(state.ctx.clone(), shutdown.resubscribe());
+    let app = base_routes().router.with_state(state).merge(api);
     tokio::spawn(async move {
         let stop = async move {
             let _ = shutdown.recv().await;
         };
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
             tracing::error!(error = %e, "HTTP listener failed");
         }

@@ -6,6 +6,7 @@ pub mod connection;
 pub mod connections;
 pub mod embedded;
 pub mod http;
+pub mod http_api;
 pub mod metrics;
 mod response_writer;
 
