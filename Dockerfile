@@ -15,6 +15,10 @@
 # Configuration is the broker's RUNNEL_* environment (see config/runnel.yaml), e.g.
 #   RUNNEL_ADVERTISED_LISTENER=host:port   what clients are told to reconnect to
 #   RUNNEL_NODE_ID, RUNNEL_CLUSTER_ID, RUNNEL_NUM_PARTITIONS, RUNNEL_FLUSH_MODE, RUNNEL_LOG
+# and, for a cluster on a Docker network (see compat-tests/rust/src/cluster.rs):
+#   RUNNEL_CONTROLLER_QUORUM_VOTERS, RUNNEL_CONTROLLER_LISTEN=0.0.0.0:9093,
+#   RUNNEL_INTER_BROKER_LISTEN=0.0.0.0:9094 and RUNNEL_INTER_BROKER_ADVERTISED_LISTENER=
+#   <name on the network>:9094 (the brokers replicate there; clients use 9092)
 # and, for harnesses that learn the published port only after start (testcontainers):
 #   RUNNEL_ADVERTISED_LISTENER_FILE=/tmp/x  wait until that file holds host:port and
 #                                           advertise it (see docker/entrypoint.sh).

@@ -75,6 +75,12 @@ pub struct BrokerConfig {
     pub listen: String,
     /// `host:port` clients are told to connect to; `None` = the bound listener address.
     pub advertised_listener: Option<String>,
+    /// `ip:port` of a second Kafka listener for the other brokers (Kafka: the listener
+    /// named by `inter.broker.listener.name`); `None` = brokers use the client listener.
+    pub inter_broker_listen: Option<String>,
+    /// `host:port` other brokers are told to connect to on the inter-broker listener;
+    /// `None` = its bound address.
+    pub inter_broker_advertised_listener: Option<String>,
     /// `ip:port` of the HTTP listener (`/health`, `/ready`, `/metrics`); `None` = off.
     pub http_listen: Option<String>,
     pub data_dir: PathBuf,
@@ -175,6 +181,8 @@ impl Default for BrokerConfig {
             node_id: 1,
             listen: "127.0.0.1:9092".into(),
             advertised_listener: None,
+            inter_broker_listen: None,
+            inter_broker_advertised_listener: None,
             http_listen: Some(DEFAULT_HTTP_LISTEN.into()),
             data_dir: PathBuf::from("./runnel-data"),
             cluster_id: None,
@@ -226,6 +234,8 @@ pub struct ConfigOverrides {
     pub node_id: Option<i32>,
     pub listen: Option<String>,
     pub advertised_listener: Option<String>,
+    pub inter_broker_listen: Option<String>,
+    pub inter_broker_advertised_listener: Option<String>,
     /// `ip:port`, or `off` / empty for no HTTP listener.
     pub http_listen: Option<String>,
     pub data_dir: Option<PathBuf>,
@@ -363,6 +373,12 @@ impl BrokerConfig {
             if o.advertised_listener.is_some() {
                 cfg.advertised_listener = o.advertised_listener.clone();
             }
+            if o.inter_broker_listen.is_some() {
+                cfg.inter_broker_listen = o.inter_broker_listen.clone();
+            }
+            if o.inter_broker_advertised_listener.is_some() {
+                cfg.inter_broker_advertised_listener = o.inter_broker_advertised_listener.clone();
+            }
             if let Some(v) = &o.http_listen {
                 cfg.http_listen = (!HTTP_OFF.contains(&v.trim())).then(|| v.trim().to_owned());
             }
@@ -389,6 +405,22 @@ impl BrokerConfig {
             let ok = adv.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
             if !ok {
                 return Err(invalid("advertised_listener", format!("`{adv}` is not host:port")));
+            }
+        }
+        if let Some(addr) = &self.inter_broker_listen {
+            addr.parse::<SocketAddr>()
+                .map_err(|e| invalid("inter_broker_listen", format!("`{addr}` is not ip:port ({e})")))?;
+        }
+        if let Some(adv) = &self.inter_broker_advertised_listener {
+            let ok = adv.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
+            if !ok {
+                return Err(invalid("inter_broker_advertised_listener", format!("`{adv}` is not host:port")));
+            }
+            if self.inter_broker_listen.is_none() {
+                return Err(invalid(
+                    "inter_broker_advertised_listener",
+                    "needs inter_broker_listen: it is the address of that listener",
+                ));
             }
         }
         if self.data_dir.as_os_str().is_empty() {
@@ -635,6 +667,37 @@ mod tests {
         let o = ConfigOverrides { http_listen: Some("localhost".into()), ..Default::default() };
         let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
         assert!(err.contains("http_listen"), "{err}");
+    }
+
+    #[test]
+    fn the_inter_broker_listener_is_off_by_default_and_validated() {
+        let cfg = BrokerConfig::build(&[]).unwrap();
+        assert_eq!((cfg.inter_broker_listen, cfg.inter_broker_advertised_listener), (None, None));
+        let o = ConfigOverrides::from_yaml_str(
+            "inter_broker_listen: 0.0.0.0:9094\ninter_broker_advertised_listener: runnel-1:9094\n",
+        )
+        .unwrap();
+        let cfg = BrokerConfig::build(&[o]).unwrap();
+        assert_eq!(cfg.inter_broker_listen.as_deref(), Some("0.0.0.0:9094"));
+        assert_eq!(cfg.inter_broker_advertised_listener.as_deref(), Some("runnel-1:9094"));
+        let bad = |o: ConfigOverrides, field: &str| {
+            let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        };
+        bad(
+            ConfigOverrides { inter_broker_listen: Some("runnel-1:9094".into()), ..Default::default() },
+            "inter_broker_listen",
+        );
+        let adv = |a: &str| ConfigOverrides {
+            inter_broker_listen: Some("127.0.0.1:0".into()),
+            inter_broker_advertised_listener: Some(a.into()),
+            ..Default::default()
+        };
+        bad(adv("runnel-1"), "inter_broker_advertised_listener");
+        assert!(BrokerConfig::build(&[adv("runnel-1:0")]).is_ok());
+        let without_listener =
+            ConfigOverrides { inter_broker_advertised_listener: Some("runnel-1:9094".into()), ..Default::default() };
+        bad(without_listener, "inter_broker_advertised_listener");
     }
 
     #[test]

@@ -69,6 +69,13 @@ struct ServeArgs {
     /// host:port that clients are told to connect to.
     #[arg(long, env = "RUNNEL_ADVERTISED_LISTENER")]
     advertised_listener: Option<String>,
+    /// A second Kafka listener for the other brokers, ip:port (Kafka: the listener of
+    /// inter.broker.listener.name): replica fetchers connect to it.
+    #[arg(long, env = "RUNNEL_INTER_BROKER_LISTEN")]
+    inter_broker_listen: Option<String>,
+    /// host:port that other brokers are told to connect to on the inter-broker listener.
+    #[arg(long, env = "RUNNEL_INTER_BROKER_ADVERTISED_LISTENER")]
+    inter_broker_advertised_listener: Option<String>,
     /// HTTP listener for /health, /ready and /metrics, ip:port (port 0 = any free port;
     /// `off` = none).
     #[arg(long, env = "RUNNEL_HTTP_LISTEN")]
@@ -222,6 +229,8 @@ impl ServeArgs {
             node_id: self.node_id,
             listen: self.listen.clone(),
             advertised_listener: self.advertised_listener.clone(),
+            inter_broker_listen: self.inter_broker_listen.clone(),
+            inter_broker_advertised_listener: self.inter_broker_advertised_listener.clone(),
             http_listen: self.http_listen.clone(),
             data_dir: self.data_dir.clone(),
             cluster_id: self.cluster_id.clone(),
@@ -298,6 +307,8 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("config", "none".to_owned()),
         ("listen", d.listen.clone()),
         ("advertised_listener", "the bound listener address".to_owned()),
+        ("inter_broker_listen", "none: brokers use the client listener".to_owned()),
+        ("inter_broker_advertised_listener", "the bound inter-broker listener address".to_owned()),
         ("http_listen", d.http_listen.clone().unwrap_or_else(|| "off".to_owned())),
         ("data_dir", d.data_dir.display().to_string()),
         ("node_id", d.node_id.to_string()),
@@ -399,13 +410,17 @@ fn main() -> anyhow::Result<()> {
             }
         };
         // The ready line: harnesses wait for it and read the bound address from it. The
-        // HTTP line follows it, without its words (harnesses match "listening on"). Both
-        // go out in one write, and a failed write is ignored: a harness that reads the
-        // ready line and closes the pipe must not make a later print fail (println!
-        // panics on a closed stdout, and the broker would exit with an error).
+        // HTTP line, then the inter-broker one, follow it without its words (harnesses
+        // match "listening on"). All go out in one write, and a failed write is ignored:
+        // a harness that reads the ready line and closes the pipe must not make a later
+        // print fail (println! panics on a closed stdout, and the broker would exit with
+        // an error).
         let mut lines = format!("runnel ready: listening on {}\n", broker.local_addr());
         if let Some(http) = broker.http_addr() {
             lines.push_str(&format!("runnel http: serving on {http}\n"));
+        }
+        if let Some(inter_broker) = broker.inter_broker_addr() {
+            lines.push_str(&format!("runnel inter-broker: serving on {inter_broker}\n"));
         }
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(lines.as_bytes()).and_then(|()| stdout.flush());

@@ -62,6 +62,7 @@ impl Cluster {
         ControllerConfig {
             node_id: i as i32 + 1,
             advertised: ("127.0.0.1".into(), 19092 + i as u16),
+            inter_broker_advertised: None,
             rack: None,
             cluster_id: None,
             default_partitions: 1,

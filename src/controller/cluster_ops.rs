@@ -173,7 +173,10 @@ mod tests {
     fn image() -> MetadataImage {
         let mut img = MetadataImage::default();
         for id in 1..=3 {
-            img.brokers.insert(id, BrokerImage { node_id: id, host: "h".into(), port: 1, rack: None, fenced: false });
+            img.brokers.insert(
+                id,
+                BrokerImage { node_id: id, host: "h".into(), port: 1, rack: None, fenced: false, inter_broker: None },
+            );
         }
         let p = |i: i32, replicas: Vec<i32>| PartitionImage {
             partition: i,

@@ -5,16 +5,41 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::records::MetadataRecord;
+use super::records::{Endpoint, MetadataRecord};
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerImage {
     pub node_id: i32,
+    /// The client listener's advertised address.
     pub host: String,
     pub port: u16,
     pub rack: Option<String>,
     /// Out of the cluster until its heartbeats let it back in (Kafka's fenced broker).
     pub fenced: bool,
+    /// The inter-broker listener's advertised address, if the broker has one.
+    pub inter_broker: Option<Endpoint>,
+}
+
+/// Which of a broker's listeners a connection came in on, or an address is wanted for
+/// (Kafka's listener names: the client listener, and the one named by
+/// `inter.broker.listener.name`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Listener {
+    #[default]
+    Client,
+    InterBroker,
+}
+
+impl BrokerImage {
+    /// Where to reach this broker on `listener`: its inter-broker address when that is
+    /// asked for and the broker registered one, else its client address (a broker
+    /// without a second listener serves brokers on its only one).
+    pub fn endpoint(&self, listener: Listener) -> (&str, u16) {
+        match (&self.inter_broker, listener) {
+            (Some(e), Listener::InterBroker) => (&e.host, e.port),
+            _ => (&self.host, self.port),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -95,12 +120,17 @@ impl MetadataImage {
         self.offset += 1;
         match record {
             MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id.clone(),
-            MetadataRecord::RegisterBroker { node_id, host, port, rack } => {
+            MetadataRecord::RegisterBroker { node_id, host, port, rack, inter_broker } => {
                 let fenced = self.brokers.get(node_id).is_some_and(|b| b.fenced);
-                self.brokers.insert(
-                    *node_id,
-                    BrokerImage { node_id: *node_id, host: host.clone(), port: *port, rack: rack.clone(), fenced },
-                );
+                let broker = BrokerImage {
+                    node_id: *node_id,
+                    host: host.clone(),
+                    port: *port,
+                    rack: rack.clone(),
+                    fenced,
+                    inter_broker: inter_broker.clone(),
+                };
+                self.brokers.insert(*node_id, broker);
             }
             MetadataRecord::Topic { name, topic_id } => {
                 self.topic_names_by_id.insert(*topic_id, name.clone());
@@ -186,6 +216,7 @@ impl MetadataImage {
                 host: b.host.clone(),
                 port: b.port,
                 rack: b.rack.clone(),
+                inter_broker: b.inter_broker.clone(),
             });
             if b.fenced {
                 out.push(MetadataRecord::BrokerFenced { node_id: b.node_id, fenced: true });
@@ -264,7 +295,15 @@ mod tests {
         let id = Uuid::new_v4();
         let mut img = MetadataImage::default();
         img.apply(&MetadataRecord::Cluster { cluster_id: "c".into() });
-        img.apply(&MetadataRecord::RegisterBroker { node_id: 2, host: "h".into(), port: 1, rack: Some("r".into()) });
+        img.apply(&MetadataRecord::RegisterBroker {
+            node_id: 2,
+            host: "h".into(),
+            port: 1,
+            rack: Some("r".into()),
+            inter_broker: None,
+        });
+        let inter_broker = Some(Endpoint { host: "runnel-3".into(), port: 9094 });
+        img.apply(&MetadataRecord::RegisterBroker { node_id: 3, host: "h".into(), port: 2, rack: None, inter_broker });
         img.apply(&MetadataRecord::Topic { name: "a".into(), topic_id: id });
         img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });
         img.apply(&MetadataRecord::Partition {
@@ -281,5 +320,22 @@ mod tests {
         img.apply(&MetadataRecord::ProducerIds { next_producer_id: 1000 });
         let back = MetadataImage::from_records(&img.to_records(), img.offset);
         assert_eq!(format!("{back:?}"), format!("{img:?}"));
+    }
+
+    #[test]
+    fn a_broker_is_reached_on_the_listener_asked_for_when_it_has_it() {
+        let mut b = BrokerImage {
+            node_id: 1,
+            host: "localhost".into(),
+            port: 32768,
+            rack: None,
+            fenced: false,
+            inter_broker: None,
+        };
+        assert_eq!(b.endpoint(Listener::Client), ("localhost", 32768));
+        assert_eq!(b.endpoint(Listener::InterBroker), ("localhost", 32768));
+        b.inter_broker = Some(Endpoint { host: "runnel-1".into(), port: 9094 });
+        assert_eq!(b.endpoint(Listener::Client), ("localhost", 32768));
+        assert_eq!(b.endpoint(Listener::InterBroker), ("runnel-1", 9094));
     }
 }

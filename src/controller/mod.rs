@@ -23,12 +23,12 @@ pub mod records;
 pub mod topic_config;
 
 pub use delta::{MetadataDelta, MetadataListener};
-pub use image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+pub use image::{BrokerImage, Listener, MetadataImage, PartitionImage, TopicImage};
 pub use operations::{validate_topic_name, ConfigChange, ControllerOp, NewTopic};
 pub use partition_change::{ElectionError, ElectionType};
 pub use quorum::{Controller, ControllerConfig, QuorumDescription, QuorumReplica, RaftTuning};
 pub use reassignment::ReassignmentError;
-pub use records::MetadataRecord;
+pub use records::{Endpoint, MetadataRecord};
 
 use thiserror::Error;
 

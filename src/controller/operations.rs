@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use super::image::{MetadataImage, TopicImage};
+use super::image::{BrokerImage, MetadataImage, TopicImage};
 use super::partition_change::ElectionType;
-use super::records::MetadataRecord;
+use super::records::{Endpoint, MetadataRecord};
 use super::{placement, topic_config, ControllerError};
 
 /// Kafka's limit on topic name length.
@@ -109,6 +109,9 @@ pub enum ControllerOp {
         port: u16,
         rack: Option<String>,
         cluster_id: Option<String>,
+        /// The inter-broker listener's address, when the broker has that listener.
+        #[serde(default)]
+        inter_broker: Option<Endpoint>,
         /// In a cluster a new broker joins fenced: it gets no replicas and leads nothing
         /// until its heartbeats let it in (a single node is never fenced).
         #[serde(default)]
@@ -156,19 +159,23 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::AllocateProducerIds => {
             Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
         }
-        ControllerOp::RegisterBroker { node_id, host, port, rack, cluster_id, fenced } => {
+        ControllerOp::RegisterBroker { node_id, host, port, rack, cluster_id, inter_broker, fenced } => {
             let mut records = Vec::new();
             if image.cluster_id.is_empty() {
                 let id = cluster_id.clone().unwrap_or_else(new_cluster_id);
                 records.push(MetadataRecord::Cluster { cluster_id: id });
             }
             let current = image.brokers.get(node_id);
-            if current.is_none_or(|b| b.host != *host || b.port != *port || b.rack != *rack) {
+            let changed = |b: &BrokerImage| {
+                b.host != *host || b.port != *port || b.rack != *rack || b.inter_broker != *inter_broker
+            };
+            if current.is_none_or(changed) {
                 records.push(MetadataRecord::RegisterBroker {
                     node_id: *node_id,
                     host: host.clone(),
                     port: *port,
                     rack: rack.clone(),
+                    inter_broker: inter_broker.clone(),
                 });
                 if *fenced && current.is_none() {
                     records.push(MetadataRecord::BrokerFenced { node_id: *node_id, fenced: true });
@@ -399,4 +406,39 @@ pub fn validate_topic_name(name: &str) -> Result<(), ControllerError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn register(inter_broker: Option<Endpoint>) -> ControllerOp {
+        ControllerOp::RegisterBroker {
+            node_id: 1,
+            host: "localhost".into(),
+            port: 32768,
+            rack: None,
+            cluster_id: Some("c".into()),
+            inter_broker,
+            fenced: true,
+        }
+    }
+
+    /// A broker restarted with an inter-broker listener (or without it) registers anew;
+    /// one restarted as it was writes nothing.
+    #[test]
+    fn a_changed_inter_broker_listener_is_registered_again() {
+        let mut image = MetadataImage::default();
+        for r in decide(&image, &register(None), 0).unwrap() {
+            image.apply(&r);
+        }
+        assert_eq!(decide(&image, &register(None), 0).unwrap(), vec![]);
+        let endpoint = Endpoint { host: "runnel-1".into(), port: 9094 };
+        let records = decide(&image, &register(Some(endpoint.clone())), 0).unwrap();
+        assert_eq!(records.len(), 1, "{records:?}");
+        image.apply(&records[0]);
+        assert_eq!(image.brokers[&1].inter_broker, Some(endpoint.clone()));
+        assert!(image.brokers[&1].fenced, "a new registration keeps the broker's fencing");
+        assert_eq!(decide(&image, &register(Some(endpoint)), 0).unwrap(), vec![]);
+    }
 }

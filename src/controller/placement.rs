@@ -69,7 +69,14 @@ mod tests {
     use super::*;
 
     fn broker(id: i32, rack: Option<&str>) -> BrokerImage {
-        BrokerImage { node_id: id, host: "h".into(), port: 1, rack: rack.map(str::to_owned), fenced: false }
+        BrokerImage {
+            node_id: id,
+            host: "h".into(),
+            port: 1,
+            rack: rack.map(str::to_owned),
+            fenced: false,
+            inter_broker: None,
+        }
     }
 
     #[test]

@@ -40,7 +40,7 @@ use super::raft::network::{Forwarder, Network};
 use super::raft::rpc_server;
 use super::raft::state_machine::{Published, StateMachine};
 use super::raft::{NodeId, Raft};
-use super::records::MetadataRecord;
+use super::records::{Endpoint, MetadataRecord};
 use super::ControllerError;
 pub use admin::{QuorumDescription, QuorumReplica};
 use bootstrap::{base_image, join_then_register, register_until_done};
@@ -82,6 +82,9 @@ pub struct ControllerConfig {
     pub node_id: i32,
     /// This broker's client address, registered with the quorum.
     pub advertised: (String, u16),
+    /// This broker's inter-broker listener address, registered with the quorum when it
+    /// has that listener.
+    pub inter_broker_advertised: Option<Endpoint>,
     pub rack: Option<String>,
     /// The cluster id to record when this node is the first to register.
     pub cluster_id: Option<String>,
@@ -227,6 +230,7 @@ impl Controller {
             port: config.advertised.1,
             rack: config.rack.clone(),
             cluster_id: config.cluster_id.clone(),
+            inter_broker: config.inter_broker_advertised.clone(),
             fenced: !single,
         };
         if single {

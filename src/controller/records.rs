@@ -8,6 +8,13 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+/// A listener's advertised address.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum MetadataRecord {
@@ -15,11 +22,18 @@ pub enum MetadataRecord {
     Cluster {
         cluster_id: String,
     },
+    /// `host`/`port`: the client listener's advertised address.
     RegisterBroker {
         node_id: i32,
         host: String,
         port: u16,
         rack: Option<String>,
+        /// The inter-broker listener's advertised address, when the broker has one
+        /// (Kafka: the endpoint of `inter.broker.listener.name`). Absent from records
+        /// written before it existed and from brokers without that listener, so those
+        /// records keep their old bytes.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        inter_broker: Option<Endpoint>,
     },
     Topic {
         name: String,
@@ -60,4 +74,31 @@ pub enum MetadataRecord {
         node_id: i32,
         fenced: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Data dirs written before the inter-broker listener existed hold registrations
+    /// without it; a registration without one is written as before.
+    #[test]
+    fn a_registration_without_an_inter_broker_listener_keeps_its_old_form() {
+        let old = r#"{"type":"RegisterBroker","node_id":1,"host":"h","port":9092,"rack":null}"#;
+        let record: MetadataRecord = serde_json::from_str(old).unwrap();
+        let expected =
+            MetadataRecord::RegisterBroker { node_id: 1, host: "h".into(), port: 9092, rack: None, inter_broker: None };
+        assert_eq!(record, expected);
+        assert_eq!(serde_json::to_string(&record).unwrap(), old);
+        let with = MetadataRecord::RegisterBroker {
+            node_id: 1,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+            inter_broker: Some(Endpoint { host: "runnel-1".into(), port: 9094 }),
+        };
+        let json = serde_json::to_string(&with).unwrap();
+        assert!(json.contains(r#""inter_broker":{"host":"runnel-1","port":9094}"#), "{json}");
+        assert_eq!(serde_json::from_str::<MetadataRecord>(&json).unwrap(), with);
+    }
 }

@@ -25,6 +25,7 @@ use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable};
 use thiserror::Error;
 
+pub use crate::controller::Listener;
 pub use context::Ctx;
 pub use fetch_encoding::{Chunk, FetchReply};
 
@@ -50,11 +51,14 @@ pub enum Reply {
     NoResponse,
 }
 
-/// Who sent a request.
+/// Who sent a request, and on which listener.
 #[derive(Debug, Clone, Default)]
 pub struct RequestInfo {
     pub peer: Option<std::net::SocketAddr>,
     pub client_id: String,
+    /// Brokers are shown to the sender at their addresses on this listener, as Kafka
+    /// answers each listener with its own endpoints.
+    pub listener: Listener,
 }
 
 impl RequestInfo {
@@ -70,6 +74,7 @@ impl RequestInfo {
 pub async fn handle_frame(
     ctx: &Ctx,
     peer: Option<std::net::SocketAddr>,
+    listener: Listener,
     frame: Bytes,
 ) -> Result<Option<Vec<Chunk>>, ProtocolError> {
     if frame.len() < 8 {
@@ -96,7 +101,8 @@ pub async fn handle_frame(
     let header =
         RequestHeader::decode(&mut buf, header_version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let request = RequestKind::decode(api, &mut buf, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
-    let info = RequestInfo { peer, client_id: header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default() };
+    let client_id = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
+    let info = RequestInfo { peer, client_id, listener };
     let reply = dispatch(ctx, &info, request, version).await?;
     let encoded = match reply {
         Reply::NoResponse => Ok(None),
@@ -131,7 +137,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
     }
     let resp = match request {
         RequestKind::ApiVersions(r) => ResponseKind::ApiVersions(api_versions::handle(ctx, r, v)),
-        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, r, v).await),
+        RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, info, r, v).await),
         RequestKind::Produce(r) => {
             let (acks, started) = (r.acks, std::time::Instant::now());
             let resp = produce::handle(ctx, info, r, v).await;
@@ -141,7 +147,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
                 None => return Ok(Reply::NoResponse),
             }
         }
-        RequestKind::Fetch(r) => return Ok(Reply::Fetch(Box::new(fetch::handle(ctx, r, v).await))),
+        RequestKind::Fetch(r) => return Ok(Reply::Fetch(Box::new(fetch::handle(ctx, info, r, v).await))),
         RequestKind::ListOffsets(r) => ResponseKind::ListOffsets(list_offsets::handle(ctx, r, v).await),
         RequestKind::CreateTopics(r) => ResponseKind::CreateTopics(create_topics::handle(ctx, r, v).await),
         RequestKind::DeleteTopics(r) => ResponseKind::DeleteTopics(delete_topics::handle(ctx, r, v).await),
@@ -151,7 +157,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
         RequestKind::IncrementalAlterConfigs(r) => {
             ResponseKind::IncrementalAlterConfigs(configs::incremental_alter(ctx, r, v).await)
         }
-        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, r, v)),
+        RequestKind::DescribeCluster(r) => ResponseKind::DescribeCluster(describe_cluster::handle(ctx, info, r, v)),
         RequestKind::DescribeTopicPartitions(r) => {
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(ctx, r, v))
         }
@@ -174,7 +180,9 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             ResponseKind::OffsetForLeaderEpoch(offset_for_leader_epoch::handle(ctx, r, v))
         }
         RequestKind::InitProducerId(r) => ResponseKind::InitProducerId(init_producer_id::handle(ctx, r, v).await),
-        RequestKind::FindCoordinator(r) => ResponseKind::FindCoordinator(groups::find_coordinator(ctx, r, v).await),
+        RequestKind::FindCoordinator(r) => {
+            ResponseKind::FindCoordinator(groups::find_coordinator(ctx, info, r, v).await)
+        }
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(ctx, info, r, v).await),
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(ctx, r, v).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(ctx, r, v).await),

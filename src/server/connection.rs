@@ -15,7 +15,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::connections::{Activity, Registration};
 use super::response_writer::write_response;
-use crate::protocol::{handle_frame, peek_correlation_id, Ctx};
+use crate::protocol::{handle_frame, peek_correlation_id, Ctx, Listener};
 
 /// The smallest growth step of a buffer holding part of a request.
 const READ_CHUNK: usize = 64 * 1024;
@@ -64,6 +64,7 @@ const SHRINK_ABOVE: usize = READ_CHUNK;
 pub async fn serve(
     ctx: Arc<Ctx>,
     mut stream: TcpStream,
+    listener: Listener,
     reg: Registration,
     limits: ConnectionLimits,
     mut shutdown: tokio::sync::broadcast::Receiver<()>,
@@ -86,7 +87,7 @@ pub async fn serve(
                 Ok(Some(frame)) => {
                     state.begin(Activity::Serving);
                     let correlation = peek_correlation_id(&frame);
-                    let result = handle_frame(&ctx, Some(peer), frame).await;
+                    let result = handle_frame(&ctx, Some(peer), listener, frame).await;
                     held = None;
                     frame_started = None;
                     // Evictable again before the client can see the answer (an eviction

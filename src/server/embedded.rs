@@ -198,10 +198,13 @@ impl EmbeddedCluster {
         }
     }
 
-    /// Stop every broker, then delete the data dirs.
+    /// Stop every broker, all at once, then delete the data dirs. (One by one, the last
+    /// voters would each wait out their controlled shutdown for a quorum that is gone.)
     pub async fn shutdown(mut self) {
-        for broker in self.brokers.iter_mut().filter_map(Option::take) {
-            broker.shutdown().await;
+        let stopping: Vec<_> =
+            self.brokers.iter_mut().filter_map(Option::take).map(|b| tokio::spawn(b.shutdown())).collect();
+        for s in stopping {
+            let _ = s.await;
         }
     }
 }

@@ -24,7 +24,7 @@ use connection::ConnectionLimits;
 use connections::ConnectionTable;
 
 use crate::config::BrokerConfig;
-use crate::controller::{Controller, ControllerConfig, ControllerError, RaftTuning};
+use crate::controller::{Controller, ControllerConfig, ControllerError, Endpoint, Listener, RaftTuning};
 use crate::coordinator::{GroupCoordinator, GroupLimits, OffsetsWriter};
 use crate::protocol::context::system_clock;
 use crate::protocol::offsets_topic;
@@ -51,6 +51,8 @@ pub enum StartError {
 /// [`Broker::shutdown`] to also wait for that and flush every partition.
 pub struct Broker {
     local_addr: SocketAddr,
+    /// The inter-broker listener's bound address, when there is one.
+    inter_broker_addr: Option<SocketAddr>,
     /// The HTTP listener's bound address, when it is on.
     http_addr: Option<SocketAddr>,
     /// Read by `/ready`: set once serving, cleared when shutdown begins.
@@ -60,7 +62,8 @@ pub struct Broker {
     /// Every connection task holds a sender; `recv` returns `None` once the last one
     /// has finished (mini-redis's `shutdown_complete`).
     connections_done: mpsc::Receiver<()>,
-    accept: Option<JoinHandle<()>>,
+    /// The accept loops of the client and inter-broker listeners.
+    accept: Vec<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
     /// The follower fetchers of the partitions this broker follows.
     fetchers: Option<FetcherManager>,
@@ -97,7 +100,23 @@ impl Broker {
             .map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
         let local_addr =
             listener.local_addr().map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
-        let (host, port) = advertised(&config, local_addr);
+        let (host, port) = advertised(config.advertised_listener.as_deref(), local_addr);
+        let inter_broker_listener = match &config.inter_broker_listen {
+            Some(addr) => {
+                Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?)
+            }
+            None => None,
+        };
+        let inter_broker_addr = match &inter_broker_listener {
+            Some(l) => Some(l.local_addr().map_err(|source| StartError::Bind { addr: "inter-broker".into(), source })?),
+            None => None,
+        };
+        let inter_broker_advertised = inter_broker_addr.map(|bound| {
+            let (host, port) = advertised(config.inter_broker_advertised_listener.as_deref(), bound);
+            Endpoint { host, port }
+        });
+        let inter_broker =
+            inter_broker_advertised.as_ref().map_or_else(|| "off".into(), |e| format!("{}:{}", e.host, e.port));
         let http_listener = match &config.http_listen {
             Some(addr) => {
                 Some(TcpListener::bind(addr).await.map_err(|source| StartError::Bind { addr: addr.clone(), source })?)
@@ -117,6 +136,7 @@ impl Broker {
         let controller_config = ControllerConfig {
             node_id: config.node_id,
             advertised: (host.clone(), port),
+            inter_broker_advertised,
             rack: config.rack.clone(),
             cluster_id: config.cluster_id.clone(),
             default_partitions: config.num_partitions,
@@ -197,16 +217,28 @@ impl Broker {
         // unfenced: before, the image may not hold even the brokers and the cluster id, and
         // librdkafka took the empty Metadata answer for a broken one and backed off for
         // seconds. The port is bound from the start, so connections wait in the backlog.
-        let accept = Some(tokio::spawn(accept_loop(ctx.clone(), listener, connections, shutdown.clone(), stop, done)));
+        let mut accept = Vec::new();
+        if let Some(l) = inter_broker_listener {
+            let (ctx, table, stop, done) = (ctx.clone(), connections.clone(), shutdown.subscribe(), done.clone());
+            accept.push(tokio::spawn(accept_loop(ctx, l, Listener::InterBroker, table, shutdown.clone(), stop, done)));
+        }
+        let client = accept_loop(ctx.clone(), listener, Listener::Client, connections, shutdown.clone(), stop, done);
+        accept.push(tokio::spawn(client));
+        // Replica fetchers reach a leader on its inter-broker listener when it has one.
         let image_of = ctx.controller.clone();
-        let resolve = Arc::new(move |id: i32| image_of.image().brokers.get(&id).map(|b| (b.host.clone(), b.port)));
+        let resolve = Arc::new(move |id: i32| {
+            let image = image_of.image();
+            let (host, port) = image.brokers.get(&id)?.endpoint(Listener::InterBroker);
+            Some((host.to_owned(), port))
+        });
         let endpoints = Arc::new(TcpLeaderEndpoints::new(ctx.config.node_id, resolve));
         let fetchers = Some(FetcherManager::start(ctx.replicas.clone(), endpoints));
         serving.store(true, Ordering::Release);
         let http_shown = http_addr.map_or_else(|| "off".to_owned(), |a| a.to_string());
-        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), http = %http_shown, "runnel broker started");
+        tracing::info!(%local_addr, advertised = %format!("{host}:{port}"), %inter_broker, http = %http_shown, "runnel broker started");
         Ok(Broker {
             local_addr,
+            inter_broker_addr,
             http_addr,
             serving,
             ctx,
@@ -223,6 +255,11 @@ impl Broker {
 
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
+    }
+
+    /// Where the inter-broker listener is bound, if `inter_broker_listen` is set.
+    pub fn inter_broker_addr(&self) -> Option<SocketAddr> {
+        self.inter_broker_addr
     }
 
     /// Where `/health`, `/ready` and `/metrics` are served, unless `http_listen` is off.
@@ -251,7 +288,7 @@ impl Broker {
         cluster::controlled_shutdown(&self.ctx, self.incarnation).await;
         let _ = self.shutdown.send(());
         self.ctx.replicas.purgatory().close();
-        if let Some(accept) = self.accept.take() {
+        for accept in self.accept.drain(..) {
             let _ = accept.await;
         }
         if tokio::time::timeout(DRAIN_TIMEOUT, self.connections_done.recv()).await.is_err() {
@@ -313,8 +350,10 @@ fn lock_data_dir(dir: &std::path::Path) -> Result<std::fs::File, StartError> {
     }
 }
 
-fn advertised(config: &BrokerConfig, bound: SocketAddr) -> (String, u16) {
-    if let Some(adv) = &config.advertised_listener {
+/// The address a listener bound at `bound` is advertised at: `configured` (port 0 = the
+/// bound port), or the bound address (an unspecified IP as 127.0.0.1).
+fn advertised(configured: Option<&str>, bound: SocketAddr) -> (String, u16) {
+    if let Some(adv) = configured {
         if let Some((h, p)) = adv.rsplit_once(':') {
             if let Ok(p) = p.parse::<u16>() {
                 // Port 0 in the advertised address means "the port we bound".
@@ -359,6 +398,7 @@ const HTTP_DRAIN_TIMEOUT: Duration = Duration::from_secs(1);
 async fn accept_loop(
     ctx: Arc<Ctx>,
     listener: TcpListener,
+    name: Listener,
     table: Arc<ConnectionTable>,
     shutdown: broadcast::Sender<()>,
     mut stop: broadcast::Receiver<()>,
@@ -385,7 +425,7 @@ async fn accept_loop(
                     }
                     let (ctx, limits, rx, done) = (ctx.clone(), limits.clone(), shutdown.subscribe(), done.clone());
                     tokio::spawn(async move {
-                        connection::serve(ctx, stream, reg, limits, rx).await;
+                        connection::serve(ctx, stream, name, reg, limits, rx).await;
                         drop(done);
                     });
                 }

@@ -5,6 +5,7 @@ fn config() -> ControllerConfig {
     ControllerConfig {
         node_id: 1,
         advertised: ("127.0.0.1".into(), 9092),
+        inter_broker_advertised: None,
         rack: None,
         cluster_id: None,
         default_partitions: 1,
@@ -116,7 +117,13 @@ fn a_pre_raft_metadata_log_is_the_base_of_the_quorum() {
         let (mut log, _) = MetadataLog::open(dir.path()).unwrap();
         log.append(&[
             MetadataRecord::Cluster { cluster_id: "old-cluster-id-0000000".into() },
-            MetadataRecord::RegisterBroker { node_id: 1, host: "127.0.0.1".into(), port: 9092, rack: None },
+            MetadataRecord::RegisterBroker {
+                node_id: 1,
+                host: "127.0.0.1".into(),
+                port: 9092,
+                rack: None,
+                inter_broker: None,
+            },
         ])
         .unwrap();
         log.append(&[

@@ -58,16 +58,29 @@ pub fn topic_config_entries(ctx: &Ctx, topic: &TopicImage) -> Vec<ConfigEntry> {
         .collect()
 }
 
+/// The name DescribeConfigs gives the inter-broker listener in `listeners` and
+/// `advertised.listeners`.
+const INTER_BROKER_LISTENER: &str = "BROKER";
+
 fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
     let c = &ctx.config;
     let image = ctx.image();
-    let adv = image.brokers.get(&c.node_id).map(|b| format!("PLAINTEXT://{}:{}", b.host, b.port)).unwrap_or_default();
+    let mut adv =
+        image.brokers.get(&c.node_id).map(|b| format!("PLAINTEXT://{}:{}", b.host, b.port)).unwrap_or_default();
+    let mut listeners = format!("PLAINTEXT://{}", c.listen);
+    // The inter-broker listener is named BROKER (as Kafka's test containers name theirs).
+    if let Some(inter_broker) = &c.inter_broker_listen {
+        listeners.push_str(&format!(",{INTER_BROKER_LISTENER}://{inter_broker}"));
+        if let Some(e) = image.brokers.get(&c.node_id).and_then(|b| b.inter_broker.as_ref()) {
+            adv.push_str(&format!(",{INTER_BROKER_LISTENER}://{}:{}", e.host, e.port));
+        }
+    }
     let mut entries: Vec<(&str, String, ConfigType)> = vec![
         ("advertised.listeners", adv, ConfigType::String),
         ("auto.create.topics.enable", c.auto_create_topics.to_string(), ConfigType::Boolean),
         ("broker.id", c.node_id.to_string(), ConfigType::Int),
         ("default.replication.factor", c.default_replication_factor.to_string(), ConfigType::Int),
-        ("listeners", format!("PLAINTEXT://{}", c.listen), ConfigType::String),
+        ("listeners", listeners, ConfigType::String),
         ("log.dirs", c.data_dir.display().to_string(), ConfigType::String),
         ("log.flush.interval.messages", c.flush_interval_messages.to_string(), ConfigType::Long),
         ("log.flush.interval.ms", c.flush_interval_ms.to_string(), ConfigType::Long),
@@ -85,6 +98,9 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
     // Set only when configured (Kafka lists them with no value otherwise).
     if let Some(rack) = &c.rack {
         entries.push(("broker.rack", rack.clone(), ConfigType::String));
+    }
+    if c.inter_broker_listen.is_some() {
+        entries.push(("inter.broker.listener.name", INTER_BROKER_LISTENER.to_owned(), ConfigType::String));
     }
     if c.rack_aware_replica_selector {
         let class = crate::config::RACK_AWARE_REPLICA_SELECTOR.to_owned();

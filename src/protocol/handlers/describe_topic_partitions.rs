@@ -150,7 +150,10 @@ mod tests {
 
     fn image(topics: &[(&str, i32)]) -> MetadataImage {
         let mut img = MetadataImage::default();
-        img.brokers.insert(1, BrokerImage { node_id: 1, host: "h".into(), port: 9092, rack: None, fenced: false });
+        img.brokers.insert(
+            1,
+            BrokerImage { node_id: 1, host: "h".into(), port: 9092, rack: None, fenced: false, inter_broker: None },
+        );
         for (i, (name, n)) in topics.iter().enumerate() {
             let id = Uuid::from_u128(i as u128 + 1);
             let partitions = (0..*n)

@@ -15,10 +15,10 @@ use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, LeaderIdA
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 
 use super::{check_leader_epoch, current_leader, local_partition, str_bytes};
-use crate::controller::TopicImage;
+use crate::controller::{Listener, TopicImage};
 use crate::protocol::errors::partition_error;
 use crate::protocol::fetch_encoding::FetchReply;
-use crate::protocol::Ctx;
+use crate::protocol::{Ctx, RequestInfo};
 use crate::replication::{Partition, PartitionKey, Role, WaitOutcome};
 use crate::storage::LogSlices;
 
@@ -28,7 +28,7 @@ const MAX_WAIT_CAP_MS: i32 = 30_000;
 /// whole first batch), so a request's max_bytes never sizes a larger read buffer.
 const FETCH_MAX_BYTES: usize = 57_671_680;
 
-pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchReply {
+pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: FetchRequest, version: i16) -> FetchReply {
     let replica_id = super::replica_fetch::replica_id(&req, version);
     if replica_id >= 0 {
         return super::replica_fetch::handle(ctx, req, version, replica_id).await;
@@ -36,7 +36,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchReply {
     let wait = Duration::from_millis(req.max_wait_ms.clamp(0, MAX_WAIT_CAP_MS) as u64);
     let deadline = tokio::time::Instant::now() + wait;
     loop {
-        let pass = read_once(ctx, &req, version);
+        let pass = read_once(ctx, info.listener, &req, version);
         let done = pass.bytes >= req.min_bytes.max(0) as usize || pass.any_error || pass.redirected || wait.is_zero();
         if done || tokio::time::Instant::now() >= deadline {
             return pass.reply();
@@ -50,7 +50,7 @@ pub async fn handle(ctx: &Ctx, req: FetchRequest, version: i16) -> FetchReply {
         match ctx.replicas.purgatory().wait_until(&keys, deadline, moved).await {
             WaitOutcome::Satisfied => continue,
             WaitOutcome::TimedOut | WaitOutcome::Closed => {
-                return read_once(ctx, &req, version).reply();
+                return read_once(ctx, info.listener, &req, version).reply();
             }
         }
     }
@@ -92,7 +92,7 @@ fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {
         .with_records(Some(Default::default()))
 }
 
-fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
+fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) -> Pass {
     let image = ctx.image();
     let mut remaining = (req.max_bytes.max(0) as usize).min(FETCH_MAX_BYTES);
     let mut total = 0usize;
@@ -206,7 +206,7 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
             }
         }
         if version >= 16 {
-            point_to_leaders(ctx, topic.map(|t| &**t), &mut parts, &mut node_endpoints);
+            point_to_leaders(ctx, listener, topic.map(|t| &**t), &mut parts, &mut node_endpoints);
         }
         let name = if version >= 13 {
             TopicName(topic.map(|t| str_bytes(t.name.clone())).unwrap_or_default())
@@ -224,6 +224,7 @@ fn read_once(ctx: &Ctx, req: &FetchRequest, version: i16) -> Pass {
 /// and the response lists that leader's endpoint once.
 fn point_to_leaders(
     ctx: &Ctx,
+    listener: Listener,
     topic: Option<&TopicImage>,
     parts: &mut [PartitionData],
     endpoints: &mut BTreeMap<i32, NodeEndpoint>,
@@ -236,10 +237,11 @@ fn point_to_leaders(
             .with_leader_epoch(leader.leader_epoch);
         if let Some(b) = leader.endpoint {
             endpoints.entry(b.node_id).or_insert_with(|| {
+                let (host, port) = b.endpoint(listener);
                 NodeEndpoint::default()
                     .with_node_id(BrokerId(b.node_id))
-                    .with_host(str_bytes(b.host))
-                    .with_port(i32::from(b.port))
+                    .with_host(str_bytes(host.to_owned()))
+                    .with_port(i32::from(port))
                     .with_rack(b.rack.map(str_bytes))
             });
         }

@@ -23,7 +23,12 @@ use crate::protocol::{Ctx, RequestInfo};
 
 const KEY_TYPE_GROUP: i8 = 0;
 
-pub async fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i16) -> FindCoordinatorResponse {
+pub async fn find_coordinator(
+    ctx: &Ctx,
+    info: &RequestInfo,
+    req: FindCoordinatorRequest,
+    version: i16,
+) -> FindCoordinatorResponse {
     // Creating `__consumer_offsets` is a controller round trip: done once, before the
     // lookups, off the async workers.
     let wants_group =
@@ -51,7 +56,8 @@ pub async fn find_coordinator(ctx: &Ctx, req: FindCoordinatorRequest, version: i
         let b = crate::protocol::offsets_topic::coordinator_node(&image, key)
             .and_then(|id| image.brokers.get(&id))
             .ok_or(ResponseError::CoordinatorNotAvailable)?;
-        Ok((b.node_id, b.host.clone(), i32::from(b.port)))
+        let (host, port) = b.endpoint(info.listener);
+        Ok((b.node_id, host.to_owned(), i32::from(port)))
     };
     if version < 4 {
         return match lookup(req.key.as_str()) {

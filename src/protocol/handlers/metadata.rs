@@ -13,9 +13,9 @@ use kafka_protocol::messages::{BrokerId, MetadataRequest, MetadataResponse, Topi
 
 use super::{cluster_ops_all, str_bytes, topic_ops_all, topic_or_auto_create, OPS_NOT_REQUESTED};
 use crate::controller::TopicImage;
-use crate::protocol::Ctx;
+use crate::protocol::{Ctx, RequestInfo};
 
-pub async fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataResponse {
+pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: MetadataRequest, version: i16) -> MetadataResponse {
     let include_ops = req.include_topic_authorized_operations;
     let mut topics = Vec::new();
     let requested = match req.topics {
@@ -59,10 +59,11 @@ pub async fn handle(ctx: &Ctx, req: MetadataRequest, version: i16) -> MetadataRe
         .values()
         .filter(|b| !b.fenced)
         .map(|b| {
+            let (host, port) = b.endpoint(info.listener);
             MetadataResponseBroker::default()
                 .with_node_id(BrokerId(b.node_id))
-                .with_host(str_bytes(b.host.clone()))
-                .with_port(i32::from(b.port))
+                .with_host(str_bytes(host.to_owned()))
+                .with_port(i32::from(port))
                 .with_rack(b.rack.clone().map(str_bytes))
         })
         .collect();

@@ -17,7 +17,7 @@ use tokio::time::Instant;
 use super::{current_leader, local_partition, str_bytes, topic_or_auto_create};
 use crate::controller::TopicImage;
 use crate::protocol::errors::partition_error;
-use crate::protocol::{Ctx, RequestInfo};
+use crate::protocol::{Ctx, Listener, RequestInfo};
 use crate::replication::{Acks, AppendResult, PartitionError};
 use crate::storage::BatchError;
 
@@ -106,7 +106,8 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
     if acks == Acks::None {
         return None;
     }
-    let node_endpoints = if version >= 10 { point_to_leaders(ctx, &mut responses, &topics) } else { vec![] };
+    let node_endpoints =
+        if version >= 10 { point_to_leaders(ctx, info.listener, &mut responses, &topics) } else { vec![] };
     Some(ProduceResponse::default().with_responses(responses).with_node_endpoints(node_endpoints))
 }
 
@@ -124,6 +125,7 @@ async fn resolve_topic(ctx: &Ctx, td: &TopicProduceData, version: i16) -> Result
 /// lists that leader's endpoint once.
 fn point_to_leaders(
     ctx: &Ctx,
+    listener: Listener,
     responses: &mut [TopicProduceResponse],
     topics: &[Option<Arc<TopicImage>>],
 ) -> Vec<NodeEndpoint> {
@@ -139,10 +141,11 @@ fn point_to_leaders(
                 .with_leader_epoch(leader.leader_epoch);
             if let Some(b) = leader.endpoint {
                 endpoints.entry(b.node_id).or_insert_with(|| {
+                    let (host, port) = b.endpoint(listener);
                     NodeEndpoint::default()
                         .with_node_id(BrokerId(b.node_id))
-                        .with_host(str_bytes(b.host))
-                        .with_port(i32::from(b.port))
+                        .with_host(str_bytes(host.to_owned()))
+                        .with_port(i32::from(port))
                         .with_rack(b.rack.map(str_bytes))
                 });
             }

@@ -35,7 +35,13 @@ async fn setup(isr: &[i32]) -> Setup {
         NewTopic { name: "t".into(), num_partitions: 1, replication_factor: -1, assignments: vec![], configs: vec![] };
     let topic = ctx.controller.create_topic(&new, false).unwrap();
     let mut image: MetadataImage = (*ctx.image()).clone();
-    image.apply(&MetadataRecord::RegisterBroker { node_id: 2, host: "127.0.0.1".into(), port: 1, rack: None });
+    image.apply(&MetadataRecord::RegisterBroker {
+        node_id: 2,
+        host: "127.0.0.1".into(),
+        port: 1,
+        rack: None,
+        inter_broker: None,
+    });
     image.apply(&MetadataRecord::Partition {
         topic_id: topic.topic_id,
         partition: 0,

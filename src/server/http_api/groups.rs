@@ -34,15 +34,21 @@ pub fn check_group(group: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
-/// Groups are served by the broker leading `__consumer_offsets` (created on first use,
-/// as FindCoordinator does); elsewhere 503. The one place the API asks who coordinates
-/// `group` (today every group has the same coordinator).
-pub async fn check_coordinator(ctx: &Ctx, _group: &str) -> Result<(), ApiError> {
+/// A group is served by the broker leading its partition of `__consumer_offsets` (the
+/// topic is created on first use, as FindCoordinator does); elsewhere 503, naming the
+/// coordinator when there is one. The one place the API asks who coordinates `group`.
+pub async fn check_coordinator(ctx: &Ctx, group: &str) -> Result<(), ApiError> {
     offsets_topic::ensure_topic_exists(ctx)
         .await
         .map_err(|e| ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "coordinator_not_available", None, e))?;
-    if !ctx.groups.is_active() {
-        let msg = "this broker is not the group coordinator (the leader of __consumer_offsets); ask that broker";
+    offsets_topic::refresh_coordinator(ctx);
+    let partition = ctx.groups.partition_for(group);
+    if !ctx.groups.owned_partitions().iter().any(|(p, _)| *p == partition) {
+        let coordinator = offsets_topic::coordinator_node(&ctx.image(), group)
+            .map_or_else(|| "none is available now".to_owned(), |n| format!("it is broker {n}"));
+        let msg = format!(
+            "this broker is not the coordinator of group {group} (the leader of __consumer_offsets partition {partition}); {coordinator}"
+        );
         return Err(ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "not_coordinator", None, msg));
     }
     Ok(())

@@ -130,7 +130,8 @@ fn start_of(
             .position(&topic, index)
             .or_else(|| {
                 let committed = ctx.groups.fetch_offsets(group, Some(&[(topic.clone(), index)]));
-                committed.into_iter().find_map(|(_, _, c)| c.map(|c| c.offset))
+                // Err: this broker stopped coordinating the group; the earliest is a start.
+                committed.ok()?.into_iter().find_map(|(_, _, c)| c.map(|c| c.offset))
             })
             .filter(|o| (start..=hw).contains(o))
             .unwrap_or(start),
