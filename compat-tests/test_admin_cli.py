@@ -181,7 +181,7 @@ def test_what_runnel_produces_kafka_console_consumer_reads(bootstrap):
     ok(bootstrap, "topic", "create", topic, "-p", "1")
     ok(bootstrap, "topic", "produce", topic, "--key-separator", "=", input="a=1\nb=2\nc=3\n")
     proc = run_tool(CONSOLE_CONSUMER, "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
-                    "--max-messages", "3", "--property", "print.key=true", "--property", "key.separator==",
+                    "--max-messages", "3", "--formatter-property", "print.key=true", "--formatter-property", "key.separator==",
                     timeout=60, check=True)
     assert proc.stdout.splitlines() == ["a=1", "b=2", "c=3"], describe(proc)
 

@@ -9,7 +9,7 @@ use kafka_protocol::messages::{ApiKey, MetadataResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 
 use super::client::Connection;
-use super::{check, CliError};
+use super::{check, CliError, RETRIES, RETRY_BACKOFF};
 
 pub fn str_bytes(s: &str) -> StrBytes {
     StrBytes::from_string(s.to_owned())
@@ -78,8 +78,25 @@ impl Admin {
         Ok(self.connections.get_mut(&node_id).expect("inserted above"))
     }
 
-    /// The coordinator of consumer group `group`.
+    /// The coordinator of consumer group `group`, retrying while it is not available
+    /// (Kafka creates `__consumer_offsets` on the first FindCoordinator).
     pub async fn coordinator(&mut self, group: &str) -> Result<&mut Connection, CliError> {
+        let mut attempt = 0;
+        let node = loop {
+            match self.find_coordinator(group).await {
+                Err(CliError::Kafka(_, name))
+                    if attempt < RETRIES && (name.starts_with("COORDINATOR_") || name.starts_with("NOT_COORDINATOR")) =>
+                {
+                    attempt += 1;
+                    tokio::time::sleep(RETRY_BACKOFF).await;
+                }
+                other => break other?,
+            }
+        };
+        self.broker(node).await
+    }
+
+    async fn find_coordinator(&mut self, group: &str) -> Result<i32, CliError> {
         let version = self.bootstrap.version(ApiKey::FindCoordinator)?;
         let mut request = FindCoordinatorRequest::default().with_key_type(0);
         request = if version >= 4 {
@@ -99,6 +116,6 @@ impl Admin {
             self.brokers.insert(response.node_id.0, format!("{}:{}", response.host, response.port));
             response.node_id.0
         };
-        self.broker(node).await
+        Ok(node)
     }
 }

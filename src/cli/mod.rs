@@ -137,6 +137,19 @@ pub fn check(code: i16, context: impl FnOnce() -> String, message: Option<&str>)
     Err(CliError::Kafka(context(), name))
 }
 
+/// Errors a Kafka client retries after refreshing metadata (a leader or coordinator that
+/// is moving or not ready yet, e.g. just after CreateTopics).
+pub fn retriable(code: i16) -> bool {
+    // UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER,
+    // REQUEST_TIMED_OUT, COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE,
+    // NOT_COORDINATOR, NOT_ENOUGH_REPLICAS.
+    matches!(code, 3 | 5 | 6 | 7 | 14 | 15 | 16 | 19)
+}
+
+/// How often and how long a retriable error is retried.
+pub const RETRIES: u32 = 40;
+pub const RETRY_BACKOFF: std::time::Duration = std::time::Duration::from_millis(250);
+
 fn runtime() -> Result<tokio::runtime::Runtime, CliError> {
     tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| CliError::Io(e.to_string()))
 }

@@ -15,7 +15,8 @@ use super::admin::{str_bytes, Admin};
 use super::output::Output;
 use super::records::{encode_batch, Outgoing, BATCH_RECORDS};
 use super::topic::topic_partitions;
-use super::{check, CliError};
+use super::{check, retriable, CliError, RETRIES};
+use super::RETRY_BACKOFF;
 
 #[derive(Args, Debug)]
 pub struct ProduceArgs {
@@ -87,7 +88,7 @@ pub async fn run(admin: &mut Admin, args: ProduceArgs) -> Result<Output, CliErro
             return Err(CliError::Usage(format!("--partition {p}: topic {topic} has partitions 0..{count}")));
         }
     }
-    let leaders: BTreeMap<i32, i32> = partitions.iter().map(|(p, l, _, _)| (*p, *l)).collect();
+    let mut leaders: BTreeMap<i32, i32> = partitions.iter().map(|(p, l, _, _)| (*p, *l)).collect();
     let stdin = std::io::stdin();
     let mut lines = stdin.lock().lines();
     let mut total: u64 = 0;
@@ -118,7 +119,7 @@ pub async fn run(admin: &mut Admin, args: ProduceArgs) -> Result<Output, CliErro
         if read == 0 {
             break;
         }
-        send(admin, &topic, &leaders, pending, args.acks, &mut ranges).await?;
+        send(admin, &topic, &mut leaders, pending, args.acks, &mut ranges).await?;
         total += read as u64;
         progress.tick(total);
     }
@@ -132,47 +133,79 @@ pub async fn run(admin: &mut Admin, args: ProduceArgs) -> Result<Output, CliErro
 }
 
 /// One Produce per leader; records where each partition's batch landed (unless acks=0).
+/// Partitions that fail with a retriable error (a leader not ready yet, e.g. just after
+/// CreateTopics on Kafka) are sent again to their leader from fresh metadata.
 async fn send(
     admin: &mut Admin,
     topic: &str,
-    leaders: &BTreeMap<i32, i32>,
+    leaders: &mut BTreeMap<i32, i32>,
     pending: BTreeMap<i32, Vec<Outgoing>>,
     acks: i16,
     ranges: &mut BTreeMap<i32, (i64, i64)>,
 ) -> Result<(), CliError> {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
-    let mut by_leader: BTreeMap<i32, Vec<(i32, Bytes, usize)>> = BTreeMap::new();
+    let mut remaining: BTreeMap<i32, (Bytes, usize)> = BTreeMap::new();
     for (p, records) in pending {
-        let leader = leaders.get(&p).copied().unwrap_or(-1);
-        by_leader.entry(leader).or_default().push((p, encode_batch(&records, now)?, records.len()));
+        remaining.insert(p, (encode_batch(&records, now)?, records.len()));
     }
-    for (leader, batches) in by_leader {
-        if leader < 0 {
-            return Err(CliError::kafka(format!("producing to {topic}"), 5));
+    let mut attempt = 0;
+    loop {
+        let mut last_error = None;
+        let mut by_leader: BTreeMap<i32, Vec<i32>> = BTreeMap::new();
+        for p in remaining.keys() {
+            by_leader.entry(leaders.get(p).copied().unwrap_or(-1)).or_default().push(*p);
         }
-        let counts: BTreeMap<i32, usize> = batches.iter().map(|(p, _, n)| (*p, *n)).collect();
-        let data = batches
-            .into_iter()
-            .map(|(p, b, _)| PartitionProduceData::default().with_index(p).with_records(Some(b)))
-            .collect();
-        let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(30_000).with_topic_data(vec![
-            TopicProduceData::default().with_name(TopicName(str_bytes(topic))).with_partition_data(data),
-        ]);
-        let conn = admin.broker(leader).await?;
-        if acks == 0 {
-            conn.send_without_response(request).await?;
-            continue;
-        }
-        let (response, _) = conn.send(request).await?;
-        for t in response.responses {
-            for p in t.partition_responses {
-                check(p.error_code, || format!("producing to {topic}-{}", p.index), p.error_message.as_deref())?;
-                let n = counts.get(&p.index).copied().unwrap_or(1) as i64;
-                let last = p.base_offset + n - 1;
-                let range = ranges.entry(p.index).or_insert((p.base_offset, last));
-                range.1 = last;
+        for (leader, ps) in by_leader {
+            if leader < 0 {
+                last_error = Some(CliError::kafka(format!("producing to {topic}"), 5));
+                continue;
+            }
+            let data = ps
+                .iter()
+                .map(|p| PartitionProduceData::default().with_index(*p).with_records(Some(remaining[p].0.clone())))
+                .collect();
+            let request = ProduceRequest::default().with_acks(acks).with_timeout_ms(30_000).with_topic_data(vec![
+                TopicProduceData::default().with_name(TopicName(str_bytes(topic))).with_partition_data(data),
+            ]);
+            let conn = admin.broker(leader).await?;
+            if acks == 0 {
+                conn.send_without_response(request).await?;
+                for p in ps {
+                    remaining.remove(&p);
+                }
+                continue;
+            }
+            let (response, _) = conn.send(request).await?;
+            for t in response.responses {
+                for p in t.partition_responses {
+                    let detail = p.error_message.as_ref().map(|m| m.to_string()).or_else(|| {
+                        p.record_errors.first().and_then(|e| e.batch_index_error_message.as_ref()).map(|m| m.to_string())
+                    });
+                    let result = check(p.error_code, || format!("producing to {topic}-{}", p.index), detail.as_deref());
+                    match result {
+                        Ok(()) => {
+                            let n = remaining.remove(&p.index).map(|(_, n)| n).unwrap_or(1) as i64;
+                            let last = p.base_offset + n - 1;
+                            let range = ranges.entry(p.index).or_insert((p.base_offset, last));
+                            range.1 = last;
+                        }
+                        Err(e) if retriable(p.error_code) => last_error = Some(e),
+                        Err(e) => return Err(e),
+                    }
+                }
             }
         }
+        if remaining.is_empty() {
+            return Ok(());
+        }
+        attempt += 1;
+        if attempt > RETRIES {
+            return Err(last_error.unwrap_or_else(|| CliError::Protocol(format!("no answer for {topic}"))));
+        }
+        tokio::time::sleep(RETRY_BACKOFF).await;
+        let metadata = admin.metadata(Some(&[topic.to_owned()])).await?;
+        if let Ok(partitions) = topic_partitions(&metadata, topic) {
+            *leaders = partitions.iter().map(|(p, l, _, _)| (*p, *l)).collect();
+        }
     }
-    Ok(())
 }

@@ -35,7 +35,11 @@ pub fn encode_batch(records: &[Outgoing], timestamp: i64) -> Result<Bytes, CliEr
             producer_epoch: -1,
             timestamp_type: TimestampType::Creation,
             offset: i as i64,
-            sequence: -1,
+            // kafka-protocol's encoder starts a new batch wherever offset - sequence
+            // changes, and takes the batch's base sequence from its first record: this
+            // keeps all records in one batch with base sequence -1 (no producer id).
+            // Kafka refuses a Produce partition holding more than one batch.
+            sequence: (i as i32).wrapping_sub(1),
             timestamp,
             key: r.key.clone(),
             value: Some(r.value.clone()),
@@ -113,6 +117,8 @@ mod tests {
     #[test]
     fn encoded_batches_decode_back_compressed_or_not() {
         let batch = encode_batch(&[rec(None, "a"), rec(Some("k"), "b")], 1_000).unwrap();
+        let header = BatchHeader::parse(&batch).unwrap();
+        assert_eq!((header.total_len(), header.records_count, header.base_sequence), (batch.len(), 2, -1));
         let (records, next) = decode_fetched(&batch, 0).unwrap();
         assert_eq!(next, 2);
         assert_eq!(records[1].key.as_deref(), Some(&b"k"[..]));
