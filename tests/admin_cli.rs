@@ -118,7 +118,13 @@ async fn produce_and_consume_round_trip_with_keys_partitions_and_offsets() {
 
     let one = ok(&broker, &["topic", "consume", "lines", "--partition", "0", "--offset", "3", "--num", "2"], "").await;
     assert_eq!(one.stdout.lines().count(), 2, "{}", one.stdout);
-    let first_json = ok(&broker, &["topic", "consume", "lines", "--partition", "0", "--offset", "3", "--num", "1", "--format", "json"], "").await.json();
+    let first_json = ok(
+        &broker,
+        &["topic", "consume", "lines", "--partition", "0", "--offset", "3", "--num", "1", "--format", "json"],
+        "",
+    )
+    .await
+    .json();
     assert_eq!(first_json["offset"], 3);
 
     // A fresh single partition topic: values come back in order, as plain lines.
@@ -169,16 +175,22 @@ async fn groups_describe_seek_list_and_delete() {
     let described = ok(&broker, &["group", "describe", "g1", "--format", "json"], "").await.json();
     let offsets = described["offsets"].as_array().unwrap();
     let p0 = offsets.iter().find(|o| o["partition"] == 0).expect("partition 0");
-    assert_eq!((p0["committed_offset"].clone(), p0["log_end_offset"].clone(), p0["lag"].clone()), (4.into(), 10.into(), 6.into()));
+    assert_eq!(
+        (p0["committed_offset"].clone(), p0["log_end_offset"].clone(), p0["lag"].clone()),
+        (4.into(), 10.into(), 6.into())
+    );
     assert_eq!(described["members"].as_array().unwrap().len(), 0);
     let table = ok(&broker, &["group", "describe", "g1"], "").await.stdout;
     assert!(table.contains("LAG") && table.contains("events"), "{table}");
 
     // Consuming again with the group resumes at the committed offset.
-    let resumed = ok(&broker, &["topic", "consume", "events", "--group", "g1", "--num", "1", "--partition", "0"], "").await;
+    let resumed =
+        ok(&broker, &["topic", "consume", "events", "--group", "g1", "--num", "1", "--partition", "0"], "").await;
     assert_eq!(resumed.stdout, "e4\n");
 
-    let seek = ok(&broker, &["group", "seek", "g1", "--to", "start", "--topic", "events", "--format", "json"], "").await.json();
+    let seek = ok(&broker, &["group", "seek", "g1", "--to", "start", "--topic", "events", "--format", "json"], "")
+        .await
+        .json();
     assert_eq!(seek["offsets"][0]["offset"], 0);
     let after = ok(&broker, &["group", "describe", "g1", "--format", "json"], "").await.json();
     let p0 = after["offsets"].as_array().unwrap().iter().find(|o| o["partition"] == 0).cloned().unwrap();
@@ -207,7 +219,9 @@ async fn seek_is_refused_while_the_group_has_members() {
         .with_rebalance_timeout_ms(10_000)
         .with_member_id(s(""))
         .with_protocol_type(s("consumer"))
-        .with_protocols(vec![JoinGroupRequestProtocol::default().with_name(s("range")).with_metadata(Bytes::from_static(b"m"))]);
+        .with_protocols(vec![JoinGroupRequestProtocol::default()
+            .with_name(s("range"))
+            .with_metadata(Bytes::from_static(b"m"))]);
     let joined = member.send(3, join).await;
     assert_eq!(joined.error_code, 0);
 

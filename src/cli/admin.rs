@@ -71,9 +71,8 @@ impl Admin {
             .get(&node_id)
             .cloned()
             .ok_or_else(|| CliError::Protocol(format!("broker {node_id} is not in the metadata")))?;
-        if !self.connections.contains_key(&node_id) {
-            let conn = Connection::connect(&addr).await?;
-            self.connections.insert(node_id, conn);
+        if let std::collections::hash_map::Entry::Vacant(slot) = self.connections.entry(node_id) {
+            slot.insert(Connection::connect(&addr).await?);
         }
         Ok(self.connections.get_mut(&node_id).expect("inserted above"))
     }
@@ -85,7 +84,8 @@ impl Admin {
         let node = loop {
             match self.find_coordinator(group).await {
                 Err(CliError::Kafka(_, name))
-                    if attempt < RETRIES && (name.starts_with("COORDINATOR_") || name.starts_with("NOT_COORDINATOR")) =>
+                    if attempt < RETRIES
+                        && (name.starts_with("COORDINATOR_") || name.starts_with("NOT_COORDINATOR")) =>
                 {
                     attempt += 1;
                     tokio::time::sleep(RETRY_BACKOFF).await;

@@ -48,9 +48,12 @@ pub fn parse_offset(s: &str) -> Result<StartAt, String> {
     match s {
         "start" | "beginning" | "earliest" => Ok(StartAt::Start),
         "end" | "latest" => Ok(StartAt::End),
-        n => n.parse::<i64>().ok().filter(|n| *n >= 0).map(StartAt::Offset).ok_or_else(|| {
-            format!("{s:?} is not start, end or an offset >= 0")
-        }),
+        n => n
+            .parse::<i64>()
+            .ok()
+            .filter(|n| *n >= 0)
+            .map(StartAt::Offset)
+            .ok_or_else(|| format!("{s:?} is not start, end or an offset >= 0")),
     }
 }
 

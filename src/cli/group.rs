@@ -6,12 +6,12 @@ use bytes::Buf;
 use clap::Subcommand;
 use kafka_protocol::messages::delete_groups_request::DeleteGroupsRequest;
 use kafka_protocol::messages::describe_groups_request::DescribeGroupsRequest;
+use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::list_groups_request::ListGroupsRequest;
 use kafka_protocol::messages::offset_commit_request::{
     OffsetCommitRequest, OffsetCommitRequestPartition, OffsetCommitRequestTopic,
 };
 use kafka_protocol::messages::offset_fetch_request::OffsetFetchRequest;
-use kafka_protocol::messages::describe_groups_response::DescribedGroup;
 use kafka_protocol::messages::{ApiKey, ConsumerProtocolAssignment, GroupId, TopicName};
 use kafka_protocol::protocol::Decodable;
 use serde_json::json;
@@ -62,8 +62,7 @@ async fn list(admin: &mut Admin) -> Result<Output, CliError> {
             groups.insert(g.group_id.0.to_string(), (g.protocol_type.to_string(), g.group_state.to_string()));
         }
     }
-    let docs: Vec<_> =
-        groups.iter().map(|(g, (t, s))| json!({"group": g, "protocol_type": t, "state": s})).collect();
+    let docs: Vec<_> = groups.iter().map(|(g, (t, s))| json!({"group": g, "protocol_type": t, "state": s})).collect();
     let rows: Vec<Vec<String>> = groups.iter().map(|(g, (t, s))| vec![g.clone(), t.clone(), s.clone()]).collect();
     Ok(Output::new(json!({ "groups": docs }), table(&["GROUP", "PROTOCOL-TYPE", "STATE"], &rows)))
 }
@@ -71,7 +70,8 @@ async fn list(admin: &mut Admin) -> Result<Output, CliError> {
 async fn describe_group(admin: &mut Admin, group: &str) -> Result<DescribedGroup, CliError> {
     let request = DescribeGroupsRequest::default().with_groups(vec![GroupId(str_bytes(group))]);
     let (response, _) = admin.coordinator(group).await?.send(request).await?;
-    let described = response.groups.into_iter().next().ok_or_else(|| CliError::Protocol("DescribeGroups: no group".into()))?;
+    let described =
+        response.groups.into_iter().next().ok_or_else(|| CliError::Protocol("DescribeGroups: no group".into()))?;
     check(described.error_code, || format!("group {group}"), described.error_message.as_deref())?;
     Ok(described)
 }
@@ -85,10 +85,7 @@ fn assignment(bytes: &bytes::Bytes) -> Vec<(String, i32)> {
     }
     let version = buf.get_i16();
     let Ok(a) = ConsumerProtocolAssignment::decode(&mut buf, version.clamp(0, 3)) else { return Vec::new() };
-    a.assigned_partitions
-        .iter()
-        .flat_map(|t| t.partitions.iter().map(move |p| (t.topic.0.to_string(), *p)))
-        .collect()
+    a.assigned_partitions.iter().flat_map(|t| t.partitions.iter().map(move |p| (t.topic.0.to_string(), *p))).collect()
 }
 
 /// The group's committed offsets: (topic, partition) → offset.
@@ -110,7 +107,12 @@ pub async fn committed_offsets(admin: &mut Admin, group: &str) -> Result<BTreeMa
 
 /// Commits `offsets` (partition, offset) of `topic` for `group` as a client outside
 /// the group (generation -1, no member id), as admin tools do.
-pub async fn commit_offsets(admin: &mut Admin, group: &str, topic: &str, offsets: &[(i32, i64)]) -> Result<(), CliError> {
+pub async fn commit_offsets(
+    admin: &mut Admin,
+    group: &str,
+    topic: &str,
+    offsets: &[(i32, i64)],
+) -> Result<(), CliError> {
     let conn = admin.coordinator(group).await?;
     let version = conn.version(ApiKey::OffsetCommit)?;
     let partitions = offsets
@@ -187,7 +189,15 @@ async fn describe(admin: &mut Admin, group: &str) -> Result<Output, CliError> {
         }));
         let show = |o: Option<i64>| o.map(|v| v.to_string()).unwrap_or_else(dash);
         rows.push(vec![
-            group.to_owned(), key.0.clone(), key.1.to_string(), show(current), show(end), show(lag), member, host, client,
+            group.to_owned(),
+            key.0.clone(),
+            key.1.to_string(),
+            show(current),
+            show(end),
+            show(lag),
+            member,
+            host,
+            client,
         ]);
     }
     let doc = json!({

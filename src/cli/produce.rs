@@ -15,8 +15,8 @@ use super::admin::{str_bytes, Admin};
 use super::output::Output;
 use super::records::{encode_batch, Outgoing, BATCH_RECORDS};
 use super::topic::topic_partitions;
-use super::{check, retriable, CliError, RETRIES};
 use super::RETRY_BACKOFF;
+use super::{check, retriable, CliError, RETRIES};
 
 #[derive(Args, Debug)]
 pub struct ProduceArgs {
@@ -143,7 +143,8 @@ async fn send(
     acks: i16,
     ranges: &mut BTreeMap<i32, (i64, i64)>,
 ) -> Result<(), CliError> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis() as i64).unwrap_or(0);
     let mut remaining: BTreeMap<i32, (Bytes, usize)> = BTreeMap::new();
     for (p, records) in pending {
         remaining.insert(p, (encode_batch(&records, now)?, records.len()));
@@ -179,7 +180,10 @@ async fn send(
             for t in response.responses {
                 for p in t.partition_responses {
                     let detail = p.error_message.as_ref().map(|m| m.to_string()).or_else(|| {
-                        p.record_errors.first().and_then(|e| e.batch_index_error_message.as_ref()).map(|m| m.to_string())
+                        p.record_errors
+                            .first()
+                            .and_then(|e| e.batch_index_error_message.as_ref())
+                            .map(|m| m.to_string())
                     });
                     let result = check(p.error_code, || format!("producing to {topic}-{}", p.index), detail.as_deref());
                     match result {

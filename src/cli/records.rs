@@ -73,7 +73,10 @@ pub fn decode_fetched(bytes: &[u8], from: i64) -> Result<(Vec<Incoming>, i64), C
         let rest = &bytes[pos..];
         let Ok(header) = BatchHeader::parse(rest) else { break };
         if header.batch_length < MIN_BATCH_LENGTH {
-            return Err(CliError::Protocol(format!("batch at offset {} has length {}", header.base_offset, header.batch_length)));
+            return Err(CliError::Protocol(format!(
+                "batch at offset {} has length {}",
+                header.base_offset, header.batch_length
+            )));
         }
         let total = header.total_len();
         if rest.len() < total {

@@ -127,8 +127,11 @@ async fn list(admin: &mut Admin, internal: bool) -> Result<Output, CliError> {
     Ok(Output::new(doc, table(&["NAME", "PARTITIONS", "REPLICAS"], &rows)))
 }
 
+/// A partition as Metadata describes it: (partition, leader, replicas, ISR).
+pub type PartitionRow = (i32, i32, Vec<i32>, Vec<i32>);
+
 /// The one topic of `metadata`, or its error by Kafka's name.
-pub fn topic_partitions(metadata: &MetadataResponse, name: &str) -> Result<Vec<(i32, i32, Vec<i32>, Vec<i32>)>, CliError> {
+pub fn topic_partitions(metadata: &MetadataResponse, name: &str) -> Result<Vec<PartitionRow>, CliError> {
     let topic = metadata
         .topics
         .iter()
@@ -181,9 +184,10 @@ pub async fn list_offsets(
                 }
             })
             .collect();
-        let mut request = ListOffsetsRequest::default()
-            .with_replica_id(BrokerId(-1))
-            .with_topics(vec![ListOffsetsTopic::default().with_name(TopicName(str_bytes(topic))).with_partitions(parts)]);
+        let mut request =
+            ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(str_bytes(topic)))
+                .with_partitions(parts)]);
         if version >= 10 {
             request = request.with_timeout_ms(30_000);
         }
