@@ -92,6 +92,7 @@ pub async fn run(admin: &mut Admin, format: Format, args: ConsumeArgs) -> Result
         }
     };
     let leaders: BTreeMap<i32, i32> = partitions.iter().copied().collect();
+    let mut committed: BTreeMap<i32, i64> = BTreeMap::new();
     let mut printed: u64 = 0;
     let mut progress = Progress::new("consumed");
     let limit = args.num.unwrap_or(u64::MAX);
@@ -126,8 +127,13 @@ pub async fn run(admin: &mut Admin, format: Format, args: ConsumeArgs) -> Result
             let _ = out.flush();
         }
         if let Some(group) = &args.group {
-            let commit: Vec<(i32, i64)> = positions.iter().map(|(p, o)| (*p, *o)).collect();
-            commit_offsets(admin, group, &topic, &commit).await?;
+            // Only what moved since the last commit (an idle follow commits nothing).
+            let commit: Vec<(i32, i64)> =
+                positions.iter().filter(|(p, o)| committed.get(p) != Some(o)).map(|(p, o)| (*p, *o)).collect();
+            if !commit.is_empty() {
+                commit_offsets(admin, group, &topic, &commit).await?;
+                committed.extend(commit);
+            }
         }
         progress.tick(printed);
     }
