@@ -31,10 +31,13 @@
 //!   (a leaf: every layer may use it); the broker renders them at scrape time.
 //!
 //! * [`dev_cluster`]: `runnel dev-cluster`, a local cluster of child processes.
+//! * [`cli`]: `runnel topic|group|cluster`, the admin CLI: a Kafka client of any broker
+//!   (beside the broker, not a layer of it; it reuses `storage`'s batch parsing).
 //!
 //! Imports point one way: `server → protocol → {coordinator, replication, controller} →
 //! storage`.
 
+pub mod cli;
 pub mod config;
 pub mod controller;
 pub mod coordinator;

@@ -32,6 +32,12 @@ enum Command {
     /// ports from --base-port, controllers 100 and HTTP 200 ports above, data and logs under
     /// --data-root/node-N), print the bootstrap servers, stop them all on Ctrl-C.
     DevCluster(DevClusterArgs),
+    /// Topics: create, list, describe, delete, produce, consume (on any Kafka broker).
+    Topic(runnel::cli::TopicArgs),
+    /// Consumer groups: list, describe (offsets and lag), seek, delete.
+    Group(runnel::cli::GroupArgs),
+    /// The cluster: id, controller, brokers.
+    Cluster(runnel::cli::ClusterArgs),
 }
 
 #[derive(Args, Clone)]
@@ -380,6 +386,9 @@ fn main() -> anyhow::Result<()> {
     let args = match cli.command {
         Some(Command::Serve(a)) => *a,
         Some(Command::DevCluster(d)) => return dev_cluster(d),
+        Some(Command::Topic(a)) => std::process::exit(runnel::cli::run_topic(a)),
+        Some(Command::Group(a)) => std::process::exit(runnel::cli::run_group(a)),
+        Some(Command::Cluster(a)) => std::process::exit(runnel::cli::run_cluster(a)),
         None => cli.serve,
     };
     init_logging(args.log_format);

@@ -80,6 +80,8 @@ pub struct RecordView {
     pub key: Option<Range<usize>>,
     /// A null value: a tombstone on a compacted topic.
     pub value_is_null: bool,
+    /// The value's bytes; `None` for a null value.
+    pub value: Option<Range<usize>>,
     /// The whole record, its length prefix included.
     pub bytes: Range<usize>,
 }
@@ -128,7 +130,8 @@ pub fn records_from(header: &BatchHeader, data: &[u8], mut pos: usize) -> Result
         let timestamp_delta = read_varlong(body, &mut pos, 10)?;
         let offset_delta = read_varlong(body, &mut pos, 5)?;
         let key = read_nullable(body, &mut pos)?;
-        let value_is_null = read_nullable(body, &mut pos)?.is_none();
+        let value = read_nullable(body, &mut pos)?;
+        let value_is_null = value.is_none();
         let timestamp = if header.uses_log_append_time() {
             header.max_timestamp
         } else {
@@ -139,6 +142,7 @@ pub fn records_from(header: &BatchHeader, data: &[u8], mut pos: usize) -> Result
             timestamp,
             key,
             value_is_null,
+            value,
             bytes: record_start..body_end,
         });
         pos = body_end;
