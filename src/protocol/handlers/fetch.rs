@@ -92,6 +92,18 @@ fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {
         .with_records(Some(Default::default()))
 }
 
+/// A partition answered without records: its high watermark (also the last stable
+/// offset) and log start offset as they are now.
+fn no_records(index: i32, partition: &Partition) -> PartitionData {
+    let hw = partition.high_watermark();
+    PartitionData::default()
+        .with_partition_index(index)
+        .with_high_watermark(hw)
+        .with_last_stable_offset(hw)
+        .with_log_start_offset(partition.log_start_offset())
+        .with_records(Some(Default::default()))
+}
+
 fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) -> Pass {
     let image = ctx.image();
     let mut remaining = (req.max_bytes.max(0) as usize).min(FETCH_MAX_BYTES);
@@ -138,16 +150,7 @@ fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) ->
                     |id: i32| image.broker_alive(id).then(|| image.brokers.get(&id).and_then(|b| b.rack.clone()));
                 if let Some(replica) = partition.preferred_read_replica(client_rack, fp.fetch_offset, now_ms, rack_of) {
                     redirected = true;
-                    let hw = partition.high_watermark();
-                    parts.push(
-                        PartitionData::default()
-                            .with_partition_index(fp.partition)
-                            .with_high_watermark(hw)
-                            .with_last_stable_offset(hw)
-                            .with_log_start_offset(partition.log_start_offset())
-                            .with_preferred_read_replica(BrokerId(replica))
-                            .with_records(Some(Default::default())),
-                    );
+                    parts.push(no_records(fp.partition, &partition).with_preferred_read_replica(BrokerId(replica)));
                     continue;
                 }
             }
@@ -184,16 +187,9 @@ fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) ->
                     *slices.last_mut().expect("pushed above") = r.records;
                 }
                 Ok(None) => {
-                    let hw = partition.high_watermark();
-                    watched.push((partition.clone(), hw, partition.role()));
-                    parts.push(
-                        PartitionData::default()
-                            .with_partition_index(fp.partition)
-                            .with_high_watermark(hw)
-                            .with_last_stable_offset(hw)
-                            .with_log_start_offset(partition.log_start_offset())
-                            .with_records(Some(Default::default())),
-                    )
+                    let data = no_records(fp.partition, &partition);
+                    watched.push((partition.clone(), data.high_watermark, partition.role()));
+                    parts.push(data)
                 }
                 Err(e) => {
                     any_error = true;
