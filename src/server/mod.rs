@@ -185,6 +185,7 @@ impl Broker {
                 refusals: Default::default(),
                 coordinator_switch: Default::default(),
                 requests: Default::default(),
+                telemetry: Default::default(),
             }
         });
         // A group is served by the broker that leads its partition of `__consumer_offsets`,
