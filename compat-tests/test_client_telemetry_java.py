@@ -1,7 +1,7 @@
 """KIP-714 client telemetry with the real Java client (Kafka 4.4 kafka-clients).
 
 Subscriptions are made with Kafka's own tools, `kafka-client-metrics.sh` and
-`kafka-configs.sh --entity-type client-metrics`, and read back with both; then a Java
+`kafka-configs.sh --entity-type client-metrics`, and read back with both (and again after a restart); then a Java
 producer and a Java consumer in a group that leaves most of the topic unread push their
 metrics (every second), and `/metrics` shows the consumer's records-lag-max (labelled
 with its client id and group id) and the producer's request latency.
@@ -84,3 +84,13 @@ def test_java_clients_push_lag_and_latency(runnel, topic_name):
     assert not [k for k in samples if k[0].startswith("client_telemetry_org_apache_kafka_producer_buffer")
                 and ("client_id", producer_id) in k[1]]
     assert samples[("client_telemetry_instances", frozenset())] >= 2
+
+    # Subscriptions are in the metadata log: a restarted broker still has them.
+    runnel.restart()
+    listed = run_tool(CLIENT_METRICS, "--bootstrap-server", b, "--list", check=True).stdout.split()
+    assert sorted(listed) == ["consumers", "producers"]
+    # Deleting every config of a subscription removes it, as in Kafka.
+    run_tool(CONFIGS, "--bootstrap-server", b, "--alter", "--entity-type", "client-metrics",
+             "--entity-name", "consumers", "--delete-config", "metrics,interval.ms,match", check=True)
+    listed = run_tool(CLIENT_METRICS, "--bootstrap-server", b, "--list", check=True).stdout.split()
+    assert listed == ["producers"]

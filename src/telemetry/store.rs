@@ -38,19 +38,30 @@ pub struct Series {
     pub value: f64,
 }
 
+/// Label (name, value) pairs, sorted by name.
+type LabelPairs = Vec<(String, String)>;
+
+/// One pushed metric of one client: its type, description and series by attributes.
+#[derive(Debug)]
+struct PushedMetric {
+    kind: Kind,
+    help: String,
+    series: BTreeMap<LabelPairs, f64>,
+}
+
 #[derive(Debug, Default)]
 struct Client {
     /// `client_instance_id`, `client_id` and the resource attributes, as labels.
     labels: Vec<(String, String)>,
-    /// OTLP metric name → (kind, description, series by attributes).
-    metrics: BTreeMap<String, (Kind, String, BTreeMap<Vec<(String, String)>, f64>)>,
+    /// By OTLP metric name.
+    metrics: BTreeMap<String, PushedMetric>,
     last_push_ms: i64,
     push_interval_ms: i32,
 }
 
 impl Client {
     fn series(&self) -> usize {
-        self.metrics.values().map(|(_, _, s)| s.len()).sum()
+        self.metrics.values().map(|m| m.series.len()).sum()
     }
 }
 
@@ -149,29 +160,27 @@ impl TelemetryStore {
                     continue;
                 }
                 let total = others + client.series();
-                let entry = client
-                    .metrics
-                    .entry(metric.name.clone())
-                    .or_insert_with(|| (kind, help(&metric.description), BTreeMap::new()));
-                if entry.0 != kind {
+                let fresh = || PushedMetric { kind, help: help(&metric.description), series: BTreeMap::new() };
+                let entry = client.metrics.entry(metric.name.clone()).or_insert_with(fresh);
+                if entry.kind != kind {
                     // The same name pushed as another type: start over with the new one.
-                    *entry = (kind, help(&metric.description), BTreeMap::new());
+                    *entry = fresh();
                 }
                 let mut added = 0;
                 for p in points {
                     let Some(value) = p.value.map(otlp::Number::as_f64) else { continue };
                     let key = attributes(&p.attributes);
-                    match entry.2.get_mut(&key) {
+                    match entry.series.get_mut(&key) {
                         Some(v) if delta => *v += value,
                         Some(v) => *v = value,
                         None if total + added >= MAX_SERIES => dropped += 1,
                         None => {
-                            entry.2.insert(key, value);
+                            entry.series.insert(key, value);
                             added += 1;
                         }
                     }
                 }
-                if entry.2.is_empty() {
+                if entry.series.is_empty() {
                     client.metrics.remove(&metric.name);
                 }
             }
@@ -189,7 +198,7 @@ impl TelemetryStore {
         clients.retain(|_, c| now_ms - c.last_push_ms <= expiry_ms(c.push_interval_ms));
         let mut families: BTreeMap<String, Family> = BTreeMap::new();
         for client in clients.values() {
-            for (name, (kind, help, series)) in &client.metrics {
+            for (name, PushedMetric { kind, help, series }) in &client.metrics {
                 let family = families.entry(name.clone()).or_insert_with(|| Family {
                     name: name.clone(),
                     kind: *kind,
