@@ -97,6 +97,7 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
         ("node.id", c.node_id.to_string(), ConfigType::Int),
         ("num.partitions", c.num_partitions.to_string(), ConfigType::Int),
         ("socket.request.max.bytes", c.socket_request_max_bytes.to_string(), ConfigType::Int),
+        ("telemetry.max.bytes", c.telemetry_max_bytes.to_string(), ConfigType::Int),
     ];
     // Set only when configured (Kafka lists them with no value otherwise).
     if let Some(rack) = &c.rack {
