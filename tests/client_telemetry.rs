@@ -159,3 +159,40 @@ async fn a_subscription_a_push_and_metrics() {
     // The refusals kept the last good values.
     assert!(scrape(&broker).await.lines().any(|l| l == line));
 }
+
+/// AlterConfigs (not incremental) replaces a subscription's whole set of configs.
+#[tokio::test]
+async fn alter_configs_replaces_a_subscription() {
+    use kafka_protocol::messages::alter_configs_request::{AlterConfigsResource, AlterableConfig};
+    let broker = TestBroker::start().await;
+    let mut c = broker.client().await;
+    let alter_all = |configs: &[(&str, &str)]| {
+        let configs = configs
+            .iter()
+            .map(|(k, v)| AlterableConfig::default().with_name(str(k)).with_value(Some(str(v))))
+            .collect();
+        AlterConfigsRequest::default().with_resources(vec![AlterConfigsResource::default()
+            .with_resource_type(CLIENT_METRICS)
+            .with_resource_name(str("legacy"))
+            .with_configs(configs)])
+    };
+    let resp = c.send(1, alter_all(&[("metrics", "a."), ("interval.ms", "1000")])).await;
+    assert_eq!(resp.responses[0].error_code, 0, "{resp:?}");
+    let resp = c.send(1, alter_all(&[("metrics", "b.")])).await;
+    assert_eq!(resp.responses[0].error_code, 0, "{resp:?}");
+    let described = c
+        .send(
+            4,
+            DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+                .with_resource_type(CLIENT_METRICS)
+                .with_resource_name(str("legacy"))
+                .with_configuration_keys(None)]),
+        )
+        .await;
+    let got: Vec<(String, String)> = described.results[0]
+        .configs
+        .iter()
+        .map(|e| (e.name.to_string(), e.value.as_ref().unwrap().to_string()))
+        .collect();
+    assert_eq!(got, [("metrics".to_string(), "b.".to_string())]);
+}

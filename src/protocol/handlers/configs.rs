@@ -288,11 +288,15 @@ pub async fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterC
                     .ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str())))?;
                 changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
             }
-            if let Some(t) = ctx.image().topic(&name) {
-                for k in t.configs.keys() {
-                    if !r.configs.iter().any(|c| c.name.as_str() == k) {
-                        changes.push(ConfigChange::Delete(k.clone()));
-                    }
+            let image = ctx.image();
+            let current: Vec<&String> = match r.resource_type {
+                RESOURCE_CLIENT_METRICS => image.client_metrics.get(&name).map(|c| c.keys().collect()),
+                _ => image.topic(&name).map(|t| t.configs.keys().collect()),
+            }
+            .unwrap_or_default();
+            for k in current {
+                if !r.configs.iter().any(|c| c.name.as_str() == k) {
+                    changes.push(ConfigChange::Delete(k.clone()));
                 }
             }
             Ok(changes)
