@@ -41,7 +41,7 @@ def test_java_clients_push_lag_and_latency(runnel, topic_name):
     run_tool(CONFIGS, "--bootstrap-server", b, "--alter", "--entity-type", "client-metrics",
              "--entity-name", "producers", "--add-config",
              "metrics=[org.apache.kafka.producer.request.,org.apache.kafka.producer.record.],interval.ms=1000,"
-             "match=[client_id=tel-p-.*]", check=True)
+             "match=[client_id=tel-p-.*,client_software_name=apache-kafka-java]", check=True)
     listed = run_tool(CLIENT_METRICS, "--bootstrap-server", b, "--list", check=True).stdout.split()
     assert sorted(listed) == ["consumers", "producers"]
     described = run_tool(CONFIGS, "--bootstrap-server", b, "--describe", "--entity-type", "client-metrics",
@@ -49,7 +49,7 @@ def test_java_clients_push_lag_and_latency(runnel, topic_name):
     assert "interval.ms=1000" in described and "metrics=org.apache.kafka.consumer.fetch.manager." in described
     described = run_tool(CLIENT_METRICS, "--bootstrap-server", b, "--describe", "--name", "producers",
                          check=True).stdout
-    assert "match=client_id=tel-p-.*" in described, described
+    assert "match=client_id=tel-p-.*,client_software_name=apache-kafka-java" in described, described
     # Kafka refuses an interval outside 100..3600000 ms.
     bad = run_tool(CLIENT_METRICS, "--bootstrap-server", b, "--alter", "--name", "bad", "--interval", "5")
     assert bad.returncode != 0 and "interval must be between 100 and 3600000" in bad.stdout + bad.stderr

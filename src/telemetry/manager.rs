@@ -33,6 +33,10 @@ pub struct ClientMetadata {
     pub client_id: String,
     pub source_address: String,
     pub source_port: String,
+    /// KIP-511 client software name and version, when the connection's ApiVersions
+    /// named them.
+    pub software_name: String,
+    pub software_version: String,
 }
 
 /// What GetTelemetrySubscriptions answers.
@@ -111,7 +115,13 @@ fn evaluate(subscriptions: &[Subscription], id: Uuid, metadata: &ClientMetadata)
         ("client_id", metadata.client_id.as_str()),
         ("client_source_address", metadata.source_address.as_str()),
         ("client_source_port", port.as_str()),
+        ("client_software_name", metadata.software_name.as_str()),
+        ("client_software_version", metadata.software_version.as_str()),
     ];
+    // A connection whose ApiVersions named no software matches no pattern on it (Kafka:
+    // a null attribute never matches).
+    let fields: Vec<(&str, &str)> =
+        fields.into_iter().filter(|(k, v)| !(k.starts_with("client_software_") && v.is_empty())).collect();
     let mut metrics = BTreeSet::new();
     let mut interval = INTERVAL_MS_DEFAULT;
     for s in subscriptions.iter().filter(|s| s.matches(&fields)) {
@@ -310,6 +320,24 @@ mod tests {
         let subs = [sub("a.", "2000", None), sub("*", "1000", None)];
         let b = m.get_subscription(Uuid::nil(), &subs, meta("x"), 1_000_000).unwrap();
         assert_eq!(b.requested_metrics, vec!["*"]);
+    }
+
+    #[test]
+    fn software_patterns_match_what_api_versions_named() {
+        let m = ClientMetricsManager::default();
+        let subs =
+            [sub("java.", "1000", Some("client_software_name=apache-kafka-java,client_software_version=4\\..*"))];
+        let java =
+            ClientMetadata { software_name: "apache-kafka-java".into(), software_version: "4.4.0".into(), ..meta("c") };
+        let a = m.get_subscription(Uuid::nil(), &subs, java, 1_000_000).unwrap();
+        assert_eq!(a.requested_metrics, vec!["java."]);
+        let unnamed = m.get_subscription(
+            Uuid::nil(),
+            &[sub("any.", "1000", Some("client_software_name=.*"))],
+            meta("c"),
+            1_000_000,
+        );
+        assert!(unnamed.unwrap().requested_metrics.is_empty());
     }
 
     #[test]

@@ -26,6 +26,8 @@ fn metadata(info: &RequestInfo) -> ClientMetadata {
         client_id: info.client_id.clone(),
         source_address: info.peer.map(|p| p.ip().to_string()).unwrap_or_default(),
         source_port: info.peer.map(|p| p.port().to_string()).unwrap_or_default(),
+        software_name: info.client_software.as_ref().map(|s| s.name.clone()).unwrap_or_default(),
+        software_version: info.client_software.as_ref().map(|s| s.version.clone()).unwrap_or_default(),
     }
 }
 
