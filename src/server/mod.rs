@@ -186,7 +186,7 @@ impl Broker {
                 refusals: Default::default(),
                 coordinator_switch: Default::default(),
                 requests: Default::default(),
-                telemetry: crate::telemetry::Telemetry { max_bytes: telemetry_max_bytes, ..Default::default() },
+                telemetry: crate::telemetry::Telemetry::new(telemetry_max_bytes),
             }
         });
         // A group is served by the broker that leads its partition of `__consumer_offsets`,

@@ -52,15 +52,14 @@ pub struct Telemetry {
     pub store: TelemetryStore,
     /// `telemetry.max.bytes`: the largest payload accepted, compressed or not.
     pub max_bytes: i32,
+    /// The subscriptions parsed (their patterns compiled) from the image at this
+    /// metadata offset, so that a request compiles no regex unless metadata changed.
+    parsed: std::sync::Mutex<Option<(u64, std::sync::Arc<Vec<Subscription>>)>>,
 }
 
 impl Default for Telemetry {
     fn default() -> Self {
-        Telemetry {
-            manager: ClientMetricsManager::default(),
-            store: TelemetryStore::default(),
-            max_bytes: TELEMETRY_MAX_BYTES_DEFAULT,
-        }
+        Telemetry::new(TELEMETRY_MAX_BYTES_DEFAULT)
     }
 }
 
@@ -81,6 +80,28 @@ pub fn subscriptions(image: &MetadataImage) -> Vec<Subscription> {
 }
 
 impl Telemetry {
+    pub fn new(max_bytes: i32) -> Telemetry {
+        Telemetry {
+            manager: ClientMetricsManager::default(),
+            store: TelemetryStore::default(),
+            max_bytes,
+            parsed: Default::default(),
+        }
+    }
+
+    /// The image's subscriptions, parsed once per metadata offset.
+    fn subscriptions(&self, image: &MetadataImage) -> std::sync::Arc<Vec<Subscription>> {
+        let mut parsed = self.parsed.lock().unwrap_or_else(|e| e.into_inner());
+        match &*parsed {
+            Some((offset, subs)) if *offset == image.offset => subs.clone(),
+            _ => {
+                let subs = std::sync::Arc::new(subscriptions(image));
+                *parsed = Some((image.offset, subs.clone()));
+                subs
+            }
+        }
+    }
+
     fn max_bytes(&self) -> usize {
         usize::try_from(self.max_bytes).unwrap_or(0)
     }
@@ -93,7 +114,7 @@ impl Telemetry {
         metadata: ClientMetadata,
         now_ms: i64,
     ) -> Result<SubscriptionAnswer, TelemetryError> {
-        self.manager.get_subscription(client_instance_id, &subscriptions(image), metadata, now_ms)
+        self.manager.get_subscription(client_instance_id, &self.subscriptions(image), metadata, now_ms)
     }
 
     /// PushTelemetry: the checks, then the payload decompressed (within
@@ -113,7 +134,7 @@ impl Telemetry {
             push.compression_type,
             push.metrics.len(),
             self.max_bytes(),
-            &subscriptions(image),
+            &self.subscriptions(image),
             metadata,
             now_ms,
         )?;
