@@ -14,6 +14,8 @@ started with PR_SET_PDEATHSIG, so it dies with the harness; `stop_all` is bounde
     nodes = start_kafka_cluster(net, ["n1", "n2", "n3"], workdir)
     ...
     stop_all(nodes); net.down()
+
+By hand: `python3 compat-tests/cluster/kafka_cluster.py --seconds 900` (see `main`).
 """
 import base64
 import os
@@ -179,3 +181,42 @@ def stop_all(nodes, grace=10.0):
         if n.proc.poll() is None:
             n.signal(signal.SIGKILL)
             n.proc.wait(timeout=10)
+
+
+def main():
+    """By hand (root): `python3 compat-tests/cluster/kafka_cluster.py [--nodes 3]
+    [--seconds 900]` starts the cluster, prints its bootstrap servers (reachable from the
+    root namespace over the bridge), and tears everything down after --seconds, on Ctrl-C
+    or on SIGTERM."""
+    import argparse
+    import tempfile
+    ap = argparse.ArgumentParser(description="a 3-node Apache Kafka 4.4 cluster in network namespaces")
+    ap.add_argument("--nodes", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=900.0, help="stop after this long (default 900)")
+    args = ap.parse_args()
+    why = netns.available()
+    if why:
+        sys.exit(f"kafka_cluster.py: {why}")
+
+    def interrupted(*_):
+        raise KeyboardInterrupt()
+    signal.signal(signal.SIGTERM, interrupted)
+    hosts = [f"n{i + 1}" for i in range(args.nodes)]
+    net = netns.Network(hosts + ["client"]).up()
+    nodes = []
+    workdir = Path(tempfile.mkdtemp(prefix="kafka-cluster-"))
+    try:
+        nodes = start_kafka_cluster(net, hosts, workdir)
+        print(",".join(n.address for n in nodes), flush=True)
+        print(f"logs in {workdir}; client namespace {net.ns('client')}; stopping in {args.seconds:.0f} s "
+              "(Ctrl-C stops now)", file=sys.stderr, flush=True)
+        time.sleep(args.seconds)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_all(nodes)
+        net.down()
+
+
+if __name__ == "__main__":
+    main()
