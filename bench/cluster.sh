@@ -2,8 +2,8 @@
 # Cluster benchmark: a 3-node runnel cluster against a 3-node Apache Kafka 4.4 cluster, both
 # in the compat suite's network-namespace harness (needs root). Run by hand, not in CI.
 #
-#   bench/cluster.sh                 full run: 3 rounds per system (~25-30 min on a quiet 2-core machine)
-#   bench/cluster.sh --smoke         small sizes, one round each (~5 min)
+#   bench/cluster.sh                 full run: 3 rounds per system (not yet timed; ~15-30 min expected)
+#   bench/cluster.sh --smoke         small sizes, one round each (~2 min)
 #   bench/cluster.sh --rounds N --records N --rate N --only runnel|kafka --out DIR
 #   RUNNEL_BIN=/path/to/runnel bench/cluster.sh     measure another build
 #
