@@ -84,7 +84,10 @@ while True:
         --config "$dir/server.properties" --cluster-id "$cluster_id" > "$dir/format.log" 2>&1 \
         || { cat "$dir/format.log" >&2; return 1; }
 
-    nohup java -Xms256m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "${java_opts[@]}" \
+    # Heap and collector: one line shared with the 3-node cluster (cluster/kafka_cluster.py).
+    local heap_opts
+    read -r -a heap_opts < "$here/kafka/broker-jvm.opts"
+    nohup java "${heap_opts[@]}" "${java_opts[@]}" \
         kafka.Kafka "$dir/server.properties" > "$dir/stdout.log" 2>&1 < /dev/null &
     echo $! > "$pidfile"
 
