@@ -5,7 +5,8 @@ real runnel process whose data comes from real Kafka clients (confluent-kafka).
 It checks the topics page (partitions, watermarks, sizes), the record browser by offset
 and by timestamp (a `<script>` value stays text, a binary value is shown as marked
 base64), the create-topic and produce forms (confirmed through Kafka clients), a
-group's lag per partition, and the brokers page. A screenshot of each page is kept in
+group's lag per partition, the brokers page, and a three-broker `runnel dev-cluster`
+(racks, the controller, leaders, replicas and ISR). A screenshot of each page is kept in
 compat-tests/artifacts/web-console/ (git-ignored; the path is printed).
 The console's read-only JSON endpoints are checked for bad input here too.
 """
@@ -13,6 +14,7 @@ import base64
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -24,7 +26,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import RunnelProcess
+from conftest import RunnelProcess, runnel_bin
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -364,3 +366,92 @@ def test_console_endpoints_refuse_bad_input(broker):
         assert b"/console/console.js" in r.read()
     status, doc = http("GET", base + "/openapi.json")
     assert status == 200 and "get" in doc["paths"]["/topics/{topic}/partitions/{n}/records"]
+
+
+def free_base_port():
+    """A base port whose client, controller and HTTP ports for three nodes are free."""
+    for _ in range(50):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            base = s.getsockname()[1]
+        if base + 203 > 65535:
+            continue
+        socks = []
+        try:
+            for p in [base + off + i for off in (0, 100, 200) for i in range(3)]:
+                t = socket.socket()
+                t.bind(("127.0.0.1", p))
+                socks.append(t)
+            return base
+        except OSError:
+            continue
+        finally:
+            for t in socks:
+                t.close()
+    raise RuntimeError("no free port range")
+
+
+@needs_chromium
+def test_console_shows_a_cluster(tmp_path, browser):
+    """Three brokers in racks (`runnel dev-cluster`): the brokers page names the racks and
+    the one active controller; the topics page shows each partition's leader, replicas
+    and ISR, with watermarks where the console's broker leads."""
+    if os.environ.get("COMPAT_BOOTSTRAP"):
+        pytest.skip("starts its own brokers")
+    base = free_base_port()
+    parent = subprocess.Popen([runnel_bin(), "dev-cluster", "--nodes", "3", "--base-port", str(base),
+                               "--data-root", str(tmp_path / "data"), "--", "--rack", "rack-{node}"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        bootstrap = None
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and bootstrap is None:
+            line = parent.stdout.readline()
+            if not line:
+                break
+            if "bootstrap servers:" in line:
+                bootstrap = line.split("bootstrap servers:")[1].strip()
+        assert bootstrap, "the dev cluster did not start"
+        http1 = f"http://127.0.0.1:{base + 200}"
+        topic = "replicated-console"
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        admin.create_topics([NewTopic(topic, 3, 3)])[topic].result(30)
+        p = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for i in range(3):
+            p.produce(topic, value=f"v{i}".encode(), partition=i)
+        assert p.flush(30) == 0
+        del p, admin  # before the brokers stop, so they do not log reconnects
+
+        def full_isr():
+            status, body = http("GET", http1 + "/topics")
+            t = [t for t in body["topics"] if t["name"] == topic] if status == 200 else []
+            return t and all(len(p["isr"]) == 3 for p in t[0]["partitions"]) and t[0]
+        t = browser.wait(full_isr, "every partition's ISR to hold three replicas")
+
+        browser.go(http1 + "/#brokers")
+        browser.loaded("#brokers")
+        rows = [row_cells(browser, f'#brokers-table tr[data-node="{n}"]') for n in (1, 2, 3)]
+        assert [r[1] for r in rows] == [f"127.0.0.1:{base + i}" for i in range(3)], rows
+        assert [r[2] for r in rows] == ["rack-1", "rack-2", "rack-3"], rows
+        assert sum("controller" in r[3] for r in rows) == 1, rows
+        assert "this broker" in rows[0][3], rows
+        browser.screenshot("09-cluster-brokers")
+
+        browser.go(http1 + "/#topics")
+        browser.loaded("#topics")
+        for part in t["partitions"]:
+            cells = row_cells(browser, f'#topics-table tr[data-topic="{topic}"][data-partition="{part["partition"]}"]')
+            assert cells[1] == str(part["leader"]), cells
+            assert cells[2] == ", ".join(map(str, part["replicas"])), cells
+            assert sorted(cells[3].split(", ")) == ["1", "2", "3"], cells
+            # Watermarks where broker 1 leads; every broker holds a replica, so a size.
+            assert cells[5] == ("1" if part["leader"] == 1 else "–"), cells
+            assert cells[7].endswith("B"), cells
+        browser.screenshot("10-cluster-topics")
+    finally:
+        parent.send_signal(signal.SIGINT)
+        try:
+            parent.wait(30)
+        except subprocess.TimeoutExpired:
+            parent.kill()
+            parent.wait(10)

@@ -42,3 +42,31 @@ pub async fn script() -> Response {
 pub async fn style() -> Response {
     asset("text/css; charset=utf-8", CONSOLE_CSS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The page loads its script and style sheet from routes the listener serves.
+    #[test]
+    fn the_page_refers_to_served_assets_only() {
+        let routes: Vec<&str> = crate::server::http::listed_routes().into_iter().map(|(_, p)| p).collect();
+        for asset in ["/console/console.js", "/console/console.css"] {
+            assert!(INDEX_HTML.contains(&format!("\"{asset}\"")), "{asset} is not loaded by the page");
+            assert!(routes.contains(&asset), "{asset} is not routed");
+        }
+        assert!(
+            !INDEX_HTML.contains("http://") && !INDEX_HTML.contains("https://"),
+            "the page loads nothing from elsewhere"
+        );
+    }
+
+    /// Broker data reaches the page as text only: the script never parses HTML.
+    #[test]
+    fn the_script_never_writes_html() {
+        for sink in ["innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "new Function"] {
+            assert!(!CONSOLE_JS.contains(sink), "console.js uses {sink}");
+        }
+        assert!(CSP.contains("script-src 'self'") && !CSP.contains("unsafe-inline"));
+    }
+}

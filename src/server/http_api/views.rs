@@ -83,9 +83,14 @@ pub async fn group(State(state): State<Arc<ApiState>>, Path(group): Path<String>
     check_group(&group)?;
     let ctx = &state.ctx;
     check_coordinator(ctx, &group).await?;
-    let described = ctx.groups.describe(&group).map_err(|e| ApiError::kafka(group_error(e), Some("group"), ""))?;
-    let committed =
-        ctx.groups.fetch_offsets(&group, None).map_err(|e| ApiError::kafka(group_error(e), Some("group"), ""))?;
+    let described = ctx
+        .groups
+        .describe(&group)
+        .map_err(|e| ApiError::kafka(group_error(e), Some("group"), "cannot describe the group now"))?;
+    let committed = ctx
+        .groups
+        .fetch_offsets(&group, None)
+        .map_err(|e| ApiError::kafka(group_error(e), Some("group"), "cannot fetch its offsets now"))?;
     let Some(d) = described else {
         if committed.is_empty() {
             return Err(ApiError::new(StatusCode::NOT_FOUND, "group_id_not_found", Some("group"), "no such group"));

@@ -93,19 +93,26 @@ function hashFor(page, params) {
 
 // ---- Topics -------------------------------------------------------------------------
 
-async function topicsPage() {
+// Internal topics (__consumer_offsets' 50 partitions) last, their partitions folded
+// unless the page is #topics?internal=1.
+async function topicsPage(params) {
   const { topics } = await api("/topics");
+  const showInternal = params.get("internal") === "1";
+  topics.sort((a, b) => (a.internal === b.internal ? (a.name < b.name ? -1 : 1) : a.internal ? 1 : -1));
   const rows = [];
   for (const t of topics) {
     const total = t.partitions.reduce((s, p) => s + (p.size_bytes || 0), 0);
+    const folded = t.internal && !showInternal;
     rows.push(
       el(
         "tr",
         { class: "topic-row", "data-topic": t.name },
         el("td", { colspan: 8 }, t.name, t.internal ? badge("internal") : null, " ",
-          el("span", { class: "muted" }, t.partitions.length + " partition(s), " + bytesText(total))),
+          el("span", { class: "muted" }, t.partitions.length + " partition(s), " + bytesText(total)),
+          t.internal ? [" ", link(showInternal ? "#topics" : "#topics?internal=1", folded ? "show partitions" : "hide partitions")] : null),
       ),
     );
+    if (folded) continue;
     for (const p of t.partitions) {
       rows.push(
         el(
