@@ -93,6 +93,12 @@ function hashFor(page, params) {
 
 // ---- Topics -------------------------------------------------------------------------
 
+// A watermark cell of a partition another broker leads says where to look.
+function elsewhere(cell, p) {
+  if (p.latest === null) cell.title = "led by broker " + p.leader + ": its console shows the watermarks";
+  return cell;
+}
+
 // Internal topics (__consumer_offsets' 50 partitions) last, their partitions folded
 // unless the page is #topics?internal=1.
 async function topicsPage(params) {
@@ -122,9 +128,9 @@ async function topicsPage(params) {
           num(p.leader),
           el("td", {}, p.replicas.join(", ")),
           el("td", {}, p.isr.join(", ")),
-          num(p.earliest),
-          num(p.latest),
-          num(p.latest !== null && p.earliest !== null ? p.latest - p.earliest : null),
+          elsewhere(num(p.earliest), p),
+          elsewhere(num(p.latest), p),
+          elsewhere(num(p.latest !== null && p.earliest !== null ? p.latest - p.earliest : null), p),
           el("td", { class: "num", title: p.size_bytes === null ? "no replica on this broker" : p.size_bytes + " bytes" },
             p.size_bytes === null ? el("span", { class: "null" }, "–") : bytesText(p.size_bytes)),
         ),
