@@ -171,7 +171,7 @@ def broker(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def browser(tmp_path_factory):
+def browser(tmp_path_factory, pytestconfig):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for old in ARTIFACTS.glob("*.png"):
         old.unlink()
@@ -179,6 +179,12 @@ def browser(tmp_path_factory):
     b = Browser(tmp_path_factory.mktemp("chromedriver") / "chromedriver.log")
     yield b
     b.close()
+    # Said past pytest's output capture, so a CI log names where the screenshots are.
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    shots = len(list(ARTIFACTS.glob("*.png")))
+    if capture is not None:
+        with capture.global_and_fixture_disabled():
+            print(f"\nweb console: {shots} screenshot(s) in {ARTIFACTS}")
 
 
 def row_cells(browser, css):
