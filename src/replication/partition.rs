@@ -119,6 +119,8 @@ pub(super) struct PartitionState {
     /// The ISR as the last applied metadata gave it, leader or follower; empty until the
     /// first. What a new leader compares against to tell an unclean election.
     metadata_isr: Vec<i32>,
+    /// Moves to another log directory so far: a cleaner pass planned before one is void.
+    moves: u64,
 }
 
 /// Which partition: topic name, topic id, partition number.
@@ -133,7 +135,6 @@ pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
     pub index: i32,
-    pub dir: PathBuf,
     state: Mutex<PartitionState>,
     /// One fsync at a time per partition; a caller that waited here finds its offset
     /// already covered by the fsync it waited behind (group commit).
@@ -162,7 +163,6 @@ impl Partition {
             topic: topic.to_owned(),
             topic_id,
             index,
-            dir,
             state: Mutex::new(PartitionState {
                 log,
                 config,
@@ -177,6 +177,7 @@ impl Partition {
                 flushed_through: leo,
                 deleted: false,
                 metadata_isr: Vec::new(),
+                moves: 0,
             }),
             flush_lock: tokio::sync::Mutex::new(()),
             bytes_in: AtomicU64::new(0),
@@ -202,6 +203,11 @@ impl Partition {
 
     pub fn config(&self) -> PartitionConfig {
         self.lock().config.clone()
+    }
+
+    /// The partition's directory (it changes when the partition moves to another log dir).
+    pub fn dir(&self) -> PathBuf {
+        self.lock().log.dir().to_owned()
     }
 
     /// The controller did not commit `proposal` (refused, say, because the follower to add
@@ -505,27 +511,28 @@ impl Partition {
     /// One log cleaner pass (compacted topics only). The partition is locked only to plan
     /// the pass and to swap the cleaned segments in, not while they are written.
     pub fn clean(&self, now_ms: i64) -> Result<Option<CleanStats>, PartitionError> {
-        let Some(prepared) = self.prepare_clean(now_ms)? else { return Ok(None) };
-        self.finish_clean(prepared)
+        let Some((prepared, moves)) = self.prepare_clean(now_ms)? else { return Ok(None) };
+        self.finish_clean(prepared, moves)
     }
 
     /// Plans under the lock, then writes the cleaned segments without it.
-    fn prepare_clean(&self, now_ms: i64) -> Result<Option<PreparedClean>, PartitionError> {
-        let plan = {
+    fn prepare_clean(&self, now_ms: i64) -> Result<Option<(PreparedClean, u64)>, PartitionError> {
+        let (plan, moves) = {
             let s = self.lock();
             if s.deleted {
                 return Ok(None);
             }
-            s.log.plan_clean(now_ms)
+            (s.log.plan_clean(now_ms), s.moves)
         };
         let Some(plan) = plan else { return Ok(None) };
-        Ok(Some(plan.prepare(now_ms)?))
+        Ok(Some((plan.prepare(now_ms)?, moves)))
     }
 
-    /// Swaps the cleaned segments in, unless the topic was deleted meanwhile.
-    fn finish_clean(&self, prepared: PreparedClean) -> Result<Option<CleanStats>, PartitionError> {
+    /// Swaps the cleaned segments in, unless the topic was deleted or the partition moved
+    /// to another log directory meanwhile (the output is in the old one).
+    fn finish_clean(&self, prepared: PreparedClean, moves: u64) -> Result<Option<CleanStats>, PartitionError> {
         let mut s = self.lock();
-        if s.deleted {
+        if s.deleted || s.moves != moves {
             prepared.discard();
             return Ok(None);
         }
@@ -623,6 +630,7 @@ impl PartitionState {
     }
 }
 
+mod log_move;
 mod replica;
 pub use replica::{FollowerFetchState, ReplicaRead};
 

@@ -8,6 +8,7 @@ pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
+pub mod alter_replica_log_dirs;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
