@@ -138,7 +138,13 @@ async fn a_partition_moves_while_it_serves_and_reopens_from_its_new_dir() {
         expected.push(format!("c{b}-0"));
     }
     let got = read_all(&mut c, "moving").await;
-    assert!(got == expected, "{} records read, {} acknowledged, first difference at {:?}", got.len(), expected.len(), got.iter().zip(&expected).position(|(a, b)| a != b));
+    assert!(
+        got == expected,
+        "{} records read, {} acknowledged, first difference at {:?}",
+        got.len(),
+        expected.len(),
+        got.iter().zip(&expected).position(|(a, b)| a != b)
+    );
     let resp = describe(&mut broker.client().await).await;
     let listed = |i: usize| resp.results[i].topics.iter().any(|t| t.name.0.as_str() == "moving");
     assert!(listed(to) && !listed(from));
@@ -155,7 +161,13 @@ async fn a_partition_moves_while_it_serves_and_reopens_from_its_new_dir() {
     let mut c = broker.client().await;
     assert_eq!(holder(&dirs, "moving", 0), vec![to]);
     let got = read_all(&mut c, "moving").await;
-    assert!(got == expected, "{} records read, {} acknowledged, first difference at {:?}", got.len(), expected.len(), got.iter().zip(&expected).position(|(a, b)| a != b));
+    assert!(
+        got == expected,
+        "{} records read, {} acknowledged, first difference at {:?}",
+        got.len(),
+        expected.len(),
+        got.iter().zip(&expected).position(|(a, b)| a != b)
+    );
 }
 
 #[tokio::test]
@@ -174,4 +186,72 @@ async fn a_partition_in_two_log_dirs_stops_the_broker_naming_both() {
     };
     let err = runnel::Broker::start(config).await.err().expect("refused").to_string();
     assert!(err.contains("dup-0") && err.contains(&*other.path().to_string_lossy()), "{err}");
+}
+
+/// A small tmpfs mounted over `dir`, unmounted on drop; `None` without the privilege.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &std::path::Path, size: &str) -> Option<Tmpfs> {
+        let out = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir)
+            .output()
+            .ok()?;
+        if !out.status.success() {
+            eprintln!("skipped: cannot mount a tmpfs (needs root): {}", String::from_utf8_lossy(&out.stderr));
+            return None;
+        }
+        Some(Tmpfs(dir.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+    }
+}
+
+/// A log dir on a filesystem that fills up (ENOSPC): that dir goes offline, its partition
+/// answers KAFKA_STORAGE_ERROR to produce and fetch, DescribeLogDirs reports the dir with
+/// KAFKA_STORAGE_ERROR, and the other dir's partitions keep serving.
+#[tokio::test]
+async fn a_full_log_dir_goes_offline_and_the_other_keeps_serving() {
+    let small = tempfile::tempdir().unwrap();
+    let Some(_mount) = Tmpfs::mount(small.path(), "256k") else { return };
+    let second = small.path().to_path_buf();
+    let broker = TestBroker::start_with(move |c| c.log_dirs = vec![c.data_dir.clone(), second]).await;
+    let dirs = dirs_of(&broker);
+    let mut c = broker.client().await;
+    c.create_topic_ok("full", 2, &[]).await;
+    let on_small = (0..2).find(|&p| holder(&dirs, "full", p) == vec![1]).expect("a partition on the tmpfs");
+    let healthy = 1 - on_small;
+
+    let mut errors = Vec::new();
+    for b in 0..20 {
+        let resp = c.produce("full", on_small, batches::values(&format!("big{b}-{}", "y".repeat(60_000)), 1)).await;
+        errors.push(resp.error_code);
+        if resp.error_code != 0 {
+            break;
+        }
+    }
+    assert_eq!(errors.last(), Some(&56), "the tmpfs fills up: KAFKA_STORAGE_ERROR, after {errors:?}");
+    assert!(errors.len() > 1, "some appends fit first: {errors:?}");
+    // Offline now: produce and fetch of its partition fail, the dir reports the error.
+    assert_eq!(c.produce("full", on_small, batches::values("small", 1)).await.error_code, 56);
+    assert_eq!(c.fetch("full", on_small, 0).await.error_code, 56);
+    let resp = describe(&mut c).await;
+    assert_eq!(resp.results[1].error_code, 56, "{resp:?}");
+    assert!(resp.results[1].topics.is_empty());
+    assert_eq!(resp.results[0].error_code, 0);
+    // The other dir keeps serving, and new partitions go there.
+    let offset = c.produce_ok("full", healthy, batches::values("still", 3)).await;
+    assert_eq!(
+        batches::decode_values(&c.fetch("full", healthy, offset).await.records),
+        ["still-0", "still-1", "still-2"]
+    );
+    c.create_topic_ok("after", 1, &[]).await;
+    assert_eq!(holder(&dirs, "after", 0), vec![0]);
+    assert_eq!(alter(&mut c, &dirs[1], "after", 0).await, 56, "no move into an offline dir");
+    broker.shutdown().await;
 }

@@ -9,7 +9,7 @@
 //! appends and reads go on while the disk works.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -60,6 +60,8 @@ pub enum PartitionError {
     LeaderEpochChanged { fetched: i32, current: i32 },
     #[error("the leader answered the replica fetch with: {0}")]
     Replica(super::replica_fetch::ReplicaFetchError),
+    #[error("the log directory of this partition is offline after an I/O error")]
+    LogDirOffline,
     #[error("fetched from offset {fetch_offset}, but the log end offset is now {log_end_offset}")]
     FetchOffsetMoved { fetch_offset: i64, log_end_offset: i64 },
 }
@@ -121,6 +123,9 @@ pub(super) struct PartitionState {
     metadata_isr: Vec<i32>,
     /// Moves to another log directory so far: a cleaner pass planned before one is void.
     moves: u64,
+    /// Whether the log directory holding the partition is offline: shared by every
+    /// partition of that directory, set by the first of them to hit an I/O error.
+    log_dir_offline: Arc<AtomicBool>,
 }
 
 /// Which partition: topic name, topic id, partition number.
@@ -178,6 +183,7 @@ impl Partition {
                 deleted: false,
                 metadata_isr: Vec::new(),
                 moves: 0,
+                log_dir_offline: Arc::new(AtomicBool::new(false)),
             }),
             flush_lock: tokio::sync::Mutex::new(()),
             bytes_in: AtomicU64::new(0),
@@ -203,6 +209,17 @@ impl Partition {
 
     pub fn config(&self) -> PartitionConfig {
         self.lock().config.clone()
+    }
+
+    /// The offline flag of the log directory now holding the partition (see
+    /// `PartitionState::log_dir_offline`).
+    pub fn set_log_dir_flag(&self, flag: Arc<AtomicBool>) {
+        self.lock().log_dir_offline = flag;
+    }
+
+    /// Whether the partition's log directory is offline.
+    pub fn log_dir_offline(&self) -> bool {
+        self.lock().log_dir_offline.load(Ordering::Relaxed)
     }
 
     /// The partition's directory (it changes when the partition moves to another log dir).
@@ -289,6 +306,7 @@ impl Partition {
         if s.role != Role::Leader {
             return Err(PartitionError::NotLeaderOrFollower);
         }
+        s.check_online()?;
         // Sequence checks against a scratch copy so a rejected request changes nothing.
         let mut duplicate = None;
         for h in headers {
@@ -324,7 +342,7 @@ impl Partition {
             }
         }
         let epoch = s.leader_epoch;
-        let info = s.log.append(records, epoch, now_ms)?;
+        let info = s.log.append(records, epoch, now_ms).map_err(|e| s.on_storage_error(self, e))?;
         let mut offset = info.base_offset;
         for h in headers {
             let count = i64::from(h.last_offset_delta) + 1;
@@ -362,10 +380,14 @@ impl Partition {
             s.flushed_through = s.flushed_through.max(s.log.recovery_point());
             return Ok(());
         };
-        tokio::task::spawn_blocking(move || crate::metrics::timed_fsync(|| file.sync_data()))
+        let synced = tokio::task::spawn_blocking(move || crate::metrics::timed_fsync(|| file.sync_data()))
             .await
-            .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?
-            .map_err(PartitionError::FlushFailed)?;
+            .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?;
+        if let Err(e) = synced {
+            let s = self.lock();
+            s.take_log_dir_offline(self, &e);
+            return Err(PartitionError::FlushFailed(e));
+        }
         let mut s = self.lock();
         s.log.mark_flushed(log_end_offset);
         s.flushed_through = s.flushed_through.max(log_end_offset);
@@ -403,8 +425,9 @@ impl Partition {
         if s.deleted || (leader_only && s.role != Role::Leader) {
             return Err(PartitionError::NotLeaderOrFollower);
         }
+        s.check_online()?;
         let hw = s.high_watermark();
-        let records = s.log.read_slices(offset, max_bytes, hw)?;
+        let records = s.log.read_slices(offset, max_bytes, hw).map_err(|e| s.on_storage_error(self, e))?;
         self.bytes_out.fetch_add(records.len() as u64, Ordering::Relaxed);
         Ok(FetchResult {
             records,
@@ -583,6 +606,31 @@ impl Partition {
 }
 
 impl PartitionState {
+    fn check_online(&self) -> Result<(), PartitionError> {
+        if self.log_dir_offline.load(Ordering::Relaxed) {
+            Err(PartitionError::LogDirOffline)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// An I/O error of the log (disk full, read-only, removed): the whole log directory
+    /// goes offline, as Kafka's LogDirFailureChannel takes it; other errors pass through.
+    fn on_storage_error(&self, p: &Partition, e: StorageError) -> PartitionError {
+        if let StorageError::Io(io) = &e {
+            self.take_log_dir_offline(p, io);
+        }
+        PartitionError::Storage(e)
+    }
+
+    fn take_log_dir_offline(&self, p: &Partition, e: &std::io::Error) {
+        if !self.log_dir_offline.swap(true, Ordering::Relaxed) {
+            let dir = self.log.dir().parent().map(|d| d.display().to_string()).unwrap_or_default();
+            tracing::error!(log_dir = %dir, topic = %p.topic, partition = p.index, error = %e,
+                "I/O error in a log dir: taking it offline; its partitions answer KAFKA_STORAGE_ERROR, the other dirs keep serving");
+        }
+    }
+
     fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
         let leo = self.log.log_end_offset();
         match self.log.end_offset_for_epoch(epoch) {

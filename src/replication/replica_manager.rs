@@ -98,7 +98,8 @@ impl MetadataListener for ReplicaManager {
         }
         drop(map);
         // Placed one after another, so that each sees the others' choices.
-        let dirs: Vec<PathBuf> = new.iter().map(|(topic, pi, _)| self.partition_dir(&topic.name, pi.partition)).collect();
+        let dirs: Vec<PathBuf> =
+            new.iter().map(|(topic, pi, _)| self.partition_dir(&topic.name, pi.partition)).collect();
         let jobs: Vec<_> = new.iter().zip(dirs).collect();
         let results = open_in_parallel(&jobs, |((topic, pi, config), dir)| {
             let dir = dir.clone();
@@ -130,6 +131,9 @@ impl MetadataListener for ReplicaManager {
                 }
             }
             return Err(e);
+        }
+        for (_, p, _) in &opened {
+            self.attach_log_dir(p);
         }
         let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
         prepared.extend(opened.into_iter().map(|(key, p, _)| (key, p)));
@@ -181,6 +185,13 @@ impl ReplicaManager {
         &self.log_dirs
     }
 
+    /// Gives `p` the offline flag of the log directory holding it.
+    fn attach_log_dir(&self, p: &Partition) {
+        if let Some(i) = self.log_dirs.index_of_partition_dir(&p.dir()) {
+            p.set_log_dir_flag(self.log_dirs.offline_flag(i));
+        }
+    }
+
     /// Partitions moving between log directories: (partition, index of the destination).
     pub fn moving(&self) -> Vec<(Arc<Partition>, usize)> {
         let moves = self.moves.lock().unwrap_or_else(|e| e.into_inner()).clone();
@@ -215,6 +226,7 @@ impl ReplicaManager {
                 Ok(_) if partition.is_deleted() => {}
                 Ok(dir) => {
                     manager.log_dirs.moved(&name, to);
+                    manager.attach_log_dir(&partition);
                     tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), "moved partition to another log dir");
                 }
                 Err(e) => {
@@ -244,7 +256,9 @@ impl ReplicaManager {
     /// holding it, else the one holding the fewest partitions.
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
         let name = format!("{topic}-{partition}");
-        self.log_dirs.place(&name, |_| true).unwrap_or_else(|| self.log_dirs.dirs()[0].join(&name))
+        self.log_dirs
+            .place(&name, |i| !self.log_dirs.is_offline(i))
+            .unwrap_or_else(|| self.log_dirs.dirs()[0].join(&name))
     }
 
     /// A topic's settings, typed: its overrides over the broker defaults.
@@ -307,6 +321,7 @@ impl ReplicaManager {
                             Some(p) => p,
                             None => Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?,
                         };
+                        self.attach_log_dir(&p);
                         roles_changed |= self.set_role(&p, pi, now_ms);
                         parts.insert(pi.partition, Arc::new(p));
                     }

@@ -28,7 +28,8 @@ use std::fs::File;
 use std::io::{self, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
 
@@ -55,6 +56,8 @@ pub struct LogDirs {
     /// Partition directory name → index in `dirs`, for every partition directory found
     /// at start or placed since.
     placed: Mutex<HashMap<String, usize>>,
+    /// Per log directory: offline after an I/O error in it (set by its partitions).
+    offline: Vec<Arc<AtomicBool>>,
 }
 
 impl LogDirs {
@@ -132,12 +135,29 @@ impl LogDirs {
                 placed.insert(name, i);
             }
         }
-        Ok(LogDirs { dirs: absolute, placed: Mutex::new(placed) })
+        let offline = absolute.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
+        Ok(LogDirs { dirs: absolute, placed: Mutex::new(placed), offline })
     }
 
     /// The log directories, absolute, in configured order.
     pub fn dirs(&self) -> &[PathBuf] {
         &self.dirs
+    }
+
+    /// The offline flag of log directory `index`, shared with its partitions.
+    pub fn offline_flag(&self, index: usize) -> Arc<AtomicBool> {
+        Arc::clone(&self.offline[index])
+    }
+
+    /// Whether log directory `index` went offline (an I/O error in it).
+    pub fn is_offline(&self, index: usize) -> bool {
+        self.offline[index].load(Ordering::Relaxed)
+    }
+
+    /// Index of the log directory holding the partition directory `dir`.
+    pub fn index_of_partition_dir(&self, dir: &Path) -> Option<usize> {
+        let parent = dir.parent()?;
+        self.dirs.iter().position(|d| d == parent)
     }
 
     /// Index of the log directory at `path` (as given by a client: absolute).

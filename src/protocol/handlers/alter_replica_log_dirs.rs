@@ -4,7 +4,7 @@
 //! Errors as Kafka's `ReplicaManager.alterReplicaLogDirs`: a path that is not one of the
 //! broker's log directories LOG_DIR_NOT_FOUND; an unknown topic or partition
 //! UNKNOWN_TOPIC_OR_PARTITION; a partition of a known topic with no replica here
-//! REPLICA_NOT_AVAILABLE. NONE means the move has started (or there is nothing to move);
+//! REPLICA_NOT_AVAILABLE; an offline destination KAFKA_STORAGE_ERROR. NONE means the move has started (or there is nothing to move);
 //! DescribeLogDirs shows it as a future replica in the destination until it is done.
 
 use std::collections::BTreeMap;
@@ -27,6 +27,7 @@ pub fn handle(ctx: &Ctx, req: AlterReplicaLogDirsRequest, _version: i16) -> Alte
             for index in topic.partitions {
                 let outcome = match (to, image.topic(topic.name.0.as_str())) {
                     (None, _) => Err(ResponseError::LogDirNotFound),
+                    (Some(to), _) if ctx.replicas.log_dirs().is_offline(to) => Err(ResponseError::KafkaStorageError),
                     (Some(_), None) => Err(ResponseError::UnknownTopicOrPartition),
                     (Some(to), Some(t)) => match local_partition(ctx, t, index) {
                         Ok(p) => {

@@ -11,6 +11,8 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 };
 use kafka_protocol::messages::{DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName};
 
+use kafka_protocol::error::ResponseError;
+
 use super::str_bytes;
 use crate::protocol::Ctx;
 
@@ -49,7 +51,14 @@ pub fn handle(ctx: &Ctx, req: DescribeLogDirsRequest, _version: i16) -> Describe
     let results = dirs
         .iter()
         .zip(by_dir)
-        .map(|(dir, by_topic)| {
+        .enumerate()
+        .map(|(i, (dir, by_topic))| {
+            if ctx.replicas.log_dirs().is_offline(i) {
+                // As Kafka: an offline dir is listed with its error, without partitions or sizes.
+                return DescribeLogDirsResult::default()
+                    .with_log_dir(str_bytes(dir.display().to_string()))
+                    .with_error_code(ResponseError::KafkaStorageError.code());
+            }
             let topics = by_topic
                 .into_iter()
                 .map(|(name, mut partitions)| {
@@ -71,7 +80,9 @@ pub fn handle(ctx: &Ctx, req: DescribeLogDirsRequest, _version: i16) -> Describe
 /// Bytes of the files in `dir` (a future replica's copy so far); 0 if it cannot be read.
 fn dir_bytes(dir: &std::path::Path) -> u64 {
     std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum())
+        .map(|entries| {
+            entries.flatten().filter_map(|e| e.metadata().ok()).filter(|m| m.is_file()).map(|m| m.len()).sum()
+        })
         .unwrap_or(0)
 }
 

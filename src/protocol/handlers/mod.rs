@@ -1,6 +1,7 @@
 //! One module per Kafka API: `handle(ctx, request, version) -> response`. Handlers never
 //! touch the socket.
 
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod configs;
 pub mod create_partitions;
@@ -8,7 +9,6 @@ pub mod create_topics;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
-pub mod alter_replica_log_dirs;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
