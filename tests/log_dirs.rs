@@ -255,3 +255,60 @@ async fn a_full_log_dir_goes_offline_and_the_other_keeps_serving() {
     assert_eq!(alter(&mut c, &dirs[1], "after", 0).await, 56, "no move into an offline dir");
     broker.shutdown().await;
 }
+
+/// A crash in the middle of a move: before its commit point the source stays the
+/// partition (the half-made copy is dropped at start); after it, start finishes the move.
+#[tokio::test]
+async fn a_move_interrupted_by_a_crash_reopens_correctly() {
+    let data = tempfile::tempdir().unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let config = runnel::config::BrokerConfig {
+        listen: "127.0.0.1:0".into(),
+        http_listen: None,
+        data_dir: data.path().to_path_buf(),
+        log_dirs: vec![data.path().to_path_buf(), other.path().to_path_buf()],
+        ..Default::default()
+    };
+    let broker = runnel::Broker::start(config.clone()).await.unwrap();
+    let mut c = common::Client::connect(broker.local_addr()).await;
+    c.create_topic_ok("crashy", 1, &[]).await;
+    c.produce_ok("crashy", 0, batches::values("r", 10)).await;
+    drop(c);
+    broker.shutdown().await;
+    let dirs: Vec<PathBuf> = [data.path(), other.path()].iter().map(|d| std::fs::canonicalize(d).unwrap()).collect();
+    let from = holder(&dirs, "crashy", 0)[0];
+    let to = 1 - from;
+    let expected: Vec<String> = (0..10).map(|i| format!("r-{i}")).collect();
+    let copy_dir = |src: &std::path::Path, dst: &std::path::Path| {
+        std::fs::create_dir_all(dst).unwrap();
+        for e in std::fs::read_dir(src).unwrap().flatten() {
+            if e.file_type().unwrap().is_file() {
+                std::fs::copy(e.path(), dst.join(e.file_name())).unwrap();
+            }
+        }
+    };
+
+    // Crashed while copying: a partial future copy (one file, cut short).
+    let future = dirs[to].join("crashy-0-future");
+    std::fs::create_dir_all(&future).unwrap();
+    std::fs::write(future.join("00000000000000000000.log"), b"partial").unwrap();
+    let broker = runnel::Broker::start(config.clone()).await.unwrap();
+    let mut c = common::Client::connect(broker.local_addr()).await;
+    assert_eq!(holder(&dirs, "crashy", 0), vec![from]);
+    assert!(!future.exists(), "the half-made copy is dropped");
+    assert_eq!(read_all(&mut c, "crashy").await, expected);
+    drop(c);
+    broker.shutdown().await;
+
+    // Crashed after the commit point: a complete copy, the source renamed to -delete.
+    copy_dir(&dirs[from].join("crashy-0"), &future);
+    std::fs::rename(dirs[from].join("crashy-0"), dirs[from].join("crashy-0-delete")).unwrap();
+    let broker = runnel::Broker::start(config.clone()).await.unwrap();
+    let mut c = common::Client::connect(broker.local_addr()).await;
+    assert_eq!(holder(&dirs, "crashy", 0), vec![to]);
+    assert!(!dirs[from].join("crashy-0-delete").exists() && !future.exists());
+    assert_eq!(read_all(&mut c, "crashy").await, expected);
+    assert_eq!(c.produce_ok("crashy", 0, batches::values("s", 1)).await, 10, "offsets continue");
+    drop(c);
+    broker.shutdown().await;
+}
