@@ -10,6 +10,8 @@
 # ${RUNNEL_CACHE:-~/.cache/runnel}/ref-kafka/<port>/ (server.properties, data/, server.log,
 # stdout.log, pid). `start` on a running broker only prints its address. Jars come from
 # setup/kafka.sh, which this runs first (a no-op when the cache is complete).
+# REFERENCE_KAFKA_LOG_DIRS=N (default 1) gives the broker N log dirs (log.dirs): data/,
+# data2/, ... (the first is metadata.log.dir).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -65,9 +67,14 @@ start() {
     fi
 
     rm -rf "$dir"
+    local log_dirs="$dir/data" n
     mkdir -p "$dir/data"
+    for n in $(seq 2 "${REFERENCE_KAFKA_LOG_DIRS:-1}"); do
+        mkdir -p "$dir/data$n"
+        log_dirs="$log_dirs,$dir/data$n"
+    done
     sed -e "s|@PORT@|$port|g" -e "s|@CONTROLLER_PORT@|$controller_port|g" \
-        -e "s|@LOG_DIR@|$dir/data|g" "$here/kafka/server.properties.template" > "$dir/server.properties"
+        -e "s|@LOG_DIR@|$log_dirs|g" "$here/kafka/server.properties.template" > "$dir/server.properties"
 
     local java_opts=(-cp "$libs/*" -Dlog4j2.configurationFile="$here/kafka/log4j2-broker.xml"
                      -Dkafka.logs.dir="$dir" -Djava.awt.headless=true)

@@ -25,7 +25,8 @@
 //!   trait that `protocol` implements over TCP.
 //! * [`storage`]: Kafka's on-disk layout: segments of v2 record batches, sparse offset and
 //!   time indexes, recovery, retention; reads planned as file slices under a partition's
-//!   lock and carried out after it; the broker's bounded cache of open segment files.
+//!   lock and carried out after it; the broker's bounded cache of open segment files;
+//!   the log directories (`log.dirs`), where each partition lives and how one moves.
 //!
 //! * [`metrics`]: lock-free latency histograms the layers record into on their hot paths
 //!   (a leaf: every layer may use it); the broker renders them at scrape time.

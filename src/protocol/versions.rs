@@ -23,6 +23,7 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::DescribeCluster, 0, 2),
     (ApiKey::DescribeTopicPartitions, 0, 0),
     (ApiKey::DescribeLogDirs, 1, 4),
+    (ApiKey::AlterReplicaLogDirs, 1, 2),
     (ApiKey::DescribeProducers, 0, 0),
     (ApiKey::UpdateFeatures, 0, 2),
     (ApiKey::ListConfigResources, 0, 1),
@@ -97,6 +98,7 @@ mod tests {
                 ListConfigResources => ListConfigResourcesRequest,
                 ElectLeaders => ElectLeadersRequest, DescribeQuorum => DescribeQuorumRequest,
                 DescribeLogDirs => DescribeLogDirsRequest,
+                AlterReplicaLogDirs => AlterReplicaLogDirsRequest,
                 AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
                 ListPartitionReassignments => ListPartitionReassignmentsRequest,
             );
