@@ -6,6 +6,9 @@ asks for the topic with auto-creation (Metadata v4), and sends one single-record
 instant of that answer. `api_keys(host, port)` lists the API keys a broker advertises
 (ApiVersions v0), which tells whether a feature such as consumer groups is served.
 
+For the cluster benchmark's failover probes (cluster.py): `partition_leader` (Metadata v4),
+`produce` (Produce v3 with any acks, to one partition) and `create_topic` (CreateTopics v4).
+
 A raw client is used so that the measurement is not blurred by a client library's
 connection back-off: it retries every 5 ms.
 """
@@ -15,7 +18,7 @@ import time
 
 import crc32c  # from the compat suite's venv (compat-tests/requirements.txt)
 
-API_PRODUCE, API_METADATA, API_VERSIONS = 0, 3, 18
+API_PRODUCE, API_METADATA, API_VERSIONS, API_CREATE_TOPICS = 0, 3, 18, 19
 API_FIND_COORDINATOR, API_JOIN_GROUP, API_SYNC_GROUP = 10, 11, 14
 CLIENT_ID = b"runnel-bench-probe"
 
@@ -103,9 +106,10 @@ def _metadata(c: Conn, topic: bytes):
     c.request(API_METADATA, 4, struct.pack(">i", 1) + _string(topic) + b"\x01")
 
 
-def _produce(c: Conn, topic: bytes, batch: bytes) -> int:
-    body = (struct.pack(">hhi", -1, 1, 5000) + struct.pack(">i", 1) + _string(topic)
-            + struct.pack(">ii", 1, 0) + struct.pack(">i", len(batch)) + batch)
+def _produce(c: Conn, topic: bytes, batch: bytes, acks: int = 1, partition: int = 0,
+             timeout_ms: int = 5000) -> int:
+    body = (struct.pack(">hhi", -1, acks, timeout_ms) + struct.pack(">i", 1) + _string(topic)
+            + struct.pack(">ii", 1, partition) + struct.pack(">i", len(batch)) + batch)
     resp = c.request(API_PRODUCE, 3, body)
     # [topics: n, name, [partitions: n, index, error_code, ...]]
     pos = 4
@@ -146,3 +150,75 @@ def first_ack(host: str, port: int, topic: str, deadline: float, gave_up=None) -
         finally:
             c.close()
     raise TimeoutError(f"no produce acknowledged by {host}:{port}: {last}")
+
+
+class _Reader:
+    def __init__(self, buf: bytes):
+        self.buf, self.pos = buf, 0
+
+    def take(self, fmt: str):
+        v = struct.unpack_from(fmt, self.buf, self.pos)
+        self.pos += struct.calcsize(fmt)
+        return v[0] if len(v) == 1 else v
+
+    def string(self):
+        n = self.take(">h")
+        if n < 0:
+            return None
+        v = self.buf[self.pos:self.pos + n].decode()
+        self.pos += n
+        return v
+
+    def int32s(self):
+        return [self.take(">i") for _ in range(self.take(">i"))]
+
+
+def partition_leader(c: Conn, topic: str, partition: int):
+    """(leader id, {broker id: (host, port)}) of one partition, from Metadata v4 without
+    auto-creation; leader -1 when the broker names none or does not know the partition."""
+    body = c.request(API_METADATA, 4, struct.pack(">i", 1) + _string(topic.encode()) + b"\x00")
+    r = _Reader(body)
+    r.take(">i")  # throttle_time_ms
+    brokers = {}
+    for _ in range(r.take(">i")):
+        node = r.take(">i")
+        host = r.string()
+        port = r.take(">i")
+        r.string()  # rack
+        brokers[node] = (host, port)
+    r.string()  # cluster_id
+    r.take(">i")  # controller_id
+    leader = -1
+    for _ in range(r.take(">i")):
+        r.take(">h")  # topic error
+        name = r.string()
+        r.take(">b")  # is_internal
+        for _ in range(r.take(">i")):
+            err, index, node = r.take(">hii")
+            r.int32s()  # replicas
+            r.int32s()  # isr
+            if name == topic and index == partition and err == 0:
+                leader = node
+    return leader, brokers
+
+
+def produce(c: Conn, topic: str, partition: int, acks: int, value: bytes = b"x" * 1024) -> int:
+    """One single-record batch to one partition; the partition's error code."""
+    return _produce(c, topic.encode(), record_batch(value), acks=acks, partition=partition)
+
+
+def create_topic(c: Conn, topic: str, partitions: int = 1, replication_factor: int = 1,
+                 timeout_ms: int = 5000) -> int:
+    """CreateTopics v4 for one topic; its error code (0 = created)."""
+    body = (struct.pack(">i", 1) + _string(topic.encode())
+            + struct.pack(">ihii", partitions, replication_factor, 0, 0)
+            + struct.pack(">ib", timeout_ms, 0))
+    r = _Reader(c.request(API_CREATE_TOPICS, 4, body))
+    r.take(">i")  # throttle_time_ms
+    for _ in range(r.take(">i")):
+        name = r.string()
+        err = r.take(">h")
+        r.string()  # error_message
+        if name == topic:
+            return err
+    raise ConnectionError(f"CreateTopics response names no topic {topic}")

@@ -10,6 +10,8 @@
 # ${RUNNEL_CACHE:-~/.cache/runnel}/ref-kafka/<port>/ (server.properties, data/, server.log,
 # stdout.log, pid). `start` on a running broker only prints its address. Jars come from
 # setup/kafka.sh, which this runs first (a no-op when the cache is complete).
+# REFERENCE_KAFKA_LOG_DIRS=N (default 1) gives the broker N log dirs (log.dirs): data/,
+# data2/, ... (the first is metadata.log.dir).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -65,9 +67,14 @@ start() {
     fi
 
     rm -rf "$dir"
+    local log_dirs="$dir/data" n
     mkdir -p "$dir/data"
+    for n in $(seq 2 "${REFERENCE_KAFKA_LOG_DIRS:-1}"); do
+        mkdir -p "$dir/data$n"
+        log_dirs="$log_dirs,$dir/data$n"
+    done
     sed -e "s|@PORT@|$port|g" -e "s|@CONTROLLER_PORT@|$controller_port|g" \
-        -e "s|@LOG_DIR@|$dir/data|g" "$here/kafka/server.properties.template" > "$dir/server.properties"
+        -e "s|@LOG_DIR@|$log_dirs|g" "$here/kafka/server.properties.template" > "$dir/server.properties"
 
     local java_opts=(-cp "$libs/*" -Dlog4j2.configurationFile="$here/kafka/log4j2-broker.xml"
                      -Dkafka.logs.dir="$dir" -Djava.awt.headless=true)
@@ -84,7 +91,10 @@ while True:
         --config "$dir/server.properties" --cluster-id "$cluster_id" > "$dir/format.log" 2>&1 \
         || { cat "$dir/format.log" >&2; return 1; }
 
-    nohup java -Xms256m -Xmx1g -XX:+UseG1GC -XX:MaxGCPauseMillis=20 "${java_opts[@]}" \
+    # Heap and collector: one line shared with the 3-node cluster (cluster/kafka_cluster.py).
+    local heap_opts
+    read -r -a heap_opts < "$here/kafka/broker-jvm.opts"
+    nohup java "${heap_opts[@]}" "${java_opts[@]}" \
         kafka.Kafka "$dir/server.properties" > "$dir/stdout.log" 2>&1 < /dev/null &
     echo $! > "$pidfile"
 

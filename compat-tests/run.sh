@@ -2,7 +2,8 @@
 # The compatibility suite: installs the clients (idempotent, cached under
 # ${RUNNEL_CACHE:-~/.cache/runnel}), then runs
 #   1. pytest over compat-tests/ (kcat, Kafka 4.4 tools, confluent-kafka, kafka-python,
-#      franz-go, durability), each test against its own runnel process;
+#      franz-go, durability, the web console in headless Chromium), each test against
+#      its own runnel process;
 #   2. the container image under testcontainers-rs, the embedded broker and the
 #      subprocess mode (compat-tests/rust/run.sh; starts dockerd);
 #   3. librdkafka's own test suite (allow-listed tests) against one runnel process, and
@@ -20,6 +21,7 @@ bash "$HERE/setup/kafka.sh"
 bash "$HERE/setup/python.sh"
 bash "$HERE/setup/go.sh"
 bash "$HERE/setup/prometheus.sh"
+bash "$HERE/setup/chromium.sh"
 bash "$HERE/librdkafka/setup.sh"
 
 echo "== pytest compat-tests"

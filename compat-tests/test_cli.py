@@ -21,6 +21,9 @@ def run_to_exit(args, env=None, cwd=None, timeout=20):
     (["--advertised-listener", "nohostport"], {}, "advertised_listener"),
     ([], {"RUNNEL_LOG_RETENTION_MS": "-5"}, "log_retention_ms"),
     ([], {"RUNNEL_MIN_INSYNC_REPLICAS": "0"}, "min_insync_replicas"),
+    # The data dir (given below) must be one of the log dirs.
+    (["--log-dirs", "/nonexistent/a,/nonexistent/b"], {}, "log_dirs"),
+    ([], {"RUNNEL_LOG_DIRS": "/nonexistent/a,,/nonexistent/b"}, "log_dirs"),
 ])
 def test_invalid_config_is_refused_naming_the_field(tmp_path, args, env, field):
     r = run_to_exit(args + ["--data-dir", str(tmp_path / "d")], env=env)

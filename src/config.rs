@@ -83,7 +83,14 @@ pub struct BrokerConfig {
     pub inter_broker_advertised_listener: Option<String>,
     /// `ip:port` of the HTTP listener (`/health`, `/ready`, `/metrics`); `None` = off.
     pub http_listen: Option<String>,
+    /// Where the metadata log (and the data dir lock) lives; also a log directory. With
+    /// `log_dirs` unset it is the only log directory, as before `log_dirs` existed.
     pub data_dir: PathBuf,
+    /// Kafka's `log.dirs`: the directories partition logs are spread over (a new
+    /// partition goes to the one holding the fewest). Empty = `data_dir` alone. When set
+    /// it includes `data_dir`, which defaults to its first entry (as Kafka's
+    /// `metadata.log.dir` defaults to the first of `log.dirs`).
+    pub log_dirs: Vec<PathBuf>,
     pub cluster_id: Option<String>,
     pub num_partitions: i32,
     pub default_replication_factor: i16,
@@ -148,6 +155,15 @@ pub struct BrokerConfig {
 
 impl BrokerConfig {
     /// Where this node's controller listener binds, if it has one.
+    /// The log directories, the data dir's first when `log_dirs` is unset.
+    pub fn log_dirs(&self) -> Vec<PathBuf> {
+        if self.log_dirs.is_empty() {
+            vec![self.data_dir.clone()]
+        } else {
+            self.log_dirs.clone()
+        }
+    }
+
     pub fn controller_listen_addr(&self) -> Option<String> {
         self.controller_listen.clone().or_else(|| {
             if self.controller_quorum_voters.len() > 1 {
@@ -157,6 +173,22 @@ impl BrokerConfig {
             }
         })
     }
+}
+
+/// Parse Kafka's `log.dirs` form: `/a,/b,/c`. Empty entries and repeats are refused.
+pub fn parse_log_dirs(s: &str) -> Result<Vec<PathBuf>, String> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
+    for part in s.split(',').map(str::trim) {
+        if part.is_empty() {
+            return Err(format!("`{s}` has an empty entry"));
+        }
+        let dir = PathBuf::from(part);
+        if dirs.contains(&dir) {
+            return Err(format!("`{part}` is listed twice"));
+        }
+        dirs.push(dir);
+    }
+    Ok(dirs)
 }
 
 /// Parse Kafka's `controller.quorum.voters` form: `1@host:port,2@host:port`.
@@ -188,6 +220,7 @@ impl Default for BrokerConfig {
             inter_broker_advertised_listener: None,
             http_listen: Some(DEFAULT_HTTP_LISTEN.into()),
             data_dir: PathBuf::from("./runnel-data"),
+            log_dirs: Vec::new(),
             cluster_id: None,
             num_partitions: 1,
             default_replication_factor: 1,
@@ -243,6 +276,8 @@ pub struct ConfigOverrides {
     /// `ip:port`, or `off` / empty for no HTTP listener.
     pub http_listen: Option<String>,
     pub data_dir: Option<PathBuf>,
+    /// Comma-separated directories (Kafka's `log.dirs`).
+    pub log_dirs: Option<String>,
     pub cluster_id: Option<String>,
     pub num_partitions: Option<i32>,
     pub default_replication_factor: Option<i16>,
@@ -311,7 +346,16 @@ impl BrokerConfig {
     /// Layer `overrides` (applied in order) over the defaults and validate the result.
     pub fn build(layers: &[ConfigOverrides]) -> Result<Self, ConfigError> {
         let mut cfg = BrokerConfig::default();
+        let data_dir_given = layers.iter().any(|o| o.data_dir.is_some());
         for o in layers {
+            if let Some(v) = &o.log_dirs {
+                cfg.log_dirs = parse_log_dirs(v).map_err(|reason| invalid("log_dirs", reason))?;
+                if !data_dir_given {
+                    if let Some(first) = cfg.log_dirs.first() {
+                        cfg.data_dir = first.clone();
+                    }
+                }
+            }
             apply_overrides!(
                 cfg,
                 o,
@@ -431,6 +475,13 @@ impl BrokerConfig {
         }
         if self.data_dir.as_os_str().is_empty() {
             return Err(invalid("data_dir", "must not be empty"));
+        }
+        if !self.log_dirs.is_empty() && !self.log_dirs.contains(&self.data_dir) {
+            let reason = format!(
+                "must include data_dir `{}` (it holds the metadata log; leave data_dir unset to use the first log dir)",
+                self.data_dir.display()
+            );
+            return Err(invalid("log_dirs", reason));
         }
         if self.num_partitions < 1 {
             return Err(invalid("num_partitions", "must be >= 1"));
@@ -707,6 +758,26 @@ mod tests {
         let without_listener =
             ConfigOverrides { inter_broker_advertised_listener: Some("runnel-1:9094".into()), ..Default::default() };
         bad(without_listener, "inter_broker_advertised_listener");
+    }
+
+    #[test]
+    fn log_dirs_default_to_the_data_dir_and_include_it_when_set() {
+        let cfg = BrokerConfig::build(&[]).unwrap();
+        assert_eq!(cfg.log_dirs(), vec![PathBuf::from("./runnel-data")]);
+        let o = ConfigOverrides::from_yaml_str("log_dirs: /a, /b\n").unwrap();
+        let cfg = BrokerConfig::build(&[o]).unwrap();
+        assert_eq!(cfg.log_dirs(), vec![PathBuf::from("/a"), PathBuf::from("/b")]);
+        assert_eq!(cfg.data_dir, PathBuf::from("/a"), "the metadata goes to the first log dir");
+        let o = ConfigOverrides { data_dir: Some("/b".into()), log_dirs: Some("/a,/b".into()), ..Default::default() };
+        assert_eq!(BrokerConfig::build(&[o]).unwrap().data_dir, PathBuf::from("/b"));
+        let bad = |o: ConfigOverrides| {
+            let err = BrokerConfig::build(&[o]).unwrap_err();
+            assert_eq!(err.field(), Some("log_dirs"), "{err}");
+        };
+        bad(ConfigOverrides { data_dir: Some("/c".into()), log_dirs: Some("/a,/b".into()), ..Default::default() });
+        bad(ConfigOverrides { log_dirs: Some("/a,,/b".into()), ..Default::default() });
+        bad(ConfigOverrides { log_dirs: Some("/a,/a".into()), ..Default::default() });
+        bad(ConfigOverrides { log_dirs: Some("".into()), ..Default::default() });
     }
 
     #[test]

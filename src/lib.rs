@@ -25,7 +25,8 @@
 //!   trait that `protocol` implements over TCP.
 //! * [`storage`]: Kafka's on-disk layout: segments of v2 record batches, sparse offset and
 //!   time indexes, recovery, retention; reads planned as file slices under a partition's
-//!   lock and carried out after it; the broker's bounded cache of open segment files.
+//!   lock and carried out after it; the broker's bounded cache of open segment files;
+//!   the log directories (`log.dirs`), where each partition lives and how one moves.
 //!
 //! * [`telemetry`]: KIP-714 client telemetry: the subscriptions clients get, the checks
 //!   on their pushes, and the latest pushed values that `/metrics` shows.

@@ -86,9 +86,14 @@ struct ServeArgs {
     /// `off` = none).
     #[arg(long, env = "RUNNEL_HTTP_LISTEN")]
     http_listen: Option<String>,
-    /// Where partition logs and the metadata log live (Kafka: log.dirs).
+    /// Where the metadata log lives, and partition logs unless --log-dirs spreads them
+    /// (then it is one of the log dirs, by default the first).
     #[arg(long, env = "RUNNEL_DATA_DIR")]
     data_dir: Option<PathBuf>,
+    /// Comma-separated directories to spread partition logs over, e.g. one per disk
+    /// (Kafka: log.dirs); a new partition goes to the one with the fewest.
+    #[arg(long, env = "RUNNEL_LOG_DIRS")]
+    log_dirs: Option<String>,
     /// This broker's id in the cluster (Kafka: node.id), >= 0.
     #[arg(long, env = "RUNNEL_NODE_ID")]
     node_id: Option<i32>,
@@ -243,6 +248,7 @@ impl ServeArgs {
             inter_broker_advertised_listener: self.inter_broker_advertised_listener.clone(),
             http_listen: self.http_listen.clone(),
             data_dir: self.data_dir.clone(),
+            log_dirs: self.log_dirs.clone(),
             cluster_id: self.cluster_id.clone(),
             num_partitions: self.num_partitions,
             default_replication_factor: self.default_replication_factor,
@@ -322,6 +328,7 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("inter_broker_advertised_listener", "the bound inter-broker listener address".to_owned()),
         ("http_listen", d.http_listen.clone().unwrap_or_else(|| "off".to_owned())),
         ("data_dir", d.data_dir.display().to_string()),
+        ("log_dirs", "the data dir alone".to_owned()),
         ("node_id", d.node_id.to_string()),
         ("cluster_id", "random on first start".to_owned()),
         ("num_partitions", d.num_partitions.to_string()),

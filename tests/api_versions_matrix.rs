@@ -91,6 +91,7 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::ElectLeaders => elect_leaders(c, v).await,
         ApiKey::DescribeQuorum => describe_quorum(c, v).await,
         ApiKey::DescribeLogDirs => describe_log_dirs(c, v).await,
+        ApiKey::AlterReplicaLogDirs => alter_replica_log_dirs(c, v).await,
         ApiKey::AlterPartitionReassignments => alter_partition_reassignments(c, v).await,
         ApiKey::ListPartitionReassignments => list_partition_reassignments(c, v).await,
         ApiKey::FindCoordinator => groups::find_coordinator(c, fx.port, v).await,
@@ -703,6 +704,25 @@ async fn describe_log_dirs(c: &mut Client, v: i16) -> anyhow::Result<()> {
     ensure(t.name.0.as_str() == TOPIC && t.partitions.len() == 1 && t.partitions[0].partition_index == 0, || {
         format!("{t:?}")
     })
+}
+
+/// The partition's own log dir (nothing to move) answers NONE; a path that is no log dir
+/// LOG_DIR_NOT_FOUND.
+async fn alter_replica_log_dirs(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::alter_replica_log_dirs_request::{AlterReplicaLogDir, AlterReplicaLogDirTopic};
+    let described = c.try_send(4, DescribeLogDirsRequest::default().with_topics(None)).await?;
+    let own = described.results.first().context("no log dir")?.log_dir.clone();
+    for (path, expected) in [(own, 0), (str("/not/a/log/dir"), 57)] {
+        let req = AlterReplicaLogDirsRequest::default().with_dirs(vec![AlterReplicaLogDir::default()
+            .with_path(path)
+            .with_topics(vec![AlterReplicaLogDirTopic::default()
+                .with_name(TopicName(str(TOPIC)))
+                .with_partitions(vec![0])])]);
+        let resp = c.try_send(v, req).await?;
+        let code = resp.results.first().and_then(|t| t.partitions.first()).map(|p| p.error_code);
+        ensure(code == Some(expected), || format!("expected {expected}: {resp:?}"))?;
+    }
+    Ok(())
 }
 
 /// One node: the replicas it has already (nothing to do), and a cancellation with

@@ -310,3 +310,69 @@ async fn group_endpoints_refuse_bad_input() {
     }
     broker.shutdown().await;
 }
+
+/// The web console's read-only views: topics with watermarks and sizes, a page of records
+/// from an offset or a timestamp, the cluster, and a group's lag per partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn console_views_show_topics_records_groups_and_the_cluster() {
+    let broker = TestBroker::start_with(|c| c.group_min_session_timeout_ms = 1_000).await;
+    let h = http(&broker);
+    assert_eq!(post(h, "/topics", json!({"name": "cv", "partitions": 2})).await.0, 201);
+    let recs: Vec<Value> =
+        (0..4).map(|i| json!({"value": format!("v{i}"), "partition": 0, "timestamp": 1_000 * (i + 1)})).collect();
+    assert_eq!(post(h, "/topics/cv/messages", json!(recs)).await.0, 200);
+
+    let (s, t) = get(h, "/topics").await;
+    assert_eq!(s, 200, "{t}");
+    let cv = t["topics"].as_array().unwrap().iter().find(|t| t["name"] == "cv").expect("topic cv").clone();
+    let p0 = &cv["partitions"][0];
+    assert_eq!((p0["leader"].clone(), p0["replicas"].clone(), p0["isr"].clone()), (json!(1), json!([1]), json!([1])));
+    assert_eq!((p0["earliest"].clone(), p0["latest"].clone()), (json!(0), json!(4)));
+    assert!(p0["size_bytes"].as_u64().unwrap() > 0, "{p0}");
+    assert_eq!(cv["partitions"][1]["latest"], json!(0));
+
+    let (s, page) = get(h, "/topics/cv/partitions/0/records?offset=1&limit=2").await;
+    assert_eq!(s, 200, "{page}");
+    let offsets: Vec<i64> = page["records"].as_array().unwrap().iter().map(|r| r["offset"].as_i64().unwrap()).collect();
+    assert_eq!((offsets, page["next_offset"].clone()), (vec![1, 2], json!(3)));
+    assert_eq!(page["records"][0]["value"], json!("v1"));
+    // The first record at or after 2500 ms is offset 2 (3000 ms).
+    let (s, page) = get(h, "/topics/cv/partitions/0/records?timestamp=2500").await;
+    assert_eq!(
+        (s, page["start_offset"].clone(), page["records"][0]["timestamp"].clone()),
+        (200, json!(2), json!(3000))
+    );
+    assert_eq!(page["records"].as_array().unwrap().len(), 2);
+    refused(get(h, "/topics/cv/partitions/0/records?offset=5").await, 416, "offset");
+    refused(get(h, "/topics/cv/partitions/0/records?limit=501").await, 400, "limit");
+    refused(get(h, "/topics/cv/partitions/0/records?offset=1&timestamp=1").await, 400, "timestamp");
+    refused(get(h, "/topics/cv/partitions/2/records").await, 404, "partition");
+
+    let (s, c) = get(h, "/cluster").await;
+    assert_eq!(s, 200, "{c}");
+    assert_eq!((c["controller_id"].clone(), c["brokers"][0]["controller"].clone()), (json!(1), json!(true)));
+
+    // An HTTP member holding both partitions commits 1 on partition 0: lag 3 there.
+    let join = json!({"consumer_id": "m", "topics": ["cv"], "session_timeout_ms": 5000});
+    let (s, j) = post(h, "/consumer-groups/cvg/join", join).await;
+    assert_eq!(s, 200, "{j}");
+    let commit = json!({"consumer_id": "m", "offsets": [{"topic": "cv", "partition": 0, "offset": 1}]});
+    assert_eq!(post(h, "/consumer-groups/cvg/commit", commit).await.0, 200);
+    let (s, gs) = get(h, "/consumer-groups").await;
+    assert_eq!(
+        (s, gs["groups"][0]["group_id"].clone(), gs["groups"][0]["state"].clone()),
+        (200, json!("cvg"), json!("Stable"))
+    );
+    let (s, g) = get(h, "/consumer-groups/cvg").await;
+    assert_eq!(s, 200, "{g}");
+    assert_eq!(g["members"][0]["client_id"], json!("m"), "{g}");
+    assert_eq!(g["members"][0]["assignment"], json!([{"topic": "cv", "partitions": [0, 1]}]), "{g}");
+    let lag: Vec<(Value, Value, Value)> = g["offsets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|o| (o["committed"].clone(), o["latest"].clone(), o["lag"].clone()))
+        .collect();
+    assert_eq!(lag, vec![(json!(1), json!(4), json!(3)), (Value::Null, json!(0), Value::Null)], "{g}");
+    refused(get(h, "/consumer-groups/nobody").await, 404, "group");
+}

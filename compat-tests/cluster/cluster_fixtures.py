@@ -78,3 +78,20 @@ def cluster3(tmp_path, runnel_bin):
 @pytest.fixture
 def cluster5(tmp_path, runnel_bin):
     yield from start_cluster(tmp_path, runnel_bin, 5)
+
+
+def start_kafka(tmp_path, size):
+    """`size` Apache Kafka 4.4 nodes (broker+controller each) in the same harness as
+    `start_cluster`: namespaces n1..n<size> and a client namespace on a bridge, node i+1
+    on n<i+1>:9092 (controller :9093). Yields (net, nodes); stops them (SIGKILL: the data
+    is thrown away) and removes the network at the end."""
+    import kafka_cluster
+    hosts = [f"n{i + 1}" for i in range(size)]
+    net = netns.Network(hosts + ["client"]).up()
+    nodes = []
+    try:
+        nodes = kafka_cluster.start_kafka_cluster(net, hosts, tmp_path)
+        yield net, nodes
+    finally:
+        kafka_cluster.stop_all(nodes, grace=0)
+        net.down()

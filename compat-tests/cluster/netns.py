@@ -37,6 +37,16 @@ def available():
     return None
 
 
+def die_with_parent():
+    """A Popen preexec_fn: the child gets SIGKILL when the thread that started it ends
+    (prctl PR_SET_PDEATHSIG, kept across exec), so a harness that dies or is killed never
+    leaves brokers running. Start such children from the main thread."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    PR_SET_PDEATHSIG = 1
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
 def pid_alive(pid):
     try:
         os.kill(pid, 0)
@@ -146,7 +156,7 @@ class Network:
 class Node:
     """One runnel broker process in its namespace."""
 
-    def __init__(self, net, host, binary, data_dir, port=9092, extra_args=()):
+    def __init__(self, net, host, binary, data_dir, port=9092, extra_args=(), die_with_parent=False):
         self.net, self.host, self.binary = net, host, binary
         self.data_dir = Path(data_dir)
         self.port = port
@@ -154,6 +164,7 @@ class Node:
         self.proc = None
         self.log_path = self.data_dir.parent / f"{host}.log"
         self.starts = 0
+        self.die_with_parent = die_with_parent
 
     @property
     def address(self):
@@ -165,7 +176,8 @@ class Node:
     def launch(self):
         log = open(self.log_path, "ab")
         args = [self.binary, "--listen", self.address, "--data-dir", self.data_dir] + self.extra_args
-        self.proc = self.net.popen(self.host, args, stdout=log, stderr=subprocess.STDOUT)
+        kw = {"preexec_fn": die_with_parent} if self.die_with_parent else {}
+        self.proc = self.net.popen(self.host, args, stdout=log, stderr=subprocess.STDOUT, **kw)
         self.starts += 1
         return self
 

@@ -9,6 +9,7 @@ NO_ID = None  # kafka-python decodes the all-zero UUID as None
 # Kafka error codes used in the expectations.
 NONE = 0
 OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
 UNKNOWN_TOPIC_OR_PARTITION = 3
 MESSAGE_TOO_LARGE = 10
 INVALID_TOPIC_EXCEPTION = 17
@@ -18,6 +19,7 @@ INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
 INVALID_CONFIG = 40
 INVALID_REQUEST = 42
+INVALID_RECORD = 87
 UNKNOWN_TOPIC_ID = 100
 
 # DescribeConfigs config sources

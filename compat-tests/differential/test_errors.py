@@ -3,10 +3,10 @@ import pytest
 
 from . import kwire
 from .helpers import (
-    INVALID_CONFIG, INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION,
+    CORRUPT_MESSAGE, INVALID_CONFIG, INVALID_PARTITIONS, INVALID_RECORD, INVALID_REPLICATION_FACTOR, INVALID_TOPIC_EXCEPTION,
     MESSAGE_TOO_LARGE, NO_ID, OFFSET_OUT_OF_RANGE, TOPIC_ALREADY_EXISTS, UNKNOWN_TOPIC_ID,
     UNKNOWN_TOPIC_OR_PARTITION, UNSUPPORTED_VERSION, create_topic, delete_records, fetch, list_offsets, produce,
-    produce_ok, random_uuid, wait_ready,
+    produce_batch, produce_ok, random_uuid, wait_ready,
 )
 
 
@@ -215,6 +215,32 @@ def test_produce_batch_too_large_for_broker_default(conn, topic):
     p = produce(conn, topic, [b"x" * (1024 * 1024 + 100)])
     assert p["error_code"] == MESSAGE_TOO_LARGE
     produce_ok(conn, topic, [b"x" * (1024 * 1024 - 200)])
+
+
+FRAMINGS = {
+    # name: (records from one good batch, the error code Kafka 4.4 answers)
+    "two batches": (lambda one: one + kwire.record_batch([b"b"]), INVALID_RECORD),
+    "no bytes": (lambda one: b"", INVALID_RECORD),
+    "magic 1": (lambda one: one[:16] + bytes([1]) + one[17:], INVALID_RECORD),
+    "truncated batch": (lambda one: one[:-5], INVALID_RECORD),
+    "length beyond the data": (lambda one: one[:8] + (10_000).to_bytes(4, "big") + one[12:], INVALID_RECORD),
+    "length below any batch": (lambda one: one[:8] + (10).to_bytes(4, "big") + one[12:], CORRUPT_MESSAGE),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(FRAMINGS))
+def test_produce_partition_records_not_exactly_one_v2_batch(conn, topic, shape):
+    """Kafka's ProduceRequest.validateRecords (v3+): a partition's records must be exactly
+    one batch of magic 2, all its bytes present; otherwise that partition gets
+    INVALID_RECORD (CORRUPT_MESSAGE for a length no batch can have) and nothing of it is
+    appended. No client sends two batches for one partition; a broker that took them
+    would append what no producer's sequence bookkeeping covers."""
+    create_topic(conn, topic)
+    build, code = FRAMINGS[shape]
+    p = produce_batch(conn, topic, build(kwire.record_batch([b"a"])))
+    assert (p["error_code"], p["base_offset"]) == (code, -1)
+    assert list_offsets(conn, topic, -1)["offset"] == 0
+    assert produce_ok(conn, topic, [b"c"]) == 0
 
 
 def test_offsets_out_of_range(conn, topic):

@@ -131,6 +131,9 @@ pub struct Controller {
     controller_addr: Option<SocketAddr>,
     /// The listener and the background loops; taken (and awaited) by `shutdown`.
     tasks: Mutex<Vec<JoinHandle<()>>>,
+    /// Set by `shutdown`, so that the drop does not stop Raft a second time (openraft
+    /// warns "Double call to Raft::shutdown()").
+    stopped: std::sync::atomic::AtomicBool,
 }
 
 impl Controller {
@@ -249,7 +252,13 @@ impl Controller {
                 tasks.push(tokio::spawn(admin::rebalance_leaders(Arc::downgrade(&core), interval)));
             }
         }
-        let controller = Controller { core, runtime: Handle::current(), controller_addr, tasks: Mutex::new(tasks) };
+        let controller = Controller {
+            core,
+            runtime: Handle::current(),
+            controller_addr,
+            tasks: Mutex::new(tasks),
+            stopped: std::sync::atomic::AtomicBool::new(false),
+        };
         if fold_base {
             // From now on the Raft state holds everything; metadata.log is history.
             controller.snapshot().await?;
@@ -321,6 +330,9 @@ impl Controller {
     /// Stop taking part in the quorum: the listener closes (its port is free again when
     /// this returns: the aborted tasks are awaited) and Raft stops.
     pub async fn shutdown(&self) {
+        if self.stopped.swap(true, std::sync::atomic::Ordering::AcqRel) {
+            return;
+        }
         let tasks = std::mem::take(&mut *self.tasks.lock().unwrap_or_else(|e| e.into_inner()));
         tasks.iter().for_each(JoinHandle::abort);
         for task in tasks {
@@ -428,6 +440,9 @@ impl Controller {
 impl Drop for Controller {
     fn drop(&mut self) {
         self.tasks.lock().unwrap_or_else(|e| e.into_inner()).iter().for_each(JoinHandle::abort);
+        if self.stopped.load(std::sync::atomic::Ordering::Acquire) {
+            return;
+        }
         let raft = self.core.raft.clone();
         self.runtime.spawn(async move {
             let _ = raft.shutdown().await;

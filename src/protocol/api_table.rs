@@ -43,7 +43,14 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
         "move replicas; new ones catch up before old ones leave (`kafka-reassign-partitions`)",
     ),
     (ApiKey::ListPartitionReassignments, "reassignments in progress"),
-    (ApiKey::DescribeLogDirs, "one log directory (the data dir), partition sizes, the volume's total and usable bytes"),
+    (
+        ApiKey::DescribeLogDirs,
+        "every log directory (`log_dirs`), partition sizes, moves as future replicas, the volume's total and usable bytes",
+    ),
+    (
+        ApiKey::AlterReplicaLogDirs,
+        "move a partition to another log directory while it serves (`kafka-reassign-partitions` with `log_dirs`)",
+    ),
 ];
 
 const CLUSTER: &str = "cluster issue";
@@ -51,7 +58,6 @@ const TRANSACTIONS: &str = "transactions: a feature of its own, later";
 const KIP_848: &str = "KIP-848 consumer groups: a feature of its own, later";
 const SECURITY: &str = "SASL/ACLs/SCRAM/quotas: security features of their own, later";
 const SHARE_GROUPS: &str = "KIP-932 share groups: not planned yet";
-const LOG_DIRS: &str = "several log directories (`log.dirs`): issue 12";
 
 /// Client-facing APIs kafka-protocol defines that runnel does not serve: (API, plan).
 /// They are not advertised; a request for one closes the connection (`protocol::handle_frame`).
@@ -80,7 +86,6 @@ pub const NOT_SERVED: &[(ApiKey, &str)] = &[
     (ApiKey::RenewDelegationToken, SECURITY),
     (ApiKey::ExpireDelegationToken, SECURITY),
     (ApiKey::DescribeDelegationToken, SECURITY),
-    (ApiKey::AlterReplicaLogDirs, LOG_DIRS),
     (ApiKey::ShareGroupHeartbeat, SHARE_GROUPS),
     (ApiKey::ShareGroupDescribe, SHARE_GROUPS),
     (ApiKey::ShareFetch, SHARE_GROUPS),

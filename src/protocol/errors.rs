@@ -41,7 +41,7 @@ pub fn partition_error(e: &PartitionError) -> ResponseError {
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
         // Kafka's DelayedProduce answers REQUEST_TIMED_OUT when acks=all is not met in time.
         PartitionError::ReplicationTimedOut(_) => ResponseError::RequestTimedOut,
-        PartitionError::FlushFailed(_) => ResponseError::KafkaStorageError,
+        PartitionError::FlushFailed(_) | PartitionError::LogDirOffline => ResponseError::KafkaStorageError,
         // Retriable: the producer finds the (new) leader and retries; an idempotent one
         // gets its original offsets back if the write had been kept.
         PartitionError::ShuttingDown => ResponseError::NotLeaderOrFollower,

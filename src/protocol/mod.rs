@@ -207,6 +207,9 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             ResponseKind::ListPartitionReassignments(reassignments::list(ctx, r, v))
         }
         RequestKind::DescribeLogDirs(r) => ResponseKind::DescribeLogDirs(describe_log_dirs::handle(ctx, r, v)),
+        RequestKind::AlterReplicaLogDirs(r) => {
+            ResponseKind::AlterReplicaLogDirs(alter_replica_log_dirs::handle(ctx, r, v))
+        }
         RequestKind::DescribeQuorum(r) => ResponseKind::DescribeQuorum(describe_quorum::handle(ctx, r, v).await),
         RequestKind::DeleteRecords(r) => ResponseKind::DeleteRecords(delete_records::handle(ctx, r, v)),
         RequestKind::OffsetForLeaderEpoch(r) => {

@@ -121,7 +121,7 @@ fn cluster(dir: &Path, image: &MetadataImage, replicas: &[i32]) -> (Cluster, Has
         let mut broker = BrokerConfig::build(&[]).unwrap();
         broker.node_id = node_id;
         broker.data_dir = dir.join(format!("broker-{node_id}"));
-        let manager = Arc::new(ReplicaManager::new(&broker, system_clock()));
+        let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
         manager.apply_image(image, manager.now_ms()).unwrap();
         cluster.nodes.lock().unwrap().insert(node_id, manager.clone());
         let mut node = Node { manager, fetchers: None };
@@ -333,7 +333,7 @@ async fn a_restarted_leader_exposes_nothing_its_followers_have_not_confirmed() {
     // Broker 1 restarts (the high watermark is not persisted).
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.path().join("broker-1");
-    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()));
+    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
     manager.apply_image(&img, manager.now_ms()).unwrap();
     let p = manager.partition(&TOPIC_ID, 0).unwrap();
     assert_eq!(p.log_end_offset(), 9);
@@ -363,7 +363,7 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     let clock = now.clone();
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.path().to_owned();
-    let manager = ReplicaManager::new(&broker, Arc::new(move || clock.load(Ordering::SeqCst)));
+    let manager = ReplicaManager::new(&broker, Arc::new(move || clock.load(Ordering::SeqCst))).unwrap();
     let sink = Arc::new(Proposals::default());
     manager.set_isr_sink(sink.clone());
     manager.apply_image(&image(&[1, 2, 3], 1, 0), 1_000).unwrap();

@@ -9,7 +9,7 @@
 //! appends and reads go on while the disk works.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -60,6 +60,8 @@ pub enum PartitionError {
     LeaderEpochChanged { fetched: i32, current: i32 },
     #[error("the leader answered the replica fetch with: {0}")]
     Replica(super::replica_fetch::ReplicaFetchError),
+    #[error("the log directory of this partition is offline after an I/O error")]
+    LogDirOffline,
     #[error("fetched from offset {fetch_offset}, but the log end offset is now {log_end_offset}")]
     FetchOffsetMoved { fetch_offset: i64, log_end_offset: i64 },
 }
@@ -119,6 +121,11 @@ pub(super) struct PartitionState {
     /// The ISR as the last applied metadata gave it, leader or follower; empty until the
     /// first. What a new leader compares against to tell an unclean election.
     metadata_isr: Vec<i32>,
+    /// Moves to another log directory so far: a cleaner pass planned before one is void.
+    moves: u64,
+    /// Whether the log directory holding the partition is offline: shared by every
+    /// partition of that directory, set by the first of them to hit an I/O error.
+    log_dir_offline: Arc<AtomicBool>,
 }
 
 /// Which partition: topic name, topic id, partition number.
@@ -133,7 +140,6 @@ pub struct Partition {
     pub topic: String,
     pub topic_id: Uuid,
     pub index: i32,
-    pub dir: PathBuf,
     state: Mutex<PartitionState>,
     /// One fsync at a time per partition; a caller that waited here finds its offset
     /// already covered by the fsync it waited behind (group commit).
@@ -162,7 +168,6 @@ impl Partition {
             topic: topic.to_owned(),
             topic_id,
             index,
-            dir,
             state: Mutex::new(PartitionState {
                 log,
                 config,
@@ -177,6 +182,8 @@ impl Partition {
                 flushed_through: leo,
                 deleted: false,
                 metadata_isr: Vec::new(),
+                moves: 0,
+                log_dir_offline: Arc::new(AtomicBool::new(false)),
             }),
             flush_lock: tokio::sync::Mutex::new(()),
             bytes_in: AtomicU64::new(0),
@@ -202,6 +209,22 @@ impl Partition {
 
     pub fn config(&self) -> PartitionConfig {
         self.lock().config.clone()
+    }
+
+    /// The offline flag of the log directory now holding the partition (see
+    /// `PartitionState::log_dir_offline`).
+    pub fn set_log_dir_flag(&self, flag: Arc<AtomicBool>) {
+        self.lock().log_dir_offline = flag;
+    }
+
+    /// Whether the partition's log directory is offline.
+    pub fn log_dir_offline(&self) -> bool {
+        self.lock().log_dir_offline.load(Ordering::Relaxed)
+    }
+
+    /// The partition's directory (it changes when the partition moves to another log dir).
+    pub fn dir(&self) -> PathBuf {
+        self.lock().log.dir().to_owned()
     }
 
     /// The controller did not commit `proposal` (refused, say, because the follower to add
@@ -283,6 +306,7 @@ impl Partition {
         if s.role != Role::Leader {
             return Err(PartitionError::NotLeaderOrFollower);
         }
+        s.check_online()?;
         // Sequence checks against a scratch copy so a rejected request changes nothing.
         let mut duplicate = None;
         for h in headers {
@@ -318,7 +342,7 @@ impl Partition {
             }
         }
         let epoch = s.leader_epoch;
-        let info = s.log.append(records, epoch, now_ms)?;
+        let info = s.log.append(records, epoch, now_ms).map_err(|e| s.on_storage_error(self, e))?;
         let mut offset = info.base_offset;
         for h in headers {
             let count = i64::from(h.last_offset_delta) + 1;
@@ -356,10 +380,14 @@ impl Partition {
             s.flushed_through = s.flushed_through.max(s.log.recovery_point());
             return Ok(());
         };
-        tokio::task::spawn_blocking(move || crate::metrics::timed_fsync(|| file.sync_data()))
+        let synced = tokio::task::spawn_blocking(move || crate::metrics::timed_fsync(|| file.sync_data()))
             .await
-            .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?
-            .map_err(PartitionError::FlushFailed)?;
+            .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?;
+        if let Err(e) = synced {
+            let s = self.lock();
+            s.take_log_dir_offline(self, &e);
+            return Err(PartitionError::FlushFailed(e));
+        }
         let mut s = self.lock();
         s.log.mark_flushed(log_end_offset);
         s.flushed_through = s.flushed_through.max(log_end_offset);
@@ -397,8 +425,9 @@ impl Partition {
         if s.deleted || (leader_only && s.role != Role::Leader) {
             return Err(PartitionError::NotLeaderOrFollower);
         }
+        s.check_online()?;
         let hw = s.high_watermark();
-        let records = s.log.read_slices(offset, max_bytes, hw)?;
+        let records = s.log.read_slices(offset, max_bytes, hw).map_err(|e| s.on_storage_error(self, e))?;
         self.bytes_out.fetch_add(records.len() as u64, Ordering::Relaxed);
         Ok(FetchResult {
             records,
@@ -505,27 +534,28 @@ impl Partition {
     /// One log cleaner pass (compacted topics only). The partition is locked only to plan
     /// the pass and to swap the cleaned segments in, not while they are written.
     pub fn clean(&self, now_ms: i64) -> Result<Option<CleanStats>, PartitionError> {
-        let Some(prepared) = self.prepare_clean(now_ms)? else { return Ok(None) };
-        self.finish_clean(prepared)
+        let Some((prepared, moves)) = self.prepare_clean(now_ms)? else { return Ok(None) };
+        self.finish_clean(prepared, moves)
     }
 
     /// Plans under the lock, then writes the cleaned segments without it.
-    fn prepare_clean(&self, now_ms: i64) -> Result<Option<PreparedClean>, PartitionError> {
-        let plan = {
+    fn prepare_clean(&self, now_ms: i64) -> Result<Option<(PreparedClean, u64)>, PartitionError> {
+        let (plan, moves) = {
             let s = self.lock();
             if s.deleted {
                 return Ok(None);
             }
-            s.log.plan_clean(now_ms)
+            (s.log.plan_clean(now_ms), s.moves)
         };
         let Some(plan) = plan else { return Ok(None) };
-        Ok(Some(plan.prepare(now_ms)?))
+        Ok(Some((plan.prepare(now_ms)?, moves)))
     }
 
-    /// Swaps the cleaned segments in, unless the topic was deleted meanwhile.
-    fn finish_clean(&self, prepared: PreparedClean) -> Result<Option<CleanStats>, PartitionError> {
+    /// Swaps the cleaned segments in, unless the topic was deleted or the partition moved
+    /// to another log directory meanwhile (the output is in the old one).
+    fn finish_clean(&self, prepared: PreparedClean, moves: u64) -> Result<Option<CleanStats>, PartitionError> {
         let mut s = self.lock();
-        if s.deleted {
+        if s.deleted || s.moves != moves {
             prepared.discard();
             return Ok(None);
         }
@@ -576,6 +606,31 @@ impl Partition {
 }
 
 impl PartitionState {
+    fn check_online(&self) -> Result<(), PartitionError> {
+        if self.log_dir_offline.load(Ordering::Relaxed) {
+            Err(PartitionError::LogDirOffline)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// An I/O error of the log (disk full, read-only, removed): the whole log directory
+    /// goes offline, as Kafka's LogDirFailureChannel takes it; other errors pass through.
+    fn on_storage_error(&self, p: &Partition, e: StorageError) -> PartitionError {
+        if let StorageError::Io(io) = &e {
+            self.take_log_dir_offline(p, io);
+        }
+        PartitionError::Storage(e)
+    }
+
+    fn take_log_dir_offline(&self, p: &Partition, e: &std::io::Error) {
+        if !self.log_dir_offline.swap(true, Ordering::Relaxed) {
+            let dir = self.log.dir().parent().map(|d| d.display().to_string()).unwrap_or_default();
+            tracing::error!(log_dir = %dir, topic = %p.topic, partition = p.index, error = %e,
+                "I/O error in a log dir: taking it offline; its partitions answer KAFKA_STORAGE_ERROR, the other dirs keep serving");
+        }
+    }
+
     fn end_offset_for_epoch(&self, epoch: i32) -> Option<(i32, i64)> {
         let leo = self.log.log_end_offset();
         match self.log.end_offset_for_epoch(epoch) {
@@ -623,6 +678,7 @@ impl PartitionState {
     }
 }
 
+mod log_move;
 mod replica;
 pub use replica::{FollowerFetchState, ReplicaRead};
 

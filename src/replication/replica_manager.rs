@@ -31,6 +31,7 @@ use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, PartitionImage, TopicImage};
 use crate::storage::file_cache::{self, FileCache};
+use crate::storage::log_dirs::{LogDirs, LogDirsError};
 
 /// Kafka's `replica.lag.time.max.ms` default: a follower not caught up for this long
 /// leaves the ISR.
@@ -40,7 +41,8 @@ pub const REPLICA_LAG_TIME_MAX_MS: i64 = 30_000;
 pub const METADATA_DIR: &str = "__cluster_metadata-0";
 
 pub struct ReplicaManager {
-    data_dir: PathBuf,
+    /// The log directories (Kafka's `log.dirs`) and which holds each partition.
+    log_dirs: LogDirs,
     broker: BrokerConfig,
     /// This broker: a partition is local when the image lists it among the replicas,
     /// led here when it is the leader, followed otherwise.
@@ -64,6 +66,9 @@ pub struct ReplicaManager {
     files: Arc<FileCache>,
     /// Partitions opened by `prepare` for the commit under way, taken by `apply_delta`.
     prepared: Mutex<HashMap<(Uuid, i32), Partition>>,
+    /// Partitions moving to another log directory: (topic id, partition) → the index of
+    /// the log directory they go to (AlterReplicaLogDirs; a later request replaces it).
+    moves: Arc<Mutex<HashMap<(Uuid, i32), usize>>>,
 }
 
 /// Wall-clock milliseconds.
@@ -92,8 +97,12 @@ impl MetadataListener for ReplicaManager {
             );
         }
         drop(map);
-        let results = open_in_parallel(&new, |(topic, pi, config)| {
-            let dir = self.partition_dir(&topic.name, pi.partition);
+        // Placed one after another, so that each sees the others' choices.
+        let dirs: Vec<PathBuf> =
+            new.iter().map(|(topic, pi, _)| self.partition_dir(&topic.name, pi.partition)).collect();
+        let jobs: Vec<_> = new.iter().zip(dirs).collect();
+        let results = open_in_parallel(&jobs, |((topic, pi, config), dir)| {
+            let dir = dir.clone();
             let created = !dir.exists();
             let id = PartitionId { topic: &topic.name, topic_id: topic.topic_id, index: pi.partition };
             let opened = Partition::open(id, dir.clone(), config.clone(), pi.leader_epoch, now_ms, &self.files);
@@ -107,7 +116,7 @@ impl MetadataListener for ReplicaManager {
                 Err(e) => {
                     tracing::error!(topic = %topic.name, partition = pi.partition, error = %e, "cannot open new partition; refusing the change");
                     if created {
-                        remove_partition_dir(&dir);
+                        self.remove_partition_dir(&dir);
                     }
                     failed = failed.or(Some(format!("cannot open partition {}-{}: {e}", topic.name, pi.partition)));
                 }
@@ -115,13 +124,16 @@ impl MetadataListener for ReplicaManager {
         }
         if let Some(e) = failed {
             for (_, p, created) in opened {
-                let dir = p.dir.clone();
+                let dir = p.dir();
                 drop(p);
                 if created {
-                    remove_partition_dir(&dir);
+                    self.remove_partition_dir(&dir);
                 }
             }
             return Err(e);
+        }
+        for (_, p, _) in &opened {
+            self.attach_log_dir(p);
         }
         let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
         prepared.extend(opened.into_iter().map(|(key, p, _)| (key, p)));
@@ -133,9 +145,9 @@ impl MetadataListener for ReplicaManager {
             self.prepared.lock().unwrap_or_else(|e| e.into_inner()).drain().map(|(_, p)| p).collect();
         for p in stale {
             // Opened for a change that was not committed: its directory is new and empty.
-            let dir = p.dir.clone();
+            let dir = p.dir();
             drop(p);
-            remove_partition_dir(&dir);
+            self.remove_partition_dir(&dir);
         }
     }
 
@@ -147,9 +159,12 @@ impl MetadataListener for ReplicaManager {
 }
 
 impl ReplicaManager {
-    pub fn new(broker: &BrokerConfig, clock: Clock) -> ReplicaManager {
-        ReplicaManager {
-            data_dir: broker.data_dir.clone(),
+    /// Opens the log directories (finishing or forgetting moves a crash interrupted) and
+    /// refuses a partition found in two of them.
+    pub fn new(broker: &BrokerConfig, clock: Clock) -> Result<ReplicaManager, LogDirsError> {
+        let log_dirs = LogDirs::open(&broker.log_dirs(), &[METADATA_DIR])?;
+        Ok(ReplicaManager {
+            log_dirs,
             broker: broker.clone(),
             node_id: broker.node_id,
             partitions: RwLock::new(HashMap::new()),
@@ -161,7 +176,70 @@ impl ReplicaManager {
             files: FileCache::new(file_cache::capacity_for(broker.max_open_log_files)),
             prepared: Mutex::new(HashMap::new()),
             leadership: LeadershipCounters::default(),
+            moves: Arc::new(Mutex::new(HashMap::new())),
+        })
+    }
+
+    /// The log directories.
+    pub fn log_dirs(&self) -> &LogDirs {
+        &self.log_dirs
+    }
+
+    /// Gives `p` the offline flag of the log directory holding it.
+    fn attach_log_dir(&self, p: &Partition) {
+        if let Some(i) = self.log_dirs.index_of_partition_dir(&p.dir()) {
+            p.set_log_dir_flag(self.log_dirs.offline_flag(i));
         }
+    }
+
+    /// Partitions moving between log directories: (partition, index of the destination).
+    pub fn moving(&self) -> Vec<(Arc<Partition>, usize)> {
+        let moves = self.moves.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        moves.into_iter().filter_map(|((id, index), to)| Some((self.partition(&id, index)?, to))).collect()
+    }
+
+    /// AlterReplicaLogDirs for one local partition: moves it to log directory `to` in the
+    /// background while it serves (see `partition/log_move.rs`). Returns at once, as
+    /// Kafka does once the future log exists; DescribeLogDirs shows the move until done.
+    /// A partition already moving changes destination for its next pass.
+    pub fn move_partition(self: &Arc<Self>, partition: &Arc<Partition>, to: usize) {
+        let key = (partition.topic_id, partition.index);
+        let name = format!("{}-{}", partition.topic, partition.index);
+        let already_there = self.log_dirs.index_holding(&name) == Some(to);
+        {
+            let mut moves = self.moves.lock().unwrap_or_else(|e| e.into_inner());
+            if already_there && !moves.contains_key(&key) {
+                return;
+            }
+            if moves.insert(key, to).is_some() {
+                return; // the running task picks the new destination up
+            }
+        }
+        let manager = Arc::clone(self);
+        let partition = Arc::clone(partition);
+        tokio::task::spawn_blocking(move || loop {
+            let Some(to) = manager.moves.lock().unwrap_or_else(|e| e.into_inner()).get(&key).copied() else {
+                return;
+            };
+            let dest = manager.log_dirs.dirs()[to].clone();
+            match partition.move_to(&dest, manager.now_ms(), &manager.files) {
+                Ok(_) if partition.is_deleted() => {}
+                Ok(dir) => {
+                    manager.log_dirs.moved(&name, to);
+                    manager.attach_log_dir(&partition);
+                    tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), "moved partition to another log dir");
+                }
+                Err(e) => {
+                    tracing::error!(topic = %partition.topic, partition = partition.index, dest = %dest.display(), error = %e, "moving partition to another log dir failed");
+                }
+            }
+            let mut moves = manager.moves.lock().unwrap_or_else(|e| e.into_inner());
+            // Done unless a request asked for another destination meanwhile.
+            if moves.get(&key) == Some(&to) || partition.is_deleted() {
+                moves.remove(&key);
+                return;
+            }
+        });
     }
 
     /// The open-file cache shared by the local partitions.
@@ -174,8 +252,13 @@ impl ReplicaManager {
         &self.pool
     }
 
+    /// Where a partition's directory is, or goes if it is new: the log directory
+    /// holding it, else the one holding the fewest partitions.
     pub fn partition_dir(&self, topic: &str, partition: i32) -> PathBuf {
-        self.data_dir.join(format!("{topic}-{partition}"))
+        let name = format!("{topic}-{partition}");
+        self.log_dirs
+            .place(&name, |i| !self.log_dirs.is_offline(i))
+            .unwrap_or_else(|| self.log_dirs.dirs()[0].join(&name))
     }
 
     /// A topic's settings, typed: its overrides over the broker defaults.
@@ -238,6 +321,7 @@ impl ReplicaManager {
                             Some(p) => p,
                             None => Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?,
                         };
+                        self.attach_log_dir(&p);
                         roles_changed |= self.set_role(&p, pi, now_ms);
                         parts.insert(pi.partition, Arc::new(p));
                     }
@@ -278,7 +362,7 @@ impl ReplicaManager {
     fn close_and_delete(&self, p: &Partition) {
         p.mark_deleted();
         self.purgatory.wake(p.key());
-        remove_partition_dir(&p.dir);
+        self.remove_partition_dir(&p.dir());
     }
 
     /// Bumped whenever a local partition changes role, leader or leader epoch, or goes.
@@ -339,7 +423,7 @@ impl ReplicaManager {
     /// Delete partition directories left behind by topics the image no longer has
     /// (a crash between the metadata commit of a deletion and the file removal).
     pub fn remove_orphans(&self, image: &MetadataImage) {
-        let Ok(entries) = std::fs::read_dir(&self.data_dir) else { return };
+        let entries = self.log_dirs.dirs().iter().filter_map(|d| std::fs::read_dir(d).ok()).flatten();
         for e in entries.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
             if name == METADATA_DIR || !e.path().is_dir() {
@@ -355,7 +439,7 @@ impl ReplicaManager {
             let known = image.topic(topic).and_then(|t| t.partitions.get(part)).is_some_and(|pi| self.is_local(pi));
             if !known {
                 tracing::warn!(dir = %e.path().display(), "removing partition directory of a topic that does not exist");
-                remove_partition_dir(&e.path());
+                self.remove_partition_dir(&e.path());
             }
         }
     }
@@ -529,7 +613,17 @@ fn open_in_parallel<T: Sync, R: Send>(jobs: &[T], open: impl Fn(&T) -> R + Sync)
     })
 }
 
-fn remove_partition_dir(dir: &Path) {
+impl ReplicaManager {
+    /// Removes a partition's directory and forgets where it was.
+    fn remove_partition_dir(&self, dir: &Path) {
+        if let Some(name) = dir.file_name() {
+            self.log_dirs.forget(&name.to_string_lossy());
+        }
+        remove_dir(dir);
+    }
+}
+
+fn remove_dir(dir: &Path) {
     if let Err(e) = std::fs::remove_dir_all(dir) {
         if e.kind() != std::io::ErrorKind::NotFound {
             tracing::error!(dir = %dir.display(), error = %e, "failed to delete partition directory");

@@ -6,7 +6,7 @@
 //!   the reason otherwise.
 //! * `GET /metrics`: the Prometheus text format ([`super::metrics`]).
 //! * The HTTP API ([`super::http_api`]): produce, topics, consumer groups,
-//!   `/openapi.json`.
+//!   `/openapi.json`, and the web console at `/`.
 //!
 //! Anything else is a 404 (unknown path) or 405 (wrong method); malformed HTTP is
 //! answered 400 by hyper. The listener is bound at start, before the slower parts, so

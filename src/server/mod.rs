@@ -45,6 +45,8 @@ pub enum StartError {
     Metadata(#[from] ControllerError),
     #[error("cannot open partitions: {0}")]
     Partitions(#[from] PartitionError),
+    #[error("{0}")]
+    LogDirs(#[from] crate::storage::log_dirs::LogDirsError),
 }
 
 /// A running broker. Dropping it stops accepting and closes connections; call
@@ -73,6 +75,8 @@ pub struct Broker {
     incarnation: uuid::Uuid,
     /// Held for the broker's lifetime: one process per data dir.
     _lock: std::fs::File,
+    /// The same for every other log dir.
+    _log_dir_locks: Vec<std::fs::File>,
 }
 
 impl Broker {
@@ -95,6 +99,13 @@ impl Broker {
         std::fs::create_dir_all(&config.data_dir)
             .map_err(|source| StartError::DataDir { path: config.data_dir.display().to_string(), source })?;
         let lock = lock_data_dir(&config.data_dir)?;
+        // Every other log dir is locked too: two brokers must not share one.
+        let mut log_dir_locks = Vec::new();
+        for dir in config.log_dirs().iter().filter(|d| **d != config.data_dir) {
+            std::fs::create_dir_all(dir)
+                .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
+            log_dir_locks.push(lock_data_dir(dir)?);
+        }
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
@@ -152,7 +163,7 @@ impl Broker {
             Controller::open(&config.data_dir.join(METADATA_DIR), controller_config, controller_listener).await?,
         );
         let clock = system_clock();
-        let replicas = Arc::new(ReplicaManager::new(&config, clock.clone()));
+        let replicas = Arc::new(ReplicaManager::new(&config, clock.clone())?);
         // From here on metadata is pushed: each commit reaches the partitions before the
         // request that made it is answered. Other nodes may commit while this one starts:
         // the partitions open from the current image and every commit after it, in order.
@@ -252,6 +263,7 @@ impl Broker {
             http,
             incarnation,
             _lock: lock,
+            _log_dir_locks: log_dir_locks,
         })
     }
 

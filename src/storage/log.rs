@@ -145,6 +145,10 @@ pub struct PartitionLog {
     files: Arc<FileCache>,
     /// The recovery point as last written to `recovery-point-checkpoint`.
     checkpointed_recovery_point: i64,
+    /// Bumped whenever a file of the log may have been cut back (a truncation, or an
+    /// append that failed and was undone): a copy of the directory that only appends the
+    /// files' new tails (a partition move) must then copy them whole.
+    truncations: u64,
 }
 
 impl PartitionLog {
@@ -205,6 +209,19 @@ impl PartitionLog {
     /// Appends already validated batches, assigning offsets from the log end offset and
     /// stamping `leader_epoch`, both in place in `records`. All or nothing.
     pub fn append(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, StorageError> {
+        let result = self.append_inner(records, leader_epoch, now_ms);
+        if result.is_err() {
+            self.truncations += 1;
+        }
+        result
+    }
+
+    /// How many times a file of the log may have been cut back since it was opened.
+    pub fn truncations(&self) -> u64 {
+        self.truncations
+    }
+
+    fn append_inner(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, StorageError> {
         let mut headers = split_batches(records)?;
         let base_offset = self.log_end_offset();
         let mut next = base_offset;

@@ -7,6 +7,8 @@
 //!
 //! * [`log`]: [`PartitionLog`], the entry point: offsets, appends, reads, recovery on open,
 //!   flush policy, retention, DeleteRecords, truncation, timestamp and epoch lookups.
+//! * [`log_dirs`]: [`log_dirs::LogDirs`], the broker's log directories (`log.dirs`):
+//!   which holds each partition, where a new one goes, a move's copy and its crash rules.
 //! * [`segment`]: [`segment::LogSegment`], one `.log` file with its indexes.
 //! * [`file_cache`]: [`FileCache`], the broker's bounded set of open `.log` descriptors.
 //! * [`file_slice`]: a read planned under the partition's lock and carried out after it
@@ -27,6 +29,7 @@ pub mod file_slice;
 mod index_file;
 pub mod leader_epoch;
 pub mod log;
+pub mod log_dirs;
 pub mod offset_index;
 pub mod record;
 pub mod record_validation;

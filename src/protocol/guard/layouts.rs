@@ -438,6 +438,16 @@ pub mod alter_configs {
     };
     static ALTERABLE_CONFIG: Layout = Layout { fields: &[f("name", Str, 0, 2), f("value", NStr, 0, 2)], tags: &[] };
 }
+pub mod alter_replica_log_dirs {
+    use super::*;
+    pub static API: Api = Api { key: 34, min: 1, max: 2, flexible_from: 2, body: &ALTER_REPLICA_LOG_DIRS_REQUEST };
+    static ALTER_REPLICA_LOG_DIRS_REQUEST: Layout =
+        Layout { fields: &[f("dirs", Array(&ALTER_REPLICA_LOG_DIR), 1, 2)], tags: &[] };
+    static ALTER_REPLICA_LOG_DIR: Layout =
+        Layout { fields: &[f("path", Str, 1, 2), f("topics", Array(&ALTER_REPLICA_LOG_DIR_TOPIC), 1, 2)], tags: &[] };
+    static ALTER_REPLICA_LOG_DIR_TOPIC: Layout =
+        Layout { fields: &[f("name", Str, 1, 2), f("partitions", prims(I32), 1, 2)], tags: &[] };
+}
 pub mod describe_log_dirs {
     use super::*;
     pub static API: Api = Api { key: 35, min: 1, max: 4, flexible_from: 2, body: &DESCRIBE_LOG_DIRS_REQUEST };

@@ -360,6 +360,7 @@ static APIS: &[&Api] = &[
     &layouts::txn_offset_commit::API,
     &layouts::describe_configs::API,
     &layouts::alter_configs::API,
+    &layouts::alter_replica_log_dirs::API,
     &layouts::describe_log_dirs::API,
     &layouts::sasl_authenticate::API,
     &layouts::create_partitions::API,

@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 47] = [
-    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 35, 36, 37, 42,
-    43, 44, 45, 46, 47, 55, 57, 60, 61, 65, 66, 68, 69, 74, 75, 71, 72,
+const BRIEF_KEYS: [i16; 48] = [
+    0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 34, 35, 36, 37,
+    42, 43, 44, 45, 46, 47, 55, 57, 60, 61, 65, 66, 68, 69, 74, 75, 71, 72,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -41,7 +41,8 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         20 => DeleteTopicsRequest, 21 => DeleteRecordsRequest, 22 => InitProducerIdRequest,
         23 => OffsetForLeaderEpochRequest, 24 => AddPartitionsToTxnRequest,
         25 => AddOffsetsToTxnRequest, 26 => EndTxnRequest, 28 => TxnOffsetCommitRequest,
-        32 => DescribeConfigsRequest, 33 => AlterConfigsRequest, 35 => DescribeLogDirsRequest,
+        32 => DescribeConfigsRequest, 33 => AlterConfigsRequest, 34 => AlterReplicaLogDirsRequest,
+        35 => DescribeLogDirsRequest,
         36 => SaslAuthenticateRequest, 37 => CreatePartitionsRequest, 42 => DeleteGroupsRequest,
         43 => ElectLeadersRequest, 44 => IncrementalAlterConfigsRequest,
         45 => AlterPartitionReassignmentsRequest, 46 => ListPartitionReassignmentsRequest, 47 => OffsetDeleteRequest,
@@ -199,7 +200,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 221);
+    assert_eq!(checked, 223);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.

@@ -84,7 +84,11 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
         ("broker.id", c.node_id.to_string(), ConfigType::Int),
         ("default.replication.factor", c.default_replication_factor.to_string(), ConfigType::Int),
         ("listeners", listeners, ConfigType::String),
-        ("log.dirs", c.data_dir.display().to_string(), ConfigType::String),
+        (
+            "log.dirs",
+            c.log_dirs().iter().map(|d| d.display().to_string()).collect::<Vec<_>>().join(","),
+            ConfigType::String,
+        ),
         ("log.flush.interval.messages", c.flush_interval_messages.to_string(), ConfigType::Long),
         ("log.flush.interval.ms", c.flush_interval_ms.to_string(), ConfigType::Long),
         ("log.retention.bytes", c.log_retention_bytes.to_string(), ConfigType::Long),

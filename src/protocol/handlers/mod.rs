@@ -1,6 +1,7 @@
 //! One module per Kafka API: `handle(ctx, request, version) -> response`. Handlers never
 //! touch the socket.
 
+pub mod alter_replica_log_dirs;
 pub mod api_versions;
 pub mod configs;
 pub mod create_partitions;

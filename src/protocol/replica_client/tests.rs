@@ -58,7 +58,7 @@ async fn setup(isr: &[i32]) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let mut config = BrokerConfig::ephemeral(dir.path());
     config.node_id = 2;
-    let follower = Arc::new(ReplicaManager::new(&config, system_clock()));
+    let follower = Arc::new(ReplicaManager::new(&config, system_clock()).unwrap());
     follower.apply_image(&image, follower.now_ms()).unwrap();
     Setup { leader, leader_partition, follower, _dir: dir }
 }

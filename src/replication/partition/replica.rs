@@ -84,7 +84,8 @@ impl Partition {
     ) -> Result<i64, PartitionError> {
         let mut s = self.lock();
         s.check_fetched_under(fetched)?;
-        s.log.append_as_follower(records, now_ms)?;
+        s.check_online()?;
+        s.log.append_as_follower(records, now_ms).map_err(|e| s.on_storage_error(self, e))?;
         let headers = crate::storage::batch::split_batches(records)?;
         for h in headers.iter().filter(|h| !h.is_control()) {
             s.producers.record(h, h.base_offset, h.last_offset());

@@ -40,7 +40,7 @@ fn a_pass_prepared_for_a_deleted_topic_never_touches_a_new_topic_at_the_same_pat
     for v in ["1", "2", "3"] {
         put(&old, "k", v);
     }
-    let prepared = old.prepare_clean(1_000).unwrap().expect("a pass is due");
+    let (prepared, moves) = old.prepare_clean(1_000).unwrap().expect("a pass is due");
 
     // The topic is deleted and a new one of the same name takes the path.
     old.mark_deleted();
@@ -50,7 +50,7 @@ fn a_pass_prepared_for_a_deleted_topic_never_touches_a_new_topic_at_the_same_pat
     put(&new, "fresh", "b");
     let before = new.fetch(0, 1 << 20).unwrap().records.read().unwrap();
 
-    assert!(old.finish_clean(prepared).unwrap().is_none(), "discarded");
+    assert!(old.finish_clean(prepared, moves).unwrap().is_none(), "discarded");
     assert_eq!(new.fetch(0, 1 << 20).unwrap().records.read().unwrap(), before);
     assert!(!dir.join("cleaner.tmp").exists() && !dir.join("cleaner.swap").exists());
     // Nor does a later pass of the deleted partition start.

@@ -11,7 +11,7 @@ fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManag
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.to_owned();
     tweak(&mut broker);
-    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)));
+    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
     let config = PartitionConfig::resolve(&broker, &Default::default());
     let id = PartitionId { topic: "t", topic_id: Uuid::new_v4(), index: 0 };
     let partition =
@@ -154,7 +154,7 @@ fn a_new_leader_epoch_reaches_an_open_partition() {
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.path().to_owned();
-    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW));
+    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap();
     let topic_id = Uuid::new_v4();
     let partition = |leader_epoch| MetadataRecord::Partition {
         topic_id,

@@ -8,6 +8,9 @@
 //! * [`topics`]: `POST /topics`, `GET /topics/{topic}/partitions/{n}/watermark`.
 //! * [`groups`], [`poll`]: join, poll, commit; [`members`] and [`member_task`]: the
 //!   HTTP members and their heartbeat task.
+//! * [`views`]: `GET /cluster`, `GET /topics`, `GET /consumer-groups`,
+//!   `GET /consumer-groups/{group}`; [`records`]: browsing a partition's records.
+//! * [`console`]: the web console at `/`, built on the routes above.
 //! * [`openapi`]: `GET /openapi.json`. [`json`], [`error`]: request parsing and the
 //!   `{error, field, message}` shape of every refusal.
 //!
@@ -15,6 +18,7 @@
 //! (records per request, poll wait and bytes) is capped.
 
 pub mod batch;
+pub mod console;
 pub mod error;
 pub mod groups;
 pub mod json;
@@ -25,7 +29,9 @@ pub mod partitioner;
 pub mod poll;
 pub mod produce;
 pub mod produce_body;
+pub mod records;
 pub mod topics;
+pub mod views;
 
 use std::sync::Arc;
 
@@ -72,10 +78,18 @@ impl<S: Clone + Send + Sync + 'static> Routes<S> {
 
 pub fn api_routes() -> Routes<Arc<ApiState>> {
     Routes::default()
+        .add(Method::GET, "/", console::index)
+        .add(Method::GET, "/console/console.js", console::script)
+        .add(Method::GET, "/console/console.css", console::style)
         .add(Method::GET, "/openapi.json", openapi_json)
+        .add(Method::GET, "/cluster", views::cluster)
+        .add(Method::GET, "/topics", views::topics)
         .add(Method::POST, "/topics", topics::create)
         .add(Method::POST, "/topics/{topic}/messages", produce::handle)
         .add(Method::GET, "/topics/{topic}/partitions/{n}/watermark", topics::watermark)
+        .add(Method::GET, "/topics/{topic}/partitions/{n}/records", records::handle)
+        .add(Method::GET, "/consumer-groups", views::groups)
+        .add(Method::GET, "/consumer-groups/{group}", views::group)
         .add(Method::POST, "/consumer-groups/{group}/join", groups::join)
         .add(Method::GET, "/consumer-groups/{group}/poll", poll::handle)
         .add(Method::POST, "/consumer-groups/{group}/commit", groups::commit)

@@ -11,6 +11,10 @@ fn ok(what: &str, schema: Value) -> Value {
     json!({"description": what, "content": {"application/json": {"schema": schema}}})
 }
 
+fn html(what: &str, media_type: &str) -> Value {
+    json!({"description": what, "content": {media_type: {"schema": {"type": "string"}}}})
+}
+
 fn path_param(name: &str, kind: &str) -> Value {
     json!({"name": name, "in": "path", "required": true, "schema": {"type": kind}})
 }
@@ -48,8 +52,72 @@ fn schemas() -> Value {
             "value": {"$ref": "#/components/schemas/Bytes"},
             "headers": {"type": "array", "items": {"$ref": "#/components/schemas/Header"}},
             "encoding": {"type": "string", "enum": ["base64"], "description": "present when the bytes fields are base64"}}},
+        "Broker": {"type": "object", "properties": {"node_id": {"type": "integer"}, "host": {"type": "string"},
+            "port": {"type": "integer"}, "rack": {"type": ["string", "null"]}, "fenced": {"type": "boolean"},
+            "controller": {"type": "boolean", "description": "the active controller"},
+            "this_broker": {"type": "boolean"}}},
+        "Topic": {"type": "object", "properties": {"name": {"type": "string"}, "topic_id": {"type": "string"},
+            "internal": {"type": "boolean"}, "configs": {"type": "object", "additionalProperties": {"type": "string"}},
+            "partitions": {"type": "array", "items": {"type": "object", "properties": {
+                "partition": {"type": "integer"}, "leader": {"type": "integer"}, "leader_epoch": {"type": "integer"},
+                "replicas": {"type": "array", "items": {"type": "integer"}},
+                "isr": {"type": "array", "items": {"type": "integer"}},
+                "earliest": {"type": ["integer", "null"], "description": "log start offset; null unless this broker leads"},
+                "latest": {"type": ["integer", "null"], "description": "high watermark; null unless this broker leads"},
+                "size_bytes": {"type": ["integer", "null"], "description": "of this broker's replica; null without one"}}}}}},
+        "GroupDetail": {"type": "object", "properties": {"group_id": {"type": "string"}, "state": {"type": "string"},
+            "protocol_type": {"type": "string"}, "protocol": {"type": "string"},
+            "members": {"type": "array", "items": {"type": "object", "properties": {
+                "member_id": {"type": "string"}, "group_instance_id": {"type": ["string", "null"]},
+                "client_id": {"type": "string"}, "client_host": {"type": "string"},
+                "assignment": {"$ref": "#/components/schemas/Assigned"}}}},
+            "offsets": {"type": "array", "items": {"type": "object", "properties": {
+                "topic": {"type": "string"}, "partition": {"type": "integer"},
+                "member_id": {"type": ["string", "null"], "description": "the member assigned the partition"},
+                "committed": {"type": ["integer", "null"]},
+                "latest": {"type": ["integer", "null"], "description": "high watermark; null unless this broker leads"},
+                "lag": {"type": ["integer", "null"]}}}}}},
         "Assigned": {"type": "array", "items": {"type": "object", "properties": {
             "topic": {"type": "string"}, "partitions": {"type": "array", "items": {"type": "integer"}}}}}
+    })
+}
+
+/// The read-only views and the web console ([`super::views`], [`super::records`],
+/// [`super::console`]).
+fn view_paths(topic: Value, group: Value, e400: Value, e404: Value, e503: Value) -> Value {
+    json!({
+            "/": {"get": {"summary": "the web console (HTML)", "responses": {"200": html("the console page", "text/html")}}},
+            "/console/console.js": {"get": {"summary": "the web console's script",
+                "responses": {"200": html("script", "text/javascript")}}},
+            "/console/console.css": {"get": {"summary": "the web console's style sheet",
+                "responses": {"200": html("style sheet", "text/css")}}},
+            "/cluster": {"get": {"summary": "the cluster id, the active controller and the brokers",
+                "responses": {"200": ok("the cluster", json!({"type": "object", "properties": {
+                    "cluster_id": {"type": "string"}, "controller_id": {"type": ["integer", "null"]},
+                    "node_id": {"type": "integer", "description": "the broker answering"},
+                    "brokers": {"type": "array", "items": {"$ref": "#/components/schemas/Broker"}}}}))}}},
+            "/consumer-groups": {"get": {"summary": "the consumer groups this broker coordinates",
+                "responses": {"200": ok("groups", json!({"type": "object", "properties": {"groups": {"type": "array",
+                    "items": {"type": "object", "properties": {"group_id": {"type": "string"},
+                        "protocol_type": {"type": "string"}, "state": {"type": "string"}}}}}})),
+                    "503": e503}}},
+            "/consumer-groups/{group}": {"get": {"summary": "a group's members, committed offsets and lag per partition",
+                "parameters": [group],
+                "responses": {"200": ok("the group", json!({"$ref": "#/components/schemas/GroupDetail"})),
+                    "400": e400, "404": error_response("no such group"), "503": e503}}},
+            "/topics/{topic}/partitions/{n}/records": {"get": {
+                "summary": "a page of a partition's records from an offset or a timestamp, up to the high watermark",
+                "parameters": [topic, path_param("n", "integer"),
+                    query_param("offset", "integer", "from this offset; default the log start offset"),
+                    query_param("timestamp", "integer", "from the first record with a timestamp at or after this (ms)"),
+                    query_param("limit", "integer", "records in the page, default 50, at most 500")],
+                "responses": {"200": ok("records", json!({"type": "object", "properties": {
+                    "topic": {"type": "string"}, "partition": {"type": "integer"},
+                    "earliest": {"type": "integer"}, "latest": {"type": "integer"},
+                    "start_offset": {"type": "integer"}, "next_offset": {"type": "integer"},
+                    "records": {"type": "array", "items": {"$ref": "#/components/schemas/Record"}}}})),
+                    "400": e400, "404": e404, "416": error_response("offset out of range"),
+                    "503": e503}}}
     })
 }
 
@@ -62,7 +130,8 @@ pub fn document() -> Value {
         "conflict: the topic exists, or the group rebalanced (error \"rebalance\", with the current assignment)",
     );
     let e503 = error_response("not the leader or the group coordinator, or not enough replicas");
-    json!({
+    let views = view_paths(topic.clone(), group.clone(), e400.clone(), e404.clone(), e503.clone());
+    let mut doc = json!({
         "openapi": "3.1.0",
         "info": {"title": "runnel HTTP API", "version": env!("CARGO_PKG_VERSION"),
             "description": "Topics, partitions and consumer groups of the broker, as the Kafka protocol sees them."},
@@ -72,7 +141,10 @@ pub fn document() -> Value {
                 "200": {"description": "ready"}, "503": {"description": "not ready, with the reason"}}}},
             "/metrics": {"get": {"summary": "Prometheus text format", "responses": {"200": {"description": "metrics"}}}},
             "/openapi.json": {"get": {"summary": "this document", "responses": {"200": ok("OpenAPI 3", json!({"type": "object"}))}}},
-            "/topics": {"post": {"summary": "create a topic",
+            "/topics": {"get": {"summary": "every topic with its partitions",
+                "responses": {"200": ok("topics", json!({"type": "object", "properties": {"topics": {"type": "array",
+                    "items": {"$ref": "#/components/schemas/Topic"}}}}))}},
+                "post": {"summary": "create a topic",
                 "requestBody": body(json!({"type": "object", "required": ["name"], "properties": {
                     "name": {"type": "string"}, "partitions": {"type": "integer", "minimum": 1},
                     "replication_factor": {"type": "integer", "minimum": 1},
@@ -131,5 +203,9 @@ pub fn document() -> Value {
                     "400": e400, "404": e404, "409": e409, "503": e503}}}
         },
         "components": {"schemas": schemas()}
-    })
+    });
+    if let (Some(paths), Value::Object(more)) = (doc["paths"].as_object_mut(), views) {
+        paths.extend(more);
+    }
+    doc
 }

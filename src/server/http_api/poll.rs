@@ -139,7 +139,7 @@ fn start_of(
     Ok(Read { topic, index, partition, offset })
 }
 
-type Positions = Vec<((String, i32), i64)>;
+pub(super) type Positions = Vec<((String, i32), i64)>;
 
 /// Reads every partition once; when none had records, waits for a high watermark to move
 /// (or the deadline) and reads once more.
@@ -176,13 +176,20 @@ async fn read(ctx: &Ctx, reads: &[Read], wait_ms: i64, max_bytes: usize) -> Resu
     }
 }
 
-/// Reading the files and decompressing is blocking work: on the blocking pool.
 async fn decode(
     ctx: &Ctx,
     slices: Vec<(&Read, crate::storage::LogSlices)>,
 ) -> Result<(Vec<Value>, Positions), ApiError> {
-    let jobs: Vec<(String, i32, i64, crate::storage::LogSlices)> =
-        slices.into_iter().map(|(r, s)| (r.topic.clone(), r.index, r.offset, s)).collect();
+    let jobs: Vec<ReadJob> = slices.into_iter().map(|(r, s)| (r.topic.clone(), r.index, r.offset, s)).collect();
+    decode_slices(ctx, jobs).await
+}
+
+/// Stored bytes of (topic, partition) read from an offset.
+pub(super) type ReadJob = (String, i32, i64, crate::storage::LogSlices);
+
+/// The records of `jobs` as JSON, and the offset after each partition's last one.
+/// Reading the files and decompressing is blocking work: on the blocking pool.
+pub(super) async fn decode_slices(ctx: &Ctx, jobs: Vec<ReadJob>) -> Result<(Vec<Value>, Positions), ApiError> {
     let done = ctx.replicas.pool().run(move || -> Result<(Vec<Value>, Positions), String> {
         let mut records = Vec::new();
         let mut next = Vec::new();

@@ -15,6 +15,8 @@ use super::{json_response, ApiState};
 use crate::controller::{ControllerError, NewTopic};
 use crate::protocol::errors::controller_error;
 use crate::protocol::handlers::leader_partition;
+use crate::protocol::Ctx;
+use crate::replication::Partition;
 
 pub async fn create(State(state): State<Arc<ApiState>>, body: BodyResult) -> Result<Response, ApiError> {
     let body = parse_body(&body?)?;
@@ -78,21 +80,26 @@ pub async fn watermark(
     State(state): State<Arc<ApiState>>,
     Path((topic, n)): Path<(String, String)>,
 ) -> Result<Response, ApiError> {
+    let partition = led_partition(&state.ctx, &topic, &n)?;
+    let body = json!({"earliest": partition.log_start_offset(), "latest": partition.high_watermark()});
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// Partition `n` (as the path gives it) of `topic`, which this broker must lead: 404 for
+/// an unknown topic or partition, 503 when another broker leads it.
+pub fn led_partition(ctx: &Ctx, topic: &str, n: &str) -> Result<Arc<Partition>, ApiError> {
     let index: i32 = n.parse().map_err(|_| ApiError::bad("partition", format!("{n:?} is not a partition number")))?;
-    let ctx = &state.ctx;
     let image = ctx.image();
-    let t = image.topic(&topic);
+    let t = image.topic(topic);
     if t.is_none() {
         return Err(ApiError::new(StatusCode::NOT_FOUND, "unknown_topic_or_partition", Some("topic"), "no such topic"));
     }
-    let partition = leader_partition(ctx, t, index, -1).map_err(|e| {
+    leader_partition(ctx, t, index, -1).map_err(|e| {
         let field = if matches!(e, kafka_protocol::error::ResponseError::UnknownTopicOrPartition) {
             "partition"
         } else {
             "topic"
         };
         ApiError::kafka(e, Some(field), format!("partition {index} of {topic:?}"))
-    })?;
-    let body = json!({"earliest": partition.log_start_offset(), "latest": partition.high_watermark()});
-    Ok(json_response(StatusCode::OK, &body))
+    })
 }

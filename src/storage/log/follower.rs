@@ -36,11 +36,15 @@ impl PartitionLog {
         if self.should_roll(records.len() as u64, last_offset, now_ms) {
             self.roll(now_ms)?;
         }
-        self.active_mut().append(records, &headers, now_ms)?;
+        if let Err(e) = self.active_mut().append(records, &headers, now_ms) {
+            self.truncations += 1;
+            return Err(e.into());
+        }
         for h in &headers {
             let epoch = h.partition_leader_epoch;
             if epoch >= 0 && self.epochs.latest_epoch().is_none_or(|e| epoch > e) {
                 if let Err(e) = self.epochs.assign(epoch, h.base_offset) {
+                    self.truncations += 1;
                     // Keep the append all-or-nothing: the epochs must be known for the data.
                     self.active_mut().truncate_to(base_offset)?;
                     self.epochs.truncate_from_end(log_end_offset)?;

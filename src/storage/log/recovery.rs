@@ -93,6 +93,7 @@ impl PartitionLog {
             cleaner_map_bytes: super::cleaner::MAX_MAP_BYTES,
             files,
             checkpointed_recovery_point: persisted_recovery_point,
+            truncations: 0,
         };
         if log.segments.is_empty() {
             let base = checkpointed_start.unwrap_or(0).max(0);

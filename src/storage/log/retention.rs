@@ -63,6 +63,7 @@ impl PartitionLog {
         if offset >= self.log_end_offset() {
             return Ok(());
         }
+        self.truncations += 1;
         if offset <= self.log_start_offset {
             return self.truncate_fully_and_start_at(offset.max(0));
         }
@@ -83,6 +84,7 @@ impl PartitionLog {
     pub fn truncate_fully_and_start_at(&mut self, offset: i64) -> Result<(), StorageError> {
         // Old files go first: the new segment may reuse a deleted one's name. Should an
         // I/O error strike here, the log is left without segments and must not be used.
+        self.truncations += 1;
         let mut deleted = Ok(());
         for old in std::mem::take(&mut self.segments) {
             deleted = deleted.and(old.delete());

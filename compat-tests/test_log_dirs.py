@@ -1,0 +1,82 @@
+"""Several log directories on one runnel broker (--log-dirs), driven by Kafka's own tools:
+kafka-log-dirs --describe lists every directory with its partitions, and
+kafka-reassign-partitions moves a partition to another directory ("log_dirs" in the plan)
+with --execute, then --verify reports it completed, while the records stay readable.
+"""
+
+import json
+import time
+
+import pytest
+
+from conftest import RunnelProcess
+from kafka_tools import CONSOLE_CONSUMER, CONSOLE_PRODUCER, create_topic, describe, run_tool
+
+LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"  # kafka-log-dirs.sh
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
+
+
+@pytest.fixture
+def two_dir_runnel(tmp_path):
+    first, second = tmp_path / "data", tmp_path / "disk2"
+    broker = RunnelProcess(first, extra_args=["--log-dirs", f"{first},{second}"])
+    broker.start()
+    try:
+        yield broker, [first.resolve(), second.resolve()]
+    finally:
+        broker.kill()
+
+
+def log_dirs_json(bootstrap: str, topic: str) -> dict:
+    proc = run_tool(LOG_DIRS, "--bootstrap-server", bootstrap, "--describe", "--topic-list", topic)
+    assert proc.returncode == 0, describe(proc)
+    return json.loads(next(line for line in proc.stdout.splitlines() if line.startswith("{")))
+
+
+def produce(bootstrap: str, topic: str, values):
+    proc = run_tool(CONSOLE_PRODUCER, "--bootstrap-server", bootstrap, "--topic", topic,
+                    input="".join(f"{v}\n" for v in values))
+    assert proc.returncode == 0, describe(proc)
+
+
+def test_log_dirs_describe_and_a_reassign_partitions_move_between_dirs(two_dir_runnel, topic_name, tmp_path):
+    broker, dirs = two_dir_runnel
+    b = broker.bootstrap
+    create_topic(b, topic_name, 2)
+    produce(b, topic_name, [f"before-{i}" for i in range(20)])
+
+    info = log_dirs_json(b, topic_name)
+    listed = {d["logDir"]: d for d in info["brokers"][0]["logDirs"]}
+    assert set(listed) == {str(d) for d in dirs}, listed
+    # One partition in each directory (a new one goes to the dir with the fewest).
+    where = {p["partition"]: d for d, entry in listed.items() for p in entry["partitions"]}
+    assert sorted(where) == [f"{topic_name}-0", f"{topic_name}-1"], where
+    assert len(set(where.values())) == 2, where
+    source = where[f"{topic_name}-0"]
+    dest = next(str(d) for d in dirs if str(d) != source)
+
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [1], "log_dirs": [dest]}]}))
+    proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--execute")
+    assert proc.returncode == 0, describe(proc)
+    produce(b, topic_name, [f"during-{i}" for i in range(20)])
+
+    verified = None
+    for _ in range(60):
+        proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--verify")
+        if proc.returncode == 0 and f"Reassignment of replica {topic_name}-0-1 completed successfully." in proc.stdout:
+            verified = proc
+            break
+        time.sleep(0.5)
+    assert verified is not None, describe(proc)
+    info = log_dirs_json(b, topic_name)
+    listed = {d["logDir"]: {p["partition"] for p in d["partitions"]} for d in info["brokers"][0]["logDirs"]}
+    assert f"{topic_name}-0" in listed[dest] and f"{topic_name}-0" not in listed[source], listed
+    assert (dirs[0] / f"{topic_name}-0").exists() != (dirs[1] / f"{topic_name}-0").exists()
+
+    proc = run_tool(CONSOLE_CONSUMER, "--bootstrap-server", b, "--topic", topic_name, "--from-beginning",
+                    "--max-messages", "40", "--timeout-ms", "20000")
+    assert proc.returncode == 0, describe(proc)
+    got = proc.stdout.splitlines()
+    assert sorted(got) == sorted([f"before-{i}" for i in range(20)] + [f"during-{i}" for i in range(20)]), got

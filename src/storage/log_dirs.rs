@@ -1,0 +1,373 @@
+//! [`LogDirs`]: the broker's log directories (Kafka's `log.dirs`), where each partition
+//! directory is, where a new one goes, and the file copy that moves one between them.
+//!
+//! On disk, each log directory holds partition directories named as in Kafka
+//! (`<topic>-<partition>`), plus, while a partition moves (AlterReplicaLogDirs):
+//!
+//! ```text
+//! <destination>/<topic>-<partition>-future   the copy being made; not yet the partition
+//! <source>/<topic>-<partition>-delete        the old copy, renamed once the future copy
+//!                                            was complete and fsynced
+//! ```
+//!
+//! A move commits by renaming the source to `-delete` (after the future copy is complete
+//! and on disk), then the future copy to its plain name, then removing the `-delete`
+//! directory. So at start, [`LogDirs::open`] finishes or forgets every move a crash
+//! interrupted: a `-future` directory with no `-delete` beside it anywhere was not
+//! complete and is removed (the source still holds the partition); a `-delete` directory
+//! means the future copy was complete, so the future copy is renamed to its plain name if
+//! that had not happened, and the `-delete` directory removed.
+//!
+//! Invariant after `open`: a partition directory is in at most one log directory. A
+//! partition found in two (not a move's leftovers: two plain directories, e.g. a disk
+//! mounted twice or copied by hand) stops the broker at start naming both, rather than
+//! guessing which copy is the partition (Kafka refuses to start the same way).
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{self, Seek, SeekFrom, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use thiserror::Error;
+
+use super::checkpoint::sync_dir;
+
+/// Suffix of a partition copy being made in its destination directory.
+pub const FUTURE_SUFFIX: &str = "-future";
+/// Suffix of a moved partition's old copy, removed once the move is complete.
+pub const DELETE_SUFFIX: &str = "-delete";
+
+#[derive(Debug, Error)]
+pub enum LogDirsError {
+    #[error("cannot use log dir {path}: {source}")]
+    Io { path: String, source: io::Error },
+    #[error("partition directory {name} is in two log dirs, {first} and {second}; remove the stale copy")]
+    Duplicate { name: String, first: String, second: String },
+}
+
+/// The log directories and which partition directory lives in which.
+#[derive(Debug)]
+pub struct LogDirs {
+    /// Absolute paths, in configured order (the first holds the metadata by default).
+    dirs: Vec<PathBuf>,
+    /// Partition directory name → index in `dirs`, for every partition directory found
+    /// at start or placed since.
+    placed: Mutex<HashMap<String, usize>>,
+    /// Per log directory: offline after an I/O error in it (set by its partitions).
+    offline: Vec<Arc<AtomicBool>>,
+}
+
+impl LogDirs {
+    /// Creates missing directories, finishes or forgets interrupted moves, and finds every
+    /// partition directory. `skip` names directories that are not partitions (the
+    /// metadata log's).
+    pub fn open(dirs: &[PathBuf], skip: &[&str]) -> Result<LogDirs, LogDirsError> {
+        let io_err = |path: &Path| {
+            let path = path.display().to_string();
+            move |source| LogDirsError::Io { path, source }
+        };
+        let mut absolute = Vec::with_capacity(dirs.len());
+        for d in dirs {
+            std::fs::create_dir_all(d).map_err(io_err(d))?;
+            absolute.push(std::fs::canonicalize(d).map_err(io_err(d))?);
+        }
+        let listing = |i: usize| -> Result<Vec<String>, LogDirsError> {
+            let dir = &absolute[i];
+            let mut names = Vec::new();
+            for e in std::fs::read_dir(dir).map_err(io_err(dir))? {
+                let e = e.map_err(io_err(dir))?;
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    names.push(e.file_name().to_string_lossy().into_owned());
+                }
+            }
+            Ok(names)
+        };
+        // Interrupted moves first: `-delete` directories (complete future copies).
+        for i in 0..absolute.len() {
+            for name in listing(i)? {
+                let Some(partition) = name.strip_suffix(DELETE_SUFFIX).filter(|p| is_partition_name(p)) else {
+                    continue;
+                };
+                let plain_elsewhere = (0..absolute.len()).any(|j| absolute[j].join(partition).is_dir());
+                if !plain_elsewhere {
+                    let future = (0..absolute.len()).map(|j| absolute[j].join(format!("{partition}{FUTURE_SUFFIX}")));
+                    if let Some(future) = future.into_iter().find(|f| f.is_dir()) {
+                        let target = future.with_file_name(partition);
+                        tracing::warn!(from = %future.display(), to = %target.display(), "finishing a partition move interrupted by a crash");
+                        std::fs::rename(&future, &target).map_err(io_err(&future))?;
+                        sync_dir(target.parent().unwrap_or(Path::new("/"))).map_err(io_err(&target))?;
+                    } else {
+                        // Cannot happen with the order a move commits in; keep the data.
+                        let old = absolute[i].join(&name);
+                        let back = absolute[i].join(partition);
+                        tracing::warn!(dir = %old.display(), "a moved partition's old copy without its new one; restoring it");
+                        std::fs::rename(&old, &back).map_err(io_err(&old))?;
+                        continue;
+                    }
+                }
+                let old = absolute[i].join(&name);
+                tracing::info!(dir = %old.display(), "removing the old copy of a moved partition");
+                std::fs::remove_dir_all(&old).map_err(io_err(&old))?;
+            }
+        }
+        let mut placed: HashMap<String, usize> = HashMap::new();
+        for i in 0..absolute.len() {
+            for name in listing(i)? {
+                if let Some(partition) = name.strip_suffix(FUTURE_SUFFIX).filter(|p| is_partition_name(p)) {
+                    let dir = absolute[i].join(&name);
+                    tracing::warn!(dir = %dir.display(), partition, "removing an incomplete partition move (the source copy is kept)");
+                    std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+                    continue;
+                }
+                if !is_partition_name(&name) || skip.contains(&name.as_str()) {
+                    continue;
+                }
+                if let Some(&first) = placed.get(&name) {
+                    return Err(LogDirsError::Duplicate {
+                        first: absolute[first].join(&name).display().to_string(),
+                        second: absolute[i].join(&name).display().to_string(),
+                        name,
+                    });
+                }
+                placed.insert(name, i);
+            }
+        }
+        let offline = absolute.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
+        Ok(LogDirs { dirs: absolute, placed: Mutex::new(placed), offline })
+    }
+
+    /// The log directories, absolute, in configured order.
+    pub fn dirs(&self) -> &[PathBuf] {
+        &self.dirs
+    }
+
+    /// The offline flag of log directory `index`, shared with its partitions.
+    pub fn offline_flag(&self, index: usize) -> Arc<AtomicBool> {
+        Arc::clone(&self.offline[index])
+    }
+
+    /// Whether log directory `index` went offline (an I/O error in it).
+    pub fn is_offline(&self, index: usize) -> bool {
+        self.offline[index].load(Ordering::Relaxed)
+    }
+
+    /// Index of the log directory holding the partition directory `dir`.
+    pub fn index_of_partition_dir(&self, dir: &Path) -> Option<usize> {
+        let parent = dir.parent()?;
+        self.dirs.iter().position(|d| d == parent)
+    }
+
+    /// Index of the log directory at `path` (as given by a client: absolute).
+    pub fn index_of(&self, path: &str) -> Option<usize> {
+        let wanted = Path::new(path);
+        self.dirs.iter().position(|d| d == wanted).or_else(|| {
+            let canonical = std::fs::canonicalize(wanted).ok()?;
+            self.dirs.iter().position(|d| *d == canonical)
+        })
+    }
+
+    /// Where partition directory `name` is, or goes: the log directory that holds it, else
+    /// the one holding the fewest partitions (Kafka's rule for a new log), of those
+    /// `usable` allows. `None` when no directory is usable.
+    pub fn place(&self, name: &str, usable: impl Fn(usize) -> bool) -> Option<PathBuf> {
+        let mut placed = self.placed.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(&i) = placed.get(name) {
+            return Some(self.dirs[i].join(name));
+        }
+        let mut counts = vec![0usize; self.dirs.len()];
+        for &i in placed.values() {
+            counts[i] += 1;
+        }
+        let i = (0..self.dirs.len()).filter(|&i| usable(i)).min_by_key(|&i| (counts[i], i))?;
+        placed.insert(name.to_owned(), i);
+        Some(self.dirs[i].join(name))
+    }
+
+    /// The partition directory `name` now lives in log directory `index` (a move).
+    pub fn moved(&self, name: &str, index: usize) {
+        self.placed.lock().unwrap_or_else(|e| e.into_inner()).insert(name.to_owned(), index);
+    }
+
+    /// Partition directory `name` is gone (its topic was deleted, or it was reassigned away).
+    pub fn forget(&self, name: &str) {
+        self.placed.lock().unwrap_or_else(|e| e.into_inner()).remove(name);
+    }
+
+    /// Index of the log directory holding partition directory `name`.
+    pub fn index_holding(&self, name: &str) -> Option<usize> {
+        self.placed.lock().unwrap_or_else(|e| e.into_inner()).get(name).copied()
+    }
+}
+
+/// `<topic>-<partition number>`.
+pub fn is_partition_name(name: &str) -> bool {
+    name.rsplit_once('-').is_some_and(|(topic, part)| !topic.is_empty() && part.parse::<u32>().is_ok())
+}
+
+/// What [`DirCopy`] copied of each file: its inode and length when copied.
+#[derive(Debug, Default)]
+pub struct DirCopy {
+    copied: HashMap<String, (u64, u64)>,
+}
+
+impl DirCopy {
+    /// Forgets what was copied: the next [`DirCopy::sync`] copies every file whole (after
+    /// the source log was truncated, when a same-inode, longer file may differ before its
+    /// old end).
+    pub fn reset(&mut self) {
+        self.copied.clear();
+    }
+
+    /// Brings `dst` up to `src`'s files (not subdirectories: the cleaner's scratch), and
+    /// removes files of `dst` that `src` no longer has. A file of `src` that only grew
+    /// since the last pass (same inode, longer: an active segment, which is append-only)
+    /// gets its new tail; a replaced one (a new inode: a checkpoint, a cleaned segment,
+    /// a truncated tail) is copied whole. Returns the bytes copied.
+    pub fn sync(&mut self, src: &Path, dst: &Path) -> io::Result<u64> {
+        std::fs::create_dir_all(dst)?;
+        let mut bytes = 0;
+        let mut seen = Vec::new();
+        for e in std::fs::read_dir(src)? {
+            let e = e?;
+            if !e.file_type()?.is_file() {
+                continue;
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            let meta = e.metadata()?;
+            let (ino, len) = (meta.ino(), meta.len());
+            let grown_from = match self.copied.get(&name) {
+                Some(&(i, l)) if i == ino && l <= len => Some(l),
+                _ => None,
+            };
+            match grown_from {
+                Some(from) if from == len => {}
+                Some(from) => bytes += copy_range(&e.path(), &dst.join(&name), from)?,
+                None => bytes += copy_range(&e.path(), &dst.join(&name), 0)?,
+            }
+            self.copied.insert(name.clone(), (ino, len));
+            seen.push(name);
+        }
+        for e in std::fs::read_dir(dst)? {
+            let e = e?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if !seen.contains(&name) {
+                std::fs::remove_file(e.path())?;
+                self.copied.remove(&name);
+            }
+        }
+        Ok(bytes)
+    }
+}
+
+/// Copies `src` from byte `from` on into `dst` at the same position, truncating `dst`
+/// there first (so a whole copy, `from` 0, replaces it). Returns the bytes copied.
+fn copy_range(src: &Path, dst: &Path, from: u64) -> io::Result<u64> {
+    let mut input = File::open(src)?;
+    let mut output = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(dst)?;
+    output.set_len(from)?;
+    input.seek(SeekFrom::Start(from))?;
+    output.seek(SeekFrom::Start(from))?;
+    let copied = io::copy(&mut input, &mut output)?;
+    output.flush()?;
+    Ok(copied)
+}
+
+/// fsyncs every file in `dir` and the directory itself.
+pub fn sync_all_files(dir: &Path) -> io::Result<()> {
+    for e in std::fs::read_dir(dir)? {
+        let e = e?;
+        if e.file_type()?.is_file() {
+            File::open(e.path())?.sync_all()?;
+        }
+    }
+    sync_dir(dir)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mkdirs(root: &Path, n: usize) -> Vec<PathBuf> {
+        (0..n).map(|i| root.join(format!("d{i}"))).collect()
+    }
+
+    #[test]
+    fn new_partitions_go_to_the_dir_with_the_fewest_and_found_ones_stay() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = mkdirs(root.path(), 2);
+        std::fs::create_dir_all(dirs[1].join("a-0")).unwrap();
+        std::fs::create_dir_all(dirs[1].join("a-1")).unwrap();
+        let ld = LogDirs::open(&dirs, &[]).unwrap();
+        assert_eq!(ld.place("a-0", |_| true).unwrap(), ld.dirs()[1].join("a-0"));
+        assert_eq!(ld.place("b-0", |_| true).unwrap(), ld.dirs()[0].join("b-0"));
+        assert_eq!(ld.place("b-1", |_| true).unwrap(), ld.dirs()[0].join("b-1"));
+        // 2 and 2: ties go to the first.
+        assert_eq!(ld.place("b-2", |_| true).unwrap(), ld.dirs()[0].join("b-2"));
+        assert_eq!(ld.place("b-3", |_| true).unwrap(), ld.dirs()[1].join("b-3"));
+        assert_eq!(ld.place("b-4", |i| i == 1).unwrap(), ld.dirs()[1].join("b-4"));
+        assert!(ld.place("b-5", |_| false).is_none());
+    }
+
+    #[test]
+    fn a_partition_in_two_dirs_is_refused_naming_both() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = mkdirs(root.path(), 2);
+        for d in &dirs {
+            std::fs::create_dir_all(d.join("t-3")).unwrap();
+        }
+        let err = LogDirs::open(&dirs, &[]).unwrap_err().to_string();
+        assert!(err.contains("d0/t-3") && err.contains("d1/t-3"), "{err}");
+    }
+
+    #[test]
+    fn interrupted_moves_are_finished_or_forgotten() {
+        let root = tempfile::tempdir().unwrap();
+        let dirs = mkdirs(root.path(), 2);
+        // Incomplete copy: forgotten, the source stays.
+        std::fs::create_dir_all(dirs[0].join("a-0")).unwrap();
+        std::fs::create_dir_all(dirs[1].join("a-0-future")).unwrap();
+        // Complete copy, source renamed, future not yet renamed: finished.
+        std::fs::create_dir_all(dirs[0].join("b-0-delete")).unwrap();
+        std::fs::create_dir_all(dirs[1].join("b-0-future")).unwrap();
+        std::fs::write(dirs[1].join("b-0-future/00000000000000000000.log"), b"x").unwrap();
+        // Renamed both ways, old copy not yet removed: removed.
+        std::fs::create_dir_all(dirs[0].join("c-0-delete")).unwrap();
+        std::fs::create_dir_all(dirs[1].join("c-0")).unwrap();
+        let ld = LogDirs::open(&dirs, &[]).unwrap();
+        assert_eq!(ld.index_holding("a-0"), Some(0));
+        assert!(!dirs[1].join("a-0-future").exists());
+        assert_eq!(ld.index_holding("b-0"), Some(1));
+        assert!(dirs[1].join("b-0/00000000000000000000.log").exists());
+        assert!(!dirs[0].join("b-0-delete").exists());
+        assert_eq!(ld.index_holding("c-0"), Some(1));
+        assert!(!dirs[0].join("c-0-delete").exists());
+    }
+
+    #[test]
+    fn dir_copy_appends_tails_and_recopies_replaced_files() {
+        let root = tempfile::tempdir().unwrap();
+        let (src, dst) = (root.path().join("s"), root.path().join("d"));
+        std::fs::create_dir_all(&src).unwrap();
+        std::fs::write(src.join("seg.log"), b"abc").unwrap();
+        std::fs::write(src.join("gone"), b"x").unwrap();
+        let mut copy = DirCopy::default();
+        assert_eq!(copy.sync(&src, &dst).unwrap(), 4);
+        std::fs::OpenOptions::new().append(true).open(src.join("seg.log")).unwrap().write_all(b"de").unwrap();
+        std::fs::remove_file(src.join("gone")).unwrap();
+        // Replaced by rename: a new inode.
+        std::fs::write(src.join("cp.tmp"), b"77").unwrap();
+        std::fs::rename(src.join("cp.tmp"), src.join("cp")).unwrap();
+        assert_eq!(copy.sync(&src, &dst).unwrap(), 2 + 2);
+        assert_eq!(std::fs::read(dst.join("seg.log")).unwrap(), b"abcde");
+        assert_eq!(std::fs::read(dst.join("cp")).unwrap(), b"77");
+        assert!(!dst.join("gone").exists());
+        std::fs::write(src.join("seg.log.new"), b"z").unwrap();
+        std::fs::rename(src.join("seg.log.new"), src.join("seg.log")).unwrap();
+        copy.sync(&src, &dst).unwrap();
+        assert_eq!(std::fs::read(dst.join("seg.log")).unwrap(), b"z");
+        assert_eq!(copy.sync(&src, &dst).unwrap(), 0);
+    }
+}
