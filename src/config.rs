@@ -121,6 +121,9 @@ pub struct BrokerConfig {
     /// Send Fetch record bytes with `sendfile(2)` instead of copying them from the page
     /// cache into the response first (both read them outside the partition's lock).
     pub fetch_sendfile: bool,
+    /// KIP-714: the largest client telemetry push accepted, compressed or not (Kafka:
+    /// telemetry.max.bytes).
+    pub telemetry_max_bytes: i32,
     pub min_insync_replicas: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -241,6 +244,7 @@ impl Default for BrokerConfig {
             request_read_timeout_ms: 30_000,
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_open_log_files: 0,
+            telemetry_max_bytes: 1_048_576,
             fetch_sendfile: false,
             min_insync_replicas: 1,
             group_min_session_timeout_ms: 6_000,
@@ -298,6 +302,7 @@ pub struct ConfigOverrides {
     pub queued_max_request_bytes: Option<i64>,
     pub max_open_log_files: Option<usize>,
     pub fetch_sendfile: Option<bool>,
+    pub telemetry_max_bytes: Option<i32>,
     pub min_insync_replicas: Option<i32>,
     pub group_min_session_timeout_ms: Option<i32>,
     pub group_max_session_timeout_ms: Option<i32>,
@@ -381,6 +386,7 @@ impl BrokerConfig {
                     queued_max_request_bytes,
                     max_open_log_files,
                     fetch_sendfile,
+                    telemetry_max_bytes,
                     min_insync_replicas,
                     group_min_session_timeout_ms,
                     group_max_session_timeout_ms,
@@ -568,6 +574,9 @@ impl BrokerConfig {
         }
         if self.connections_max_idle_ms < 1 {
             return Err(invalid("connections_max_idle_ms", "must be >= 1"));
+        }
+        if self.telemetry_max_bytes < 1 {
+            return Err(invalid("telemetry_max_bytes", "must be >= 1"));
         }
         if self.request_read_timeout_ms < 1 {
             return Err(invalid("request_read_timeout_ms", "must be >= 1"));

@@ -28,6 +28,9 @@
 //!   lock and carried out after it; the broker's bounded cache of open segment files;
 //!   the log directories (`log.dirs`), where each partition lives and how one moves.
 //!
+//! * [`telemetry`]: KIP-714 client telemetry: the subscriptions clients get, the checks
+//!   on their pushes, and the latest pushed values that `/metrics` shows.
+//!
 //! * [`metrics`]: lock-free latency histograms the layers record into on their hot paths
 //!   (a leaf: every layer may use it); the broker renders them at scrape time.
 //!
@@ -35,8 +38,8 @@
 //! * [`cli`]: `runnel topic|group|cluster`, the admin CLI: a Kafka client of any broker
 //!   (beside the broker, not a layer of it; it reuses `storage`'s batch parsing).
 //!
-//! Imports point one way: `server → protocol → {coordinator, replication, controller} →
-//! storage`.
+//! Imports point one way: `server → protocol → {coordinator, replication, controller,
+//! telemetry} → storage`.
 
 pub mod cli;
 pub mod config;
@@ -48,6 +51,7 @@ pub mod protocol;
 pub mod replication;
 pub mod server;
 pub mod storage;
+pub mod telemetry;
 
 pub use server::embedded::EmbeddedBroker;
 pub use server::Broker;

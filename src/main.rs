@@ -171,6 +171,10 @@ struct ServeArgs {
     /// cache first (off by default: slower on loopback in our measurements).
     #[arg(long, env = "RUNNEL_FETCH_SENDFILE")]
     fetch_sendfile: Option<bool>,
+    /// KIP-714: the largest client telemetry push accepted, compressed or not (Kafka:
+    /// telemetry.max.bytes).
+    #[arg(long, env = "RUNNEL_TELEMETRY_MAX_BYTES")]
+    telemetry_max_bytes: Option<i32>,
     /// Default min.insync.replicas: acks=all produce is refused while the ISR is smaller.
     #[arg(long, env = "RUNNEL_MIN_INSYNC_REPLICAS")]
     min_insync_replicas: Option<i32>,
@@ -268,6 +272,7 @@ impl ServeArgs {
             request_read_timeout_ms: self.request_read_timeout_ms,
             queued_max_request_bytes: self.queued_max_request_bytes,
             max_open_log_files: self.max_open_log_files,
+            telemetry_max_bytes: self.telemetry_max_bytes,
             fetch_sendfile: self.fetch_sendfile,
             min_insync_replicas: self.min_insync_replicas,
             group_min_session_timeout_ms: self.group_min_session_timeout_ms,
@@ -346,6 +351,7 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("queued_max_request_bytes", d.queued_max_request_bytes.to_string()),
         ("max_open_log_files", d.max_open_log_files.to_string()),
         ("fetch_sendfile", d.fetch_sendfile.to_string()),
+        ("telemetry_max_bytes", d.telemetry_max_bytes.to_string()),
         ("min_insync_replicas", d.min_insync_replicas.to_string()),
         ("group_min_session_timeout_ms", d.group_min_session_timeout_ms.to_string()),
         ("group_max_session_timeout_ms", d.group_max_session_timeout_ms.to_string()),

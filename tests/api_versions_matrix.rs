@@ -105,6 +105,8 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::ListGroups => groups::list_groups(c, v).await,
         ApiKey::DeleteGroups => groups::delete_groups(c, TOPIC, v).await,
         ApiKey::OffsetDelete => groups::offset_delete(c, TOPIC, v).await,
+        ApiKey::GetTelemetrySubscriptions => get_telemetry_subscriptions(c, v).await.map(drop),
+        ApiKey::PushTelemetry => push_telemetry(c, v).await,
         other => anyhow::bail!("no representative request for {other:?}: add one"),
     }
 }
@@ -540,6 +542,55 @@ async fn update_features(c: &mut Client, v: i16) -> anyhow::Result<()> {
     ensure(resp.error_code == 95 && msg.contains("does not support this feature"), || {
         format!("unknown feature: {} {msg:?}", resp.error_code)
     })
+}
+
+/// No subscription: a fresh instance id, no metrics (the client does not push), Kafka's
+/// default interval, limits and codecs.
+async fn get_telemetry_subscriptions(c: &mut Client, v: i16) -> anyhow::Result<GetTelemetrySubscriptionsResponse> {
+    let resp = c.try_send(v, GetTelemetrySubscriptionsRequest::default()).await?;
+    ensure(
+        resp.error_code == 0
+            && !resp.client_instance_id.is_nil()
+            && resp.requested_metrics.is_empty()
+            && resp.push_interval_ms == 300_000
+            && resp.telemetry_max_bytes == 1024 * 1024
+            && resp.accepted_compression_types == [4, 3, 1, 2]
+            && resp.delta_temporality,
+        || format!("{resp:?}"),
+    )?;
+    Ok(resp)
+}
+
+/// Kafka's checks (`ClientMetricsManager`), each on a fresh client instance: a wrong
+/// subscription id, after which the client may ask again at once but not push before
+/// the interval; an unknown codec; an empty push on time, then one and a
+/// GetTelemetrySubscriptions before the interval is up; a zero instance id.
+async fn push_telemetry(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let push = |sub: &GetTelemetrySubscriptionsResponse, subscription_id: i32, compression_type: i8| {
+        PushTelemetryRequest::default()
+            .with_client_instance_id(sub.client_instance_id)
+            .with_subscription_id(subscription_id)
+            .with_compression_type(compression_type)
+    };
+    let get = |sub: &GetTelemetrySubscriptionsResponse| {
+        GetTelemetrySubscriptionsRequest::default().with_client_instance_id(sub.client_instance_id)
+    };
+    let mut codes = Vec::new();
+    let a = get_telemetry_subscriptions(c, v).await?;
+    codes.push(c.try_send(v, push(&a, a.subscription_id ^ 1, 0)).await?.error_code);
+    codes.push(c.try_send(v, get(&a)).await?.error_code);
+    codes.push(c.try_send(v, push(&a, a.subscription_id, 0)).await?.error_code);
+    let b = get_telemetry_subscriptions(c, v).await?;
+    codes.push(c.try_send(v, push(&b, b.subscription_id, 9)).await?.error_code);
+    codes.push(c.try_send(v, get(&b)).await?.error_code);
+    let d = get_telemetry_subscriptions(c, v).await?;
+    codes.push(c.try_send(v, push(&d, d.subscription_id, 0)).await?.error_code);
+    codes.push(c.try_send(v, push(&d, d.subscription_id, 0)).await?.error_code);
+    codes.push(c.try_send(v, get(&d)).await?.error_code);
+    codes.push(c.try_send(v, PushTelemetryRequest::default()).await?.error_code);
+    // 117 UNKNOWN_SUBSCRIPTION_ID, 89 THROTTLING_QUOTA_EXCEEDED, 76 UNSUPPORTED_COMPRESSION_TYPE,
+    // 42 INVALID_REQUEST
+    ensure(codes == [117, 0, 89, 76, 0, 0, 89, 89, 42], || format!("{codes:?}"))
 }
 
 async fn list_config_resources(c: &mut Client, v: i16) -> anyhow::Result<()> {

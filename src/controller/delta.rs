@@ -38,7 +38,8 @@ impl MetadataDelta {
                 MetadataRecord::Cluster { .. }
                 | MetadataRecord::RegisterBroker { .. }
                 | MetadataRecord::BrokerFenced { .. }
-                | MetadataRecord::ProducerIds { .. } => {}
+                | MetadataRecord::ProducerIds { .. }
+                | MetadataRecord::ClientMetricsConfig { .. } => {}
             }
         }
         d

@@ -101,6 +101,8 @@ pub struct MetadataImage {
     pub topics: BTreeMap<String, Arc<TopicImage>>,
     pub topic_names_by_id: HashMap<Uuid, String>,
     pub next_producer_id: i64,
+    /// KIP-714 client-metrics subscriptions: name → configs (never empty).
+    pub client_metrics: BTreeMap<String, BTreeMap<String, String>>,
     /// Number of records applied: the metadata offset this image reflects.
     pub offset: u64,
 }
@@ -187,6 +189,16 @@ impl MetadataImage {
                     self.topics.remove(&name);
                 }
             }
+            MetadataRecord::ClientMetricsConfig { subscription, name, value } => {
+                let configs = self.client_metrics.entry(subscription.clone()).or_default();
+                match value {
+                    Some(v) => configs.insert(name.clone(), v.clone()),
+                    None => configs.remove(name),
+                };
+                if configs.is_empty() {
+                    self.client_metrics.remove(subscription);
+                }
+            }
             MetadataRecord::ProducerIds { next_producer_id } => {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
@@ -232,6 +244,15 @@ impl MetadataImage {
                 });
             }
             out.extend(t.partitions.iter().map(|p| p.to_record(t.topic_id)));
+        }
+        for (subscription, configs) in &self.client_metrics {
+            for (name, value) in configs {
+                out.push(MetadataRecord::ClientMetricsConfig {
+                    subscription: subscription.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                });
+            }
         }
         if self.next_producer_id != 0 {
             out.push(MetadataRecord::ProducerIds { next_producer_id: self.next_producer_id });
@@ -318,6 +339,12 @@ mod tests {
             removing_replicas: vec![],
         });
         img.apply(&MetadataRecord::ProducerIds { next_producer_id: 1000 });
+        img.apply(&MetadataRecord::ClientMetricsConfig {
+            subscription: "lag".into(),
+            name: "interval.ms".into(),
+            value: Some("1000".into()),
+        });
+        assert_eq!(img.client_metrics["lag"]["interval.ms"], "1000");
         let back = MetadataImage::from_records(&img.to_records(), img.offset);
         assert_eq!(format!("{back:?}"), format!("{img:?}"));
     }

@@ -9,6 +9,7 @@
 //! dir written before the quorum.
 
 pub mod broker_liveness;
+pub mod client_metrics;
 pub mod cluster_ops;
 pub mod delta;
 pub mod image;
@@ -48,6 +49,9 @@ pub enum ControllerError {
     InvalidReplicaAssignment(String),
     #[error("{0}")]
     InvalidConfig(String),
+    /// Kafka's InvalidRequestException (INVALID_REQUEST).
+    #[error("{0}")]
+    InvalidRequest(String),
     /// A broker could not act on the change (its partitions' files cannot be opened);
     /// nothing was committed.
     #[error("{0}")]

@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::image::{BrokerImage, MetadataImage, TopicImage};
 use super::partition_change::ElectionType;
 use super::records::{Endpoint, MetadataRecord};
-use super::{placement, topic_config, ControllerError};
+use super::{client_metrics, placement, topic_config, ControllerError};
 
 /// Kafka's limit on topic name length.
 const MAX_TOPIC_NAME_LEN: usize = 249;
@@ -58,6 +58,13 @@ pub enum ControllerOp {
     },
     AlterTopicConfigs {
         name: String,
+        changes: Vec<ConfigChange>,
+        validate_only: bool,
+    },
+    /// Change the configs of a client-metrics subscription (created by its first config,
+    /// gone with its last).
+    AlterClientMetrics {
+        subscription: String,
         changes: Vec<ConfigChange>,
         validate_only: bool,
     },
@@ -124,7 +131,8 @@ impl ControllerOp {
         match self {
             ControllerOp::CreateTopic { validate_only, .. }
             | ControllerOp::CreatePartitions { validate_only, .. }
-            | ControllerOp::AlterTopicConfigs { validate_only, .. } => *validate_only,
+            | ControllerOp::AlterTopicConfigs { validate_only, .. }
+            | ControllerOp::AlterClientMetrics { validate_only, .. } => *validate_only,
             _ => false,
         }
     }
@@ -145,6 +153,9 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         }
         ControllerOp::CreatePartitions { name, total, .. } => create_partitions(image, name, *total, start),
         ControllerOp::AlterTopicConfigs { name, changes, .. } => alter_topic_configs(image, name, changes),
+        ControllerOp::AlterClientMetrics { subscription, changes, .. } => {
+            alter_client_metrics(image, subscription, changes)
+        }
         // A membership change, not a metadata record: the leader carries it out itself.
         ControllerOp::AddObserver { .. } => Ok(Vec::new()),
         // Decided with the leader's view of broker liveness (`cluster_ops.rs`).
@@ -344,6 +355,38 @@ fn create_partitions(
 }
 
 /// Config changes to a topic, all or none.
+/// Kafka validates the configs a subscription ends up with, not each change.
+fn alter_client_metrics(
+    image: &MetadataImage,
+    subscription: &str,
+    changes: &[ConfigChange],
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    let mut result = image.client_metrics.get(subscription).cloned().unwrap_or_default();
+    let mut records = Vec::new();
+    for change in changes {
+        let (name, value) = match change {
+            ConfigChange::Set(k, v) => {
+                result.insert(k.clone(), v.clone());
+                (k, Some(v.clone()))
+            }
+            ConfigChange::Delete(k) => {
+                result.remove(k);
+                (k, None)
+            }
+        };
+        records.push(MetadataRecord::ClientMetricsConfig {
+            subscription: subscription.to_owned(),
+            name: name.clone(),
+            value,
+        });
+    }
+    client_metrics::validate(subscription, &result).map_err(|e| match e {
+        client_metrics::ClientMetricsConfigError::InvalidRequest(m) => ControllerError::InvalidRequest(m),
+        client_metrics::ClientMetricsConfigError::InvalidConfig(m) => ControllerError::InvalidConfig(m),
+    })?;
+    Ok(records)
+}
+
 fn alter_topic_configs(
     image: &MetadataImage,
     name: &str,

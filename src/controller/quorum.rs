@@ -395,6 +395,19 @@ impl Controller {
         })
     }
 
+    /// Change a client-metrics subscription's configs, all or none.
+    pub fn alter_client_metrics(
+        &self,
+        subscription: &str,
+        changes: &[ConfigChange],
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let (subscription, changes) = (subscription.to_owned(), changes.to_vec());
+        self.run(move |core| async move {
+            core.submit(ControllerOp::AlterClientMetrics { subscription, changes, validate_only }).await.map(drop)
+        })
+    }
+
     /// Hand out a fresh producer id; never reused, also across restarts and nodes: each
     /// node takes blocks of ids from the quorum.
     pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {

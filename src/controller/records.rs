@@ -64,6 +64,13 @@ pub enum MetadataRecord {
     RemoveTopic {
         topic_id: Uuid,
     },
+    /// Set (`value: Some`) or remove (`None`) one config of a KIP-714 client-metrics
+    /// subscription (Kafka's ConfigRecord on a CLIENT_METRICS resource).
+    ClientMetricsConfig {
+        subscription: String,
+        name: String,
+        value: Option<String>,
+    },
     /// Producer ids below `next_producer_id` are handed out; a restart continues above it.
     ProducerIds {
         next_producer_id: i64,

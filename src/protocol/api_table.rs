@@ -30,7 +30,12 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     (ApiKey::DeleteGroups, "v3 not yet: kafka-protocol 0.18 decodes requests to v2"),
     (ApiKey::DescribeProducers, "idempotent producers' state (`kafka-transactions describe-producers`)"),
     (ApiKey::UpdateFeatures, "only the finalized levels (each feature has one)"),
-    (ApiKey::ListConfigResources, "topics and brokers"),
+    (ApiKey::ListConfigResources, "topics, brokers and client-metrics subscriptions"),
+    (
+        ApiKey::GetTelemetrySubscriptions,
+        "KIP-714: subscriptions from client-metrics config resources; zstd, lz4, gzip, snappy accepted",
+    ),
+    (ApiKey::PushTelemetry, "KIP-714: OTLP metrics decoded, latest values on `/metrics` (`client_telemetry_*`)"),
     (ApiKey::ElectLeaders, "preferred and unclean (`kafka-leader-election`)"),
     (ApiKey::DescribeQuorum, "the controller quorum (`kafka-metadata-quorum`)"),
     (
@@ -53,7 +58,6 @@ const TRANSACTIONS: &str = "transactions: a feature of its own, later";
 const KIP_848: &str = "KIP-848 consumer groups: a feature of its own, later";
 const SECURITY: &str = "SASL/ACLs/SCRAM/quotas: security features of their own, later";
 const SHARE_GROUPS: &str = "KIP-932 share groups: not planned yet";
-const TELEMETRY: &str = "KIP-714 client telemetry: issue 12";
 
 /// Client-facing APIs kafka-protocol defines that runnel does not serve: (API, plan).
 /// They are not advertised; a request for one closes the connection (`protocol::handle_frame`).
@@ -82,8 +86,6 @@ pub const NOT_SERVED: &[(ApiKey, &str)] = &[
     (ApiKey::RenewDelegationToken, SECURITY),
     (ApiKey::ExpireDelegationToken, SECURITY),
     (ApiKey::DescribeDelegationToken, SECURITY),
-    (ApiKey::GetTelemetrySubscriptions, TELEMETRY),
-    (ApiKey::PushTelemetry, TELEMETRY),
     (ApiKey::ShareGroupHeartbeat, SHARE_GROUPS),
     (ApiKey::ShareGroupDescribe, SHARE_GROUPS),
     (ApiKey::ShareFetch, SHARE_GROUPS),

@@ -29,6 +29,8 @@ pub struct Ctx {
     pub coordinator_switch: std::sync::Mutex<()>,
     /// Request counts and latencies, for `/metrics`.
     pub requests: super::request_metrics::RequestMetrics,
+    /// KIP-714 client instances and their pushed metrics.
+    pub telemetry: crate::telemetry::Telemetry,
 }
 
 impl Ctx {

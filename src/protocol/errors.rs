@@ -64,6 +64,7 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         ControllerError::InvalidReplicationFactor(_) => ResponseError::InvalidReplicationFactor,
         ControllerError::InvalidReplicaAssignment(_) => ResponseError::InvalidReplicaAssignment,
         ControllerError::InvalidConfig(_) => ResponseError::InvalidConfig,
+        ControllerError::InvalidRequest(_) => ResponseError::InvalidRequest,
         // Kafka answers a disk failure under a log with KAFKA_STORAGE_ERROR (56,
         // KafkaStorageException: "disk error when trying to access log file"). Its own
         // controller never learns of a broker's disk when creating a topic, so it has no

@@ -59,6 +59,33 @@ pub struct RequestInfo {
     /// Brokers are shown to the sender at their addresses on this listener, as Kafka
     /// answers each listener with its own endpoints.
     pub listener: Listener,
+    /// What the connection's ApiVersions (v3+) said the client is, if it said.
+    pub client_software: Option<std::sync::Arc<ClientSoftware>>,
+}
+
+/// KIP-511: the client software a connection's ApiVersions request named (cut to
+/// [`ClientSoftware::MAX_LEN`] bytes each), kept for the connection's later requests.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ClientSoftware {
+    pub name: String,
+    pub version: String,
+}
+
+impl ClientSoftware {
+    pub const MAX_LEN: usize = 128;
+
+    fn from_api_versions(req: &ApiVersionsRequest) -> Option<ClientSoftware> {
+        let cut = |s: &str| {
+            let mut end = s.len().min(Self::MAX_LEN);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            s[..end].to_owned()
+        };
+        let name = req.client_software_name.as_str();
+        (!name.is_empty())
+            .then(|| ClientSoftware { name: cut(name), version: cut(req.client_software_version.as_str()) })
+    }
 }
 
 impl RequestInfo {
@@ -75,6 +102,7 @@ pub async fn handle_frame(
     ctx: &Ctx,
     peer: Option<std::net::SocketAddr>,
     listener: Listener,
+    client_software: &mut Option<std::sync::Arc<ClientSoftware>>,
     frame: Bytes,
 ) -> Result<Option<Vec<Chunk>>, ProtocolError> {
     if frame.len() < 8 {
@@ -102,7 +130,12 @@ pub async fn handle_frame(
         RequestHeader::decode(&mut buf, header_version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let request = RequestKind::decode(api, &mut buf, version).map_err(|e| ProtocolError::Malformed(e.to_string()))?;
     let client_id = header.client_id.as_ref().map(|c| c.to_string()).unwrap_or_default();
-    let info = RequestInfo { peer, client_id, listener };
+    if let RequestKind::ApiVersions(r) = &request {
+        if let Some(software) = ClientSoftware::from_api_versions(r) {
+            *client_software = Some(std::sync::Arc::new(software));
+        }
+    }
+    let info = RequestInfo { peer, client_id, listener, client_software: client_software.clone() };
     let reply = dispatch(ctx, &info, request, version).await?;
     let encoded = match reply {
         Reply::NoResponse => Ok(None),
@@ -186,6 +219,10 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
         RequestKind::FindCoordinator(r) => {
             ResponseKind::FindCoordinator(groups::find_coordinator(ctx, info, r, v).await)
         }
+        RequestKind::GetTelemetrySubscriptions(r) => {
+            ResponseKind::GetTelemetrySubscriptions(telemetry::get_subscriptions(ctx, info, r, v))
+        }
+        RequestKind::PushTelemetry(r) => ResponseKind::PushTelemetry(telemetry::push(ctx, info, r, v)),
         RequestKind::JoinGroup(r) => ResponseKind::JoinGroup(groups::join_group(ctx, info, r, v).await),
         RequestKind::SyncGroup(r) => ResponseKind::SyncGroup(groups::sync_group(ctx, r, v).await),
         RequestKind::Heartbeat(r) => ResponseKind::Heartbeat(groups::heartbeat(ctx, r, v).await),

@@ -42,6 +42,8 @@ pub const SUPPORTED: &[(ApiKey, i16, i16)] = &[
     (ApiKey::ListGroups, 0, 5),
     (ApiKey::DeleteGroups, 0, 2),
     (ApiKey::OffsetDelete, 0, 0),
+    (ApiKey::GetTelemetrySubscriptions, 0, 0),
+    (ApiKey::PushTelemetry, 0, 0),
 ];
 
 pub fn supported(key: ApiKey) -> Option<(i16, i16)> {
@@ -101,6 +103,8 @@ mod tests {
                 AlterReplicaLogDirs => AlterReplicaLogDirsRequest,
                 AlterPartitionReassignments => AlterPartitionReassignmentsRequest,
                 ListPartitionReassignments => ListPartitionReassignmentsRequest,
+                GetTelemetrySubscriptions => GetTelemetrySubscriptionsRequest,
+                PushTelemetry => PushTelemetryRequest,
             );
             assert!(*lo >= v.min && *hi <= v.max, "{key:?} {lo}..{hi} outside the request type's {v:?}");
         }

@@ -80,6 +80,8 @@ pub async fn serve(
     let mut frame_started: Option<Instant> = None;
     // Budget held for the frame being received.
     let mut held: Option<OwnedSemaphorePermit> = None;
+    // KIP-511: the client software its ApiVersions named (KIP-714 `match` patterns).
+    let mut client_software = None;
     loop {
         // Drain every whole frame already buffered, answering each in order.
         loop {
@@ -87,7 +89,7 @@ pub async fn serve(
                 Ok(Some(frame)) => {
                     state.begin(Activity::Serving);
                     let correlation = peek_correlation_id(&frame);
-                    let result = handle_frame(&ctx, Some(peer), listener, frame).await;
+                    let result = handle_frame(&ctx, Some(peer), listener, &mut client_software, frame).await;
                     held = None;
                     frame_started = None;
                     // Evictable again before the client can see the answer (an eviction

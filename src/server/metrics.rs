@@ -131,6 +131,7 @@ impl Collector for BrokerCollector {
         )?;
         self.encode_partitions(&mut enc)?;
         self.encode_groups(&mut enc)?;
+        self.encode_client_telemetry(&mut enc)?;
         let image = ctx.image();
         let me = ctx.config.node_id;
         let under_replicated = image
@@ -262,6 +263,56 @@ impl BrokerCollector {
             "rebalances",
             "Completed rebalances of a group (its generation id)",
             view.generations.iter().map(|(g, gen)| (labels([("group", g.clone())]), u64::try_from(*gen).unwrap_or(0))),
+        )
+    }
+}
+
+impl BrokerCollector {
+    /// KIP-714: what clients pushed, one family per metric (`client_telemetry_` and the
+    /// OTLP name with every character outside `[a-zA-Z0-9_]` made `_`), labelled with the
+    /// client instance, its client id, the resource attributes it sent (group id, ...)
+    /// and the data point's attributes (topic, partition, ...). Gauges as gauges, sums as
+    /// counters; then the bookkeeping of the telemetry itself.
+    fn encode_client_telemetry(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        use crate::telemetry::store::{sanitise, Kind};
+        let telemetry = &self.ctx.telemetry;
+        for family in telemetry.store.families(self.ctx.now_ms()) {
+            let name = format!("client_telemetry_{}", sanitise(&family.name));
+            let help = if family.help.is_empty() { family.name.clone() } else { family.help.clone() };
+            match family.kind {
+                Kind::Gauge => {
+                    let mut m = enc.encode_descriptor(&name, &help, None, MetricType::Gauge)?;
+                    for (labels, v) in &family.rows {
+                        m.encode_family(labels)?.encode_gauge(v)?;
+                    }
+                }
+                Kind::Sum => {
+                    // The encoder appends `_total`; a Kafka name ending in `.total` keeps one.
+                    let name = name.strip_suffix("_total").unwrap_or(&name);
+                    let mut m = enc.encode_descriptor(name, &help, None, MetricType::Counter)?;
+                    for (labels, v) in &family.rows {
+                        m.encode_family(labels)?.encode_counter::<NoLabelSet, f64, f64>(v, None)?;
+                    }
+                }
+            }
+        }
+        gauges(
+            enc,
+            "client_telemetry_instances",
+            "KIP-714 client instances the broker knows (they asked for a subscription or pushed lately)",
+            [(Labels::new(), telemetry.manager.instance_count() as i64)],
+        )?;
+        gauges(
+            enc,
+            "client_telemetry_series",
+            "Series of pushed client metrics shown here",
+            [(Labels::new(), telemetry.store.series_count() as i64)],
+        )?;
+        counters(
+            enc,
+            "client_telemetry_dropped_series",
+            "Pushed client metric series not shown because the cap on series was reached",
+            one(telemetry.store.dropped_series()),
         )
     }
 }

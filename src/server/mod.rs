@@ -187,6 +187,7 @@ impl Broker {
                 .topic(offsets_topic::OFFSETS_TOPIC)
                 .map_or(config.offsets_topic_num_partitions, |t| t.partitions.len() as i32);
             let groups = Arc::new(GroupCoordinator::new(limits, retention_ms, partitions, writer));
+            let telemetry_max_bytes = config.telemetry_max_bytes;
             Ctx {
                 config,
                 controller,
@@ -196,6 +197,7 @@ impl Broker {
                 refusals: Default::default(),
                 coordinator_switch: Default::default(),
                 requests: Default::default(),
+                telemetry: crate::telemetry::Telemetry::new(telemetry_max_bytes),
             }
         });
         // A group is served by the broker that leads its partition of `__consumer_offsets`,

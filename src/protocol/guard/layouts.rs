@@ -671,3 +671,23 @@ pub mod describe_topic_partitions {
     static CURSOR: Layout =
         Layout { fields: &[f("topic_name", Str, 0, 0), f("partition_index", I32, 0, 0)], tags: &[] };
 }
+pub mod get_telemetry_subscriptions {
+    use super::*;
+    pub static API: Api = Api { key: 71, min: 0, max: 0, flexible_from: 0, body: &GET_TELEMETRY_SUBSCRIPTIONS_REQUEST };
+    static GET_TELEMETRY_SUBSCRIPTIONS_REQUEST: Layout =
+        Layout { fields: &[f("client_instance_id", UUID, 0, 0)], tags: &[] };
+}
+pub mod push_telemetry {
+    use super::*;
+    pub static API: Api = Api { key: 72, min: 0, max: 0, flexible_from: 0, body: &PUSH_TELEMETRY_REQUEST };
+    static PUSH_TELEMETRY_REQUEST: Layout = Layout {
+        fields: &[
+            f("client_instance_id", UUID, 0, 0),
+            f("subscription_id", I32, 0, 0),
+            f("terminating", Bool, 0, 0),
+            f("compression_type", I8, 0, 0),
+            f("metrics", Bytes, 0, 0),
+        ],
+        tags: &[],
+    };
+}

@@ -380,6 +380,8 @@ static APIS: &[&Api] = &[
     &layouts::consumer_group_describe::API,
     &layouts::list_config_resources::API,
     &layouts::describe_topic_partitions::API,
+    &layouts::get_telemetry_subscriptions::API,
+    &layouts::push_telemetry::API,
 ];
 
 mod layouts;

@@ -10,6 +10,7 @@ use kafka_protocol::messages::{
 };
 
 use super::str_bytes;
+use crate::controller::client_metrics;
 use crate::controller::topic_config::{self, ConfigType, TOPIC_CONFIGS};
 use crate::controller::{ConfigChange, ControllerError, TopicImage};
 use crate::protocol::errors::controller_error;
@@ -17,10 +18,12 @@ use crate::protocol::Ctx;
 
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_CLIENT_METRICS: i8 = 16;
 
 pub const SOURCE_TOPIC: i8 = 1;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
+pub const SOURCE_CLIENT_METRICS: i8 = 7;
 
 pub struct ConfigEntry {
     pub name: String,
@@ -98,6 +101,7 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
         ("node.id", c.node_id.to_string(), ConfigType::Int),
         ("num.partitions", c.num_partitions.to_string(), ConfigType::Int),
         ("socket.request.max.bytes", c.socket_request_max_bytes.to_string(), ConfigType::Int),
+        ("telemetry.max.bytes", c.telemetry_max_bytes.to_string(), ConfigType::Int),
     ];
     // Set only when configured (Kafka lists them with no value otherwise).
     if let Some(rack) = &c.rack {
@@ -121,6 +125,34 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
             doc: "",
         })
         .collect()
+}
+
+/// A client-metrics subscription's configs: those set (none for an unknown name, which
+/// is not an error, as in Kafka).
+fn client_metrics_entries(ctx: &Ctx, name: &str) -> Vec<ConfigEntry> {
+    let image = ctx.image();
+    let Some(configs) = image.client_metrics.get(name) else { return vec![] };
+    configs
+        .iter()
+        .map(|(k, v)| {
+            let (config_type, doc) = client_metrics_def(k).unwrap_or((ConfigType::String, ""));
+            ConfigEntry {
+                name: k.clone(),
+                value: v.clone(),
+                source: SOURCE_CLIENT_METRICS,
+                config_type: config_type.code(),
+                doc,
+                synonyms: vec![(k.clone(), v.clone(), SOURCE_CLIENT_METRICS)],
+            }
+        })
+        .collect()
+}
+
+/// The type and documentation of a client-metrics config.
+fn client_metrics_def(name: &str) -> Option<(ConfigType, &'static str)> {
+    let (_, doc) = client_metrics::CONFIGS.iter().find(|(n, _)| *n == name)?;
+    let ty = if name == client_metrics::INTERVAL_MS { ConfigType::Int } else { ConfigType::List };
+    Some((ty, doc))
 }
 
 pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> DescribeConfigsResponse {
@@ -149,6 +181,7 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
                     }
                     broker_config_entries(ctx)
                 }
+                RESOURCE_CLIENT_METRICS => client_metrics_entries(ctx, r.resource_name.as_str()),
                 other => {
                     return base
                         .with_error_code(ResponseError::InvalidRequest.code())
@@ -235,6 +268,12 @@ async fn apply_changes(
             ResponseError::InvalidRequest,
             "runnel does not support dynamic broker configs; set them in the config file".into(),
         )),
+        RESOURCE_CLIENT_METRICS => {
+            let subscription = name.to_owned();
+            ctx.controller_op(move |c| c.alter_client_metrics(&subscription, &changes, validate_only))
+                .await
+                .map_err(|e| (controller_error(&e), e.to_string()))
+        }
         other => Err((ResponseError::InvalidRequest, format!("Unsupported resource type {other}"))),
     }
 }
@@ -253,11 +292,15 @@ pub async fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterC
                     .ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str())))?;
                 changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
             }
-            if let Some(t) = ctx.image().topic(&name) {
-                for k in t.configs.keys() {
-                    if !r.configs.iter().any(|c| c.name.as_str() == k) {
-                        changes.push(ConfigChange::Delete(k.clone()));
-                    }
+            let image = ctx.image();
+            let current: Vec<&String> = match r.resource_type {
+                RESOURCE_CLIENT_METRICS => image.client_metrics.get(&name).map(|c| c.keys().collect()),
+                _ => image.topic(&name).map(|t| t.configs.keys().collect()),
+            }
+            .unwrap_or_default();
+            for k in current {
+                if !r.configs.iter().any(|c| c.name.as_str() == k) {
+                    changes.push(ConfigChange::Delete(k.clone()));
                 }
             }
             Ok(changes)
@@ -288,7 +331,11 @@ pub async fn incremental_alter(
     for r in req.resources {
         {
             let name = r.resource_name.to_string();
-            let current = ctx.image().topic(&name).cloned();
+            let image = ctx.image();
+            let current: Option<std::collections::BTreeMap<String, String>> = match r.resource_type {
+                RESOURCE_CLIENT_METRICS => image.client_metrics.get(&name).cloned(),
+                _ => image.topic(&name).map(|t| t.configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+            };
             let changes = (|| {
                 let mut changes = Vec::new();
                 let mut seen = std::collections::HashSet::new();
@@ -310,19 +357,27 @@ pub async fn incremental_alter(
                         }
                         OP_DELETE => changes.push(ConfigChange::Delete(key)),
                         OP_APPEND | OP_SUBTRACT => {
-                            let def = topic_config::find(&key).ok_or_else(|| {
-                                (ResponseError::InvalidConfig, format!("Unknown topic config name: {key}"))
-                            })?;
-                            if def.ty != ConfigType::List {
+                            let (ty, default) = if r.resource_type == RESOURCE_CLIENT_METRICS {
+                                let (ty, _) = client_metrics_def(&key).ok_or_else(|| {
+                                    (
+                                        ResponseError::InvalidRequest,
+                                        format!("Unknown client metrics configuration: {key}"),
+                                    )
+                                })?;
+                                (ty, String::new())
+                            } else {
+                                let def = topic_config::find(&key).ok_or_else(|| {
+                                    (ResponseError::InvalidConfig, format!("Unknown topic config name: {key}"))
+                                })?;
+                                (def.ty, def.default_value(&ctx.config))
+                            };
+                            if ty != ConfigType::List {
                                 return Err((
                                     ResponseError::InvalidConfig,
                                     format!("Config value append is not allowed for config key: {key}"),
                                 ));
                             }
-                            let existing = current
-                                .as_ref()
-                                .and_then(|t| t.configs.get(&key).cloned())
-                                .unwrap_or_else(|| def.default_value(&ctx.config));
+                            let existing = current.as_ref().and_then(|c| c.get(&key).cloned()).unwrap_or(default);
                             let mut items: Vec<String> =
                                 existing.split(',').map(|s| s.trim().to_owned()).filter(|s| !s.is_empty()).collect();
                             for v in value.unwrap_or_default().split(',').map(str::trim).filter(|s| !s.is_empty()) {

@@ -3,19 +3,18 @@
 //! As Kafka 4.4 answers (checked against the reference broker): v0 is the former
 //! ListClientMetricsResources and lists client-metrics resources only; v1 lists the types
 //! asked for, every type when none is asked; a type that is not a config resource type
-//! gets UNSUPPORTED_VERSION. runnel has topic and broker configs; it has no broker-logger,
-//! client-metrics or group configs, so those types list nothing.
+//! gets UNSUPPORTED_VERSION. runnel has topic, broker and client-metrics configs; it has no
+//! broker-logger or group configs, so those types list nothing.
 
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::list_config_resources_response::ConfigResource;
 use kafka_protocol::messages::{ListConfigResourcesRequest, ListConfigResourcesResponse};
 
-use super::configs::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use super::configs::{RESOURCE_BROKER, RESOURCE_CLIENT_METRICS, RESOURCE_TOPIC};
 use super::str_bytes;
 use crate::protocol::Ctx;
 
 const RESOURCE_BROKER_LOGGER: i8 = 8;
-const RESOURCE_CLIENT_METRICS: i8 = 16;
 const RESOURCE_GROUP: i8 = 32;
 /// Kafka's `ConfigResource.Type`s, in the order listed when a request names none.
 const KNOWN: [i8; 5] =
@@ -35,6 +34,7 @@ pub fn handle(ctx: &Ctx, req: ListConfigResourcesRequest, version: i16) -> ListC
     for t in KNOWN.iter().filter(|t| types.contains(t)) {
         let names: Vec<String> = match *t {
             RESOURCE_TOPIC => image.topics.keys().cloned().collect(),
+            RESOURCE_CLIENT_METRICS => image.client_metrics.keys().cloned().collect(),
             RESOURCE_BROKER => image.brokers.values().filter(|b| !b.fenced).map(|b| b.node_id.to_string()).collect(),
             _ => vec![],
         };

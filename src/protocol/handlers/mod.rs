@@ -25,6 +25,7 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod reassignments;
 pub mod replica_fetch;
+pub mod telemetry;
 pub mod update_features;
 
 use std::sync::Arc;
