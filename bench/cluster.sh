@@ -16,21 +16,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/.." && pwd)"
 
-out=""
-args=()
-smoke=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --smoke) smoke=1; args+=("$1") ;;
-        --out) out="$2"; shift ;;
-        --out=*) out="${1#--out=}" ;;
-        *) args+=("$1") ;;
-    esac
-    shift
-done
-if [ -z "$out" ]; then
-    if [ -n "$smoke" ]; then out="$here/.work/results"; else out="$here/results"; fi
-fi
+# shellcheck source=bench/args.sh
+source "$here/args.sh"
 
 eval "$(bash "$here/setup.sh")"
 bash "$repo/compat-tests/setup/netns.sh" >&2

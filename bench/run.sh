@@ -13,21 +13,8 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
-out=""
-args=()
-smoke=""
-while [ $# -gt 0 ]; do
-    case "$1" in
-        --smoke) smoke=1; args+=("$1") ;;
-        --out) out="$2"; shift ;;
-        --out=*) out="${1#--out=}" ;;
-        *) args+=("$1") ;;
-    esac
-    shift
-done
-if [ -z "$out" ]; then
-    if [ -n "$smoke" ]; then out="$here/.work/results"; else out="$here/results"; fi
-fi
+# shellcheck source=bench/args.sh
+source "$here/args.sh"
 
 eval "$(bash "$here/setup.sh")"
 exec "$PYTHON" "$here/bench.py" --runnel "$RUNNEL" --rdkafka-performance "$RDKAFKA_PERFORMANCE" \

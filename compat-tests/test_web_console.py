@@ -26,7 +26,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from conftest import RunnelProcess, runnel_bin
+from conftest import RunnelProcess, free_dev_cluster_base_port, runnel_bin
 
 CHROMIUM = shutil.which("chromium")
 CHROMEDRIVER = shutil.which("chromedriver")
@@ -374,29 +374,6 @@ def test_console_endpoints_refuse_bad_input(broker):
     assert status == 200 and "get" in doc["paths"]["/topics/{topic}/partitions/{n}/records"]
 
 
-def free_base_port():
-    """A base port whose client, controller and HTTP ports for three nodes are free."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + 203 > 65535:
-            continue
-        socks = []
-        try:
-            for p in [base + off + i for off in (0, 100, 200) for i in range(3)]:
-                t = socket.socket()
-                t.bind(("127.0.0.1", p))
-                socks.append(t)
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free port range")
-
-
 @needs_chromium
 def test_console_shows_a_cluster(tmp_path, browser):
     """Three brokers in racks (`runnel dev-cluster`): the brokers page names the racks and
@@ -404,7 +381,7 @@ def test_console_shows_a_cluster(tmp_path, browser):
     and ISR, with watermarks where the console's broker leads."""
     if os.environ.get("COMPAT_BOOTSTRAP"):
         pytest.skip("starts its own brokers")
-    base = free_base_port()
+    base = free_dev_cluster_base_port()
     parent = subprocess.Popen([runnel_bin(), "dev-cluster", "--nodes", "3", "--base-port", str(base),
                                "--data-root", str(tmp_path / "data"), "--", "--rack", "rack-{node}"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)

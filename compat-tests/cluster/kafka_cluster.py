@@ -18,9 +18,7 @@ started with PR_SET_PDEATHSIG, so it dies with the harness; `stop_all` is bounde
 By hand: `python3 compat-tests/cluster/kafka_cluster.py --seconds 900` (see `main`).
 """
 import base64
-import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -55,9 +53,9 @@ def broker_jvm_opts() -> list:
     return JVM_OPTS_FILE.read_text().split()
 
 
-class KafkaNode:
-    """One Kafka broker+controller JVM in its namespace; the same surface as netns.Node
-    (address, launch, wait_listening, kill, stop, pause, resume, proc)."""
+class KafkaNode(netns.Node):
+    """One Kafka broker+controller JVM in its namespace: a netns.Node (address,
+    wait_listening, signals, pause, resume) that launches Kafka instead of runnel."""
 
     def __init__(self, net, host, node_id, voters, workdir: Path, libs: Path):
         self.net, self.host, self.node_id = net, host, node_id
@@ -74,10 +72,6 @@ class KafkaNode:
             TEMPLATE.read_text().replace("@NODE_ID@", str(node_id))
             .replace("@HOST@", net.ips[host]).replace("@VOTERS@", voters)
             .replace("@LOG_DIR@", str(self.data_dir)))
-
-    @property
-    def address(self):
-        return f"{self.net.ips[self.host]}:{self.port}"
 
     def _java(self):
         return ["java", "-cp", f"{self.libs}/*", f"-Dlog4j2.configurationFile={LOG4J2}",
@@ -98,38 +92,13 @@ class KafkaNode:
         return self
 
     def start(self, timeout=90.0):
-        return self.launch().wait_listening(timeout)
+        return super().start(timeout)
 
-    def wait_listening(self, timeout=90.0):
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"Kafka {self.host} exited with {self.proc.returncode}; "
-                                   f"see {self.dir}/server.log and {self.log_path}")
-            try:
-                with socket.create_connection((self.net.ips[self.host], self.port), timeout=0.5):
-                    return self
-            except OSError:
-                time.sleep(0.1)
-        raise RuntimeError(f"Kafka {self.host} not listening after {timeout}s; see {self.dir}/server.log")
-
-    def signal(self, sig):
-        if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-
-    def kill(self):
-        self.signal(signal.SIGKILL)
-        if self.proc:
-            self.proc.wait(timeout=10)
+    def log_hint(self):
+        return f"see {self.dir}/server.log and {self.log_path}"
 
     def stop(self, timeout=20):
         stop_all([self], timeout)
-
-    def pause(self):
-        self.signal(signal.SIGSTOP)
-
-    def resume(self):
-        self.signal(signal.SIGCONT)
 
 
 def start_kafka_cluster(net, hosts, workdir: Path, timeout=120.0):

@@ -185,14 +185,17 @@ class Node:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.host} exited with {self.proc.returncode}; see {self.log_path}")
+                raise RuntimeError(f"{self.host} exited with {self.proc.returncode}; {self.log_hint()}")
             try:
                 # From the root namespace, over the bridge.
                 with socket.create_connection((self.net.ips[self.host], self.port), timeout=0.5):
                     return self
             except OSError:
                 time.sleep(0.05)
-        raise RuntimeError(f"{self.host} not listening after {timeout}s; see {self.log_path}")
+        raise RuntimeError(f"{self.host} not listening after {timeout}s; {self.log_hint()}")
+
+    def log_hint(self):
+        return f"see {self.log_path}"
 
     def signal(self, sig):
         if self.proc and self.proc.poll() is None:

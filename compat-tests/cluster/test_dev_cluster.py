@@ -6,7 +6,6 @@ import hashlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import time
 
@@ -14,40 +13,17 @@ import pytest
 
 from checker import check_files
 from cluster_fixtures import franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
+from conftest import free_dev_cluster_base_port
 
 
 pytestmark = pytest.mark.skipif(bool(os.environ.get("COMPAT_BOOTSTRAP")),
                                 reason="starts its own brokers")
 
 
-def free_base_port():
-    """A base port whose three client ports and three controller ports are free."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + 103 > 65535:
-            continue
-        ports = [base + i for i in range(3)] + [base + 100 + i for i in range(3)]
-        try:
-            socks = []
-            for p in ports:
-                t = socket.socket()
-                t.bind(("127.0.0.1", p))
-                socks.append(t)
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free port range")
-
-
 def test_dev_cluster_replicates_and_stops_on_ctrl_c(tmp_path, franz_bin, runnel_bin):
     binary = runnel_bin
     franz_path = franz_bin
-    base = free_base_port()
+    base = free_dev_cluster_base_port()
     parent = subprocess.Popen([binary, "dev-cluster", "--nodes", "3", "--base-port", str(base),
                                "--data-root", str(tmp_path / "data")],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
