@@ -258,6 +258,37 @@ pub fn check_batch(header: &BatchHeader, batch: &[u8]) -> Result<(), BatchError>
     Ok(())
 }
 
+/// Kafka's `ProduceRequest.validateRecords` (Produce v3+, every version runnel serves): a
+/// Produce request's records for one partition are exactly one batch of magic 2, else the
+/// partition is refused with INVALID_RECORD (the reason is returned) and nothing of it is
+/// appended. Only the framing is read, as Kafka's batch iterator reads it: a batch whose
+/// bytes are not all there counts as no batch; a length field below any batch's minimum,
+/// a bad CRC and the rest are left to [`validate_batches`] (CORRUPT_MESSAGE and the others).
+/// Replica appends, which carry many batches, do not use it.
+pub fn exactly_one_v2_batch(records: &[u8]) -> Result<(), &'static str> {
+    // The whole size of the batch at the start of `buf`, when its length field is legal
+    // and all its bytes are present.
+    let complete = |buf: &[u8]| -> Option<usize> {
+        let length = i32::from_be_bytes(buf.get(8..LOG_OVERHEAD)?.try_into().ok()?);
+        let size = LOG_OVERHEAD.checked_add(usize::try_from(length).ok()?)?;
+        (size > OFF_MAGIC && buf.len() >= size).then_some(size)
+    };
+    let first = match records.get(8..LOG_OVERHEAD).map(|l| i32::from_be_bytes(l.try_into().unwrap_or_default())) {
+        None => return Err("produce requests must hold one record batch per partition; these records hold none"),
+        // Shorter than any batch: validate_batches answers it (CORRUPT_MESSAGE, as Kafka).
+        Some(length) if length < MIN_BATCH_LENGTH => return Ok(()),
+        Some(_) => complete(records)
+            .ok_or("produce requests must hold one record batch per partition; its bytes are not all there")?,
+    };
+    if records[OFF_MAGIC] != 2 {
+        return Err("produce requests may only hold record batches of magic 2");
+    }
+    if complete(&records[first..]).is_some() {
+        return Err("produce requests may hold exactly one record batch per partition; these records hold more");
+    }
+    Ok(())
+}
+
 /// Splits a Produce request's records into batches and validates each one: complete,
 /// magic 2, legal length, CRC-32C, non-negative counts, at most `max_batch_bytes`.
 ///

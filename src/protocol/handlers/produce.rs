@@ -70,7 +70,7 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
                 }
             };
             let records = pd.records.unwrap_or_default();
-            if let Err(why) = exactly_one_v2_batch(&records) {
+            if let Err(why) = crate::storage::batch::exactly_one_v2_batch(&records) {
                 let e = PartitionError::InvalidBatch(BatchError::InvalidRecord(why));
                 log_refused(ctx, info, &name, pd.index, &e);
                 parts.push(error_response(&name, pd.index, &e, version));
@@ -112,38 +112,6 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
     let node_endpoints =
         if version >= 10 { point_to_leaders(ctx, info.listener, &mut responses, &topics) } else { vec![] };
     Some(ProduceResponse::default().with_responses(responses).with_node_endpoints(node_endpoints))
-}
-
-/// Kafka's `ProduceRequest.validateRecords` (every version runnel serves is v3+): a
-/// partition's records are exactly one batch of magic 2, else that partition is refused
-/// with INVALID_RECORD and nothing of it is appended. Only the framing is read here, as
-/// Kafka's batch iterator reads it: a batch whose bytes are not all there counts as no
-/// batch; a length field below any batch's minimum, a bad CRC and the rest are left to the
-/// full validation in the append (CORRUPT_MESSAGE and the others).
-fn exactly_one_v2_batch(records: &[u8]) -> Result<(), &'static str> {
-    /// The bytes a batch's length field leaves out (base offset and the field itself).
-    const LOG_OVERHEAD: usize = 12;
-    const MAGIC_AT: usize = 16;
-    // (batch's whole size, when its length field is legal and all its bytes are present)
-    let complete = |buf: &[u8]| -> Option<usize> {
-        let length = i32::from_be_bytes(buf.get(8..LOG_OVERHEAD)?.try_into().ok()?);
-        let size = LOG_OVERHEAD.checked_add(usize::try_from(length).ok()?)?;
-        (size > MAGIC_AT && buf.len() >= size).then_some(size)
-    };
-    let first = match records.get(8..LOG_OVERHEAD).map(|l| i32::from_be_bytes(l.try_into().unwrap_or_default())) {
-        None => return Err("produce requests must hold one record batch per partition; these records hold none"),
-        // Shorter than any batch: the append's validation answers CORRUPT_MESSAGE, as Kafka.
-        Some(length) if length < crate::storage::batch::MIN_BATCH_LENGTH => return Ok(()),
-        Some(_) => complete(records)
-            .ok_or("produce requests must hold one record batch per partition; its bytes are not all there")?,
-    };
-    if records[MAGIC_AT] != 2 {
-        return Err("produce requests may only hold record batches of magic 2");
-    }
-    if complete(&records[first..]).is_some() {
-        return Err("produce requests may hold exactly one record batch per partition; these records hold more");
-    }
-    Ok(())
 }
 
 /// The topic a request's entry names: by id from v13 (UNKNOWN_TOPIC_ID when the image has
