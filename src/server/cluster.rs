@@ -30,7 +30,12 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
     loop {
         let controller = ctx.controller.clone();
         let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, false));
-        match beat.await {
+        // Shutdown does not wait for an answer: Broker::shutdown waits for this task.
+        let answer = tokio::select! {
+            answer = beat => answer,
+            _ = shutdown.recv() => return,
+        };
+        match answer {
             Ok(Ok(())) => {
                 if failures > 0 && answered > 0 {
                     tracing::info!(failures, "controller heartbeats answered again");
@@ -88,7 +93,16 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
     let deadline = tokio::time::Instant::now() + CONTROLLED_SHUTDOWN_TIMEOUT;
     loop {
         let controller = ctx.controller.clone();
-        let asked = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, true)).await;
+        // Bounded here too: the controller gives up on its own deadline, but this loop's
+        // deadline is the one that must hold for the process to stop.
+        let ask = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, true));
+        let asked = match tokio::time::timeout_at(deadline, ask).await {
+            Ok(asked) => asked,
+            Err(_) => {
+                tracing::warn!("controlled shutdown: the controller did not answer in time; stopping anyway");
+                return;
+            }
+        };
         let image = ctx.controller.image();
         let still_leading = image
             .topics

@@ -17,7 +17,7 @@ use crate::controller::operations::{decide, ControllerOp};
 use crate::controller::raft::network::CallError;
 use crate::controller::raft::rpc_server::{ForwardFuture, ForwardHandler};
 use crate::controller::raft::state_machine::Published;
-use crate::controller::raft::wire::{ForwardError, OpReply};
+use crate::controller::raft::wire::{ErrorKind, ForwardError, OpReply};
 use crate::controller::raft::{Commit, NodeId};
 use crate::controller::records::MetadataRecord;
 use crate::controller::ControllerError;
@@ -30,7 +30,7 @@ impl Core {
         loop {
             let leader = self.raft.current_leader().await;
             let attempt = match leader {
-                Some(l) if l == self.node_id as NodeId => self.decide_and_commit(op.clone()).await,
+                Some(l) if l == self.node_id as NodeId => self.decide_and_commit(op.clone(), deadline).await,
                 Some(l) => {
                     let addr = self.voters.get(&l).cloned().unwrap_or_default();
                     let timeout = deadline.saturating_duration_since(Instant::now());
@@ -62,8 +62,29 @@ impl Core {
     }
 
     /// As the leader: validate `op` against the latest image, prepare local listeners,
-    /// commit.
-    async fn decide_and_commit(&self, op: ControllerOp) -> Result<OpReply, ForwardError> {
+    /// commit; given up at `deadline`. A leader that lost its quorum waits in Raft for a
+    /// commit that may never come (and holds the operation lock meanwhile, so every later
+    /// operation would wait behind it): past the deadline the caller is told the
+    /// controller is not available, as a Kafka client is told after its timeout. The
+    /// write may still commit later; its records then apply as any committed ones do.
+    async fn decide_and_commit(&self, op: ControllerOp, deadline: Instant) -> Result<OpReply, ForwardError> {
+        let needs_liveness = op.needs_liveness();
+        match tokio::time::timeout_at(deadline, self.decide_and_commit_now(op)).await {
+            Ok(result) => result,
+            Err(_) => {
+                if needs_liveness {
+                    self.forget_liveness();
+                }
+                tracing::warn!("controller operation not committed in time (no quorum?)");
+                Err(ForwardError::Refused {
+                    kind: ErrorKind::NotController,
+                    message: "the controller quorum did not commit the operation in time".into(),
+                })
+            }
+        }
+    }
+
+    async fn decide_and_commit_now(&self, op: ControllerOp) -> Result<OpReply, ForwardError> {
         if let ControllerOp::DescribeQuorum = op {
             return self.describe_quorum_here();
         }
@@ -152,7 +173,7 @@ pub(super) fn forward_handler(core: &Arc<Core>) -> ForwardHandler {
         Box::pin(async move {
             match core.upgrade() {
                 Some(core) if core.raft.current_leader().await == Some(core.node_id as NodeId) => {
-                    core.decide_and_commit(op).await
+                    core.decide_and_commit(op, Instant::now() + OP_TIMEOUT).await
                 }
                 _ => Err(ForwardError::NotLeader),
             }
