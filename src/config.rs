@@ -83,6 +83,9 @@ pub struct BrokerConfig {
     pub inter_broker_advertised_listener: Option<String>,
     /// `ip:port` of the HTTP listener (`/health`, `/ready`, `/metrics`); `None` = off.
     pub http_listen: Option<String>,
+    /// An OpenTelemetry collector's OTLP/HTTP endpoint (`http://host[:port][/path]`) that
+    /// produce spans are sent to; `None` = no tracing export.
+    pub otlp_traces_endpoint: Option<String>,
     /// Where the metadata log (and the data dir lock) lives; also a log directory. With
     /// `log_dirs` unset it is the only log directory, as before `log_dirs` existed.
     pub data_dir: PathBuf,
@@ -219,6 +222,7 @@ impl Default for BrokerConfig {
             inter_broker_listen: None,
             inter_broker_advertised_listener: None,
             http_listen: Some(DEFAULT_HTTP_LISTEN.into()),
+            otlp_traces_endpoint: None,
             data_dir: PathBuf::from("./runnel-data"),
             log_dirs: Vec::new(),
             cluster_id: None,
@@ -275,6 +279,8 @@ pub struct ConfigOverrides {
     pub inter_broker_advertised_listener: Option<String>,
     /// `ip:port`, or `off` / empty for no HTTP listener.
     pub http_listen: Option<String>,
+    /// `http://host[:port][/path]`, or empty for none.
+    pub otlp_traces_endpoint: Option<String>,
     pub data_dir: Option<PathBuf>,
     /// Comma-separated directories (Kafka's `log.dirs`).
     pub log_dirs: Option<String>,
@@ -432,6 +438,9 @@ impl BrokerConfig {
             if let Some(v) = &o.http_listen {
                 cfg.http_listen = (!HTTP_OFF.contains(&v.trim())).then(|| v.trim().to_owned());
             }
+            if let Some(v) = &o.otlp_traces_endpoint {
+                cfg.otlp_traces_endpoint = (!v.trim().is_empty()).then(|| v.trim().to_owned());
+            }
             if o.cluster_id.is_some() {
                 cfg.cluster_id = o.cluster_id.clone();
             }
@@ -450,6 +459,9 @@ impl BrokerConfig {
         if let Some(http) = &self.http_listen {
             http.parse::<SocketAddr>()
                 .map_err(|e| invalid("http_listen", format!("`{http}` is not ip:port or `off` ({e})")))?;
+        }
+        if let Some(url) = &self.otlp_traces_endpoint {
+            crate::traces::OtlpEndpoint::parse(url).map_err(|reason| invalid("otlp_traces_endpoint", reason))?;
         }
         if let Some(adv) = &self.advertised_listener {
             let ok = adv.rsplit_once(':').is_some_and(|(h, p)| !h.is_empty() && p.parse::<u16>().is_ok());
@@ -643,6 +655,19 @@ mod tests {
         let o = ConfigOverrides { listen: Some("nonsense".into()), ..Default::default() };
         let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
         assert!(err.contains("listen"), "{err}");
+    }
+
+    #[test]
+    fn the_otlp_endpoint_is_off_by_default_and_validated() {
+        assert_eq!(BrokerConfig::build(&[]).unwrap().otlp_traces_endpoint, None);
+        let o = ConfigOverrides::from_yaml_str("otlp_traces_endpoint: http://127.0.0.1:4318\n").unwrap();
+        assert_eq!(BrokerConfig::build(&[o]).unwrap().otlp_traces_endpoint.as_deref(), Some("http://127.0.0.1:4318"));
+        let cleared = ConfigOverrides { otlp_traces_endpoint: Some(" ".into()), ..Default::default() };
+        let o = ConfigOverrides::from_yaml_str("otlp_traces_endpoint: http://c\n").unwrap();
+        assert_eq!(BrokerConfig::build(&[o, cleared]).unwrap().otlp_traces_endpoint, None);
+        let o = ConfigOverrides { otlp_traces_endpoint: Some("https://c:4318".into()), ..Default::default() };
+        let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+        assert!(err.contains("otlp_traces_endpoint") && err.contains("https"), "{err}");
     }
 
     #[test]

@@ -33,6 +33,8 @@
 //!
 //! * [`metrics`]: lock-free latency histograms the layers record into on their hot paths
 //!   (a leaf: every layer may use it); the broker renders them at scrape time.
+//! * [`traces`]: a span per produce request, queued (bounded, never waited on) for the
+//!   OTLP exporter of `server::otlp_traces` when a collector is configured (a leaf too).
 //!
 //! * [`dev_cluster`]: `runnel dev-cluster`, a local cluster of child processes.
 //! * [`cli`]: `runnel topic|group|cluster`, the admin CLI: a Kafka client of any broker
@@ -52,6 +54,7 @@ pub mod replication;
 pub mod server;
 pub mod storage;
 pub mod telemetry;
+pub mod traces;
 
 pub use server::embedded::EmbeddedBroker;
 pub use server::Broker;

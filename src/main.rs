@@ -86,6 +86,11 @@ struct ServeArgs {
     /// `off` = none).
     #[arg(long, env = "RUNNEL_HTTP_LISTEN")]
     http_listen: Option<String>,
+    /// Send a span per produce request (and, for acks=all, one for the wait for the
+    /// in-sync replicas) to this OpenTelemetry collector, over OTLP/HTTP:
+    /// http://host[:port][/path] (port 4318 and path /v1/traces by default; no TLS).
+    #[arg(long, env = "RUNNEL_OTLP_TRACES_ENDPOINT")]
+    otlp_traces_endpoint: Option<String>,
     /// Where the metadata log lives, and partition logs unless --log-dirs spreads them
     /// (then it is one of the log dirs, by default the first).
     #[arg(long, env = "RUNNEL_DATA_DIR")]
@@ -247,6 +252,7 @@ impl ServeArgs {
             inter_broker_listen: self.inter_broker_listen.clone(),
             inter_broker_advertised_listener: self.inter_broker_advertised_listener.clone(),
             http_listen: self.http_listen.clone(),
+            otlp_traces_endpoint: self.otlp_traces_endpoint.clone(),
             data_dir: self.data_dir.clone(),
             log_dirs: self.log_dirs.clone(),
             cluster_id: self.cluster_id.clone(),
@@ -327,6 +333,7 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("inter_broker_listen", "none: brokers use the client listener".to_owned()),
         ("inter_broker_advertised_listener", "the bound inter-broker listener address".to_owned()),
         ("http_listen", d.http_listen.clone().unwrap_or_else(|| "off".to_owned())),
+        ("otlp_traces_endpoint", "none: spans are not exported".to_owned()),
         ("data_dir", d.data_dir.display().to_string()),
         ("log_dirs", "the data dir alone".to_owned()),
         ("node_id", d.node_id.to_string()),

@@ -31,6 +31,8 @@ pub struct Ctx {
     pub requests: super::request_metrics::RequestMetrics,
     /// KIP-714 client instances and their pushed metrics.
     pub telemetry: crate::telemetry::Telemetry,
+    /// Produce spans waiting for the OTLP exporter; `None` when no collector is set.
+    pub traces: Option<Arc<crate::traces::SpanQueue>>,
 }
 
 impl Ctx {

@@ -173,8 +173,14 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
         RequestKind::Metadata(r) => ResponseKind::Metadata(metadata::handle(ctx, info, r, v).await),
         RequestKind::Produce(r) => {
             let (acks, started) = (r.acks, std::time::Instant::now());
-            let resp = produce::handle(ctx, info, r, v).await;
+            let traced =
+                ctx.traces.as_ref().map(|_| (crate::traces::ProduceSpan::start(), produce::traced_topics(ctx, &r)));
+            let mut appended = None;
+            let resp = produce::handle(ctx, info, r, v, &mut appended).await;
             ctx.requests.observe_produce(acks, started.elapsed());
+            if let (Some(queue), Some((start, topics))) = (&ctx.traces, traced) {
+                queue.push(produce::span(start, topics, acks, info, resp.as_ref(), appended));
+            }
             match resp {
                 Some(resp) => ResponseKind::Produce(resp),
                 None => return Ok(Reply::NoResponse),

@@ -123,6 +123,20 @@ impl Collector for BrokerCollector {
             "fdatasync of log segments and of group commits (process-wide)",
             [(Labels::new(), fsync_latency())],
         )?;
+        if let Some(queue) = &ctx.traces {
+            counters(
+                &mut enc,
+                "otlp_spans_exported",
+                "Produce spans the OTLP collector accepted",
+                [(Labels::new(), queue.exported())],
+            )?;
+            counters(
+                &mut enc,
+                "otlp_spans_dropped",
+                "Produce spans lost: the export queue was full, or the collector failed or refused them",
+                [(Labels::new(), queue.dropped())],
+            )?;
+        }
         gauges(
             &mut enc,
             "open_connections",

@@ -8,6 +8,7 @@ pub mod embedded;
 pub mod http;
 pub mod http_api;
 pub mod metrics;
+pub mod otlp_traces;
 mod response_writer;
 
 use std::net::SocketAddr;
@@ -67,6 +68,8 @@ pub struct Broker {
     /// The accept loops of the client and inter-broker listeners.
     accept: Vec<JoinHandle<()>>,
     tasks: Vec<JoinHandle<()>>,
+    /// The OTLP span exporter and its stop signal, when a collector is configured.
+    traces_export: Option<(broadcast::Sender<()>, JoinHandle<()>)>,
     /// The follower fetchers of the partitions this broker follows.
     fetchers: Option<FetcherManager>,
     /// The HTTP listener's task, when it is on.
@@ -188,6 +191,7 @@ impl Broker {
                 .map_or(config.offsets_topic_num_partitions, |t| t.partitions.len() as i32);
             let groups = Arc::new(GroupCoordinator::new(limits, retention_ms, partitions, writer));
             let telemetry_max_bytes = config.telemetry_max_bytes;
+            let traces = config.otlp_traces_endpoint.is_some().then(|| Arc::new(crate::traces::SpanQueue::new()));
             Ctx {
                 config,
                 controller,
@@ -198,6 +202,7 @@ impl Broker {
                 coordinator_switch: Default::default(),
                 requests: Default::default(),
                 telemetry: crate::telemetry::Telemetry::new(telemetry_max_bytes),
+                traces,
             }
         });
         // A group is served by the broker that leads its partition of `__consumer_offsets`,
@@ -225,6 +230,16 @@ impl Broker {
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
         ];
+        // Its own stop signal: it is stopped after the connections drained, so the spans
+        // of every request answered are sent too.
+        let traces_export = match (&ctx.traces, &ctx.config.otlp_traces_endpoint) {
+            (Some(queue), Some(url)) => {
+                let endpoint = crate::traces::OtlpEndpoint::parse(url).expect("validated with the config");
+                let (stop, stopped) = broadcast::channel(1);
+                Some((stop, tokio::spawn(otlp_traces::run(queue.clone(), endpoint, ctx.config.node_id, stopped))))
+            }
+            _ => None,
+        };
         cluster::wait_unfenced(&ctx, Duration::from_secs(30)).await;
         // Clients are served only now, as Kafka's brokers enable request processing once
         // unfenced: before, the image may not hold even the brokers and the cluster id, and
@@ -259,6 +274,7 @@ impl Broker {
             connections_done,
             accept,
             tasks,
+            traces_export,
             fetchers,
             http,
             incarnation,
@@ -314,6 +330,10 @@ impl Broker {
         for t in self.tasks.drain(..) {
             let _ = t.await;
         }
+        if let Some((stop, export)) = self.traces_export.take() {
+            let _ = stop.send(());
+            let _ = export.await;
+        }
         if let Some(mut http) = self.http.take() {
             // Graceful: a scrape in flight is answered. A client that holds a request
             // half sent would hold it forever: it gets HTTP_DRAIN_TIMEOUT.
@@ -341,7 +361,8 @@ impl Broker {
 impl Drop for Broker {
     fn drop(&mut self) {
         let _ = self.shutdown.send(());
-        for t in self.tasks.iter().chain(&self.accept).chain(&self.http) {
+        let export = self.traces_export.as_ref().map(|(_, t)| t);
+        for t in self.tasks.iter().chain(&self.accept).chain(&self.http).chain(export) {
             t.abort();
         }
     }

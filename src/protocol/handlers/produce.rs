@@ -36,7 +36,15 @@ fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> 
 /// The handler translates; the replica manager decides when a write is safe. Every
 /// partition's records are appended first (`append_local`), then the handler waits for
 /// each to meet the request's acks (`complete`), so the waits overlap.
-pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version: i16) -> Option<ProduceResponse> {
+/// `appended` is set when the local appends are done (what follows is the wait acks=all
+/// adds), for the request's trace span.
+pub async fn handle(
+    ctx: &Ctx,
+    info: &RequestInfo,
+    req: ProduceRequest,
+    version: i16,
+    appended: &mut Option<Instant>,
+) -> Option<ProduceResponse> {
     let acks = Acks::from_wire(req.acks);
     let deadline = Instant::now() + Duration::from_millis(u64::try_from(req.timeout_ms).unwrap_or(0));
     let mut responses = Vec::with_capacity(req.topic_data.len());
@@ -99,6 +107,7 @@ pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: ProduceRequest, version:
     }
     // Invalid acks: every partition already says INVALID_REQUIRED_ACKS; nothing pending.
     let Some(acks) = acks else { return Some(ProduceResponse::default().with_responses(responses)) };
+    *appended = Some(Instant::now());
     for (t, i, partition, appended) in pending {
         // The success response written after the append stands unless the wait fails.
         if let Err(e) = ctx.replicas.complete(&partition, appended, acks, deadline).await {
@@ -209,4 +218,50 @@ fn log_refused(ctx: &Ctx, info: &RequestInfo, topic: &str, partition: i32, e: &P
 /// The request buffer is usually uniquely owned, so this is normally free.
 fn into_mut(b: Bytes) -> BytesMut {
     b.try_into_mut().unwrap_or_else(|shared| BytesMut::from(&shared[..]))
+}
+
+/// The topics a traced request names (v13 by id: named from the image) and how many
+/// partitions it writes.
+pub fn traced_topics(ctx: &Ctx, req: &ProduceRequest) -> (Vec<String>, u32) {
+    let image = (req.topic_data.iter().any(|t| t.name.is_empty())).then(|| ctx.image());
+    let names = req
+        .topic_data
+        .iter()
+        .take(crate::traces::MAX_TOPICS_NAMED)
+        .map(|t| match &image {
+            Some(image) if t.name.is_empty() => {
+                image.topic_by_id(&t.topic_id).map_or_else(|| t.topic_id.to_string(), |t| t.name.clone())
+            }
+            _ => t.name.to_string(),
+        })
+        .collect();
+    let partitions = req.topic_data.iter().map(|t| t.partition_data.len()).sum::<usize>();
+    (names, u32::try_from(partitions).unwrap_or(u32::MAX))
+}
+
+/// The finished span of a produce request (`resp` is `None` for acks=0).
+pub fn span(
+    start: crate::traces::SpanStart,
+    (topics, partitions): (Vec<String>, u32),
+    acks: i16,
+    info: &RequestInfo,
+    resp: Option<&ProduceResponse>,
+    appended: Option<Instant>,
+) -> crate::traces::ProduceSpan {
+    let duration = start.started.elapsed();
+    let error_code = resp.and_then(|r| {
+        r.responses.iter().flat_map(|t| t.partition_responses.iter()).map(|p| p.error_code).find(|c| *c != 0)
+    });
+    crate::traces::ProduceSpan {
+        trace_id: start.trace_id,
+        span_id: start.span_id,
+        start_unix_nanos: start.start_unix_nanos,
+        appended_after: appended.map_or(duration, |a| a.into_std().saturating_duration_since(start.started)),
+        duration,
+        acks,
+        client_id: info.client_id.clone(),
+        topics,
+        partitions,
+        error_code,
+    }
 }
