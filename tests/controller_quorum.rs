@@ -295,3 +295,44 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
         cluster.running().all(|c| preferred(c) == vec![true; 3] && led_by_2(c) == 1)
     });
 }
+
+/// A leader whose followers go away while it writes cannot commit: the operation in
+/// flight is answered with an error once its time is up (NOT_CONTROLLER to a client),
+/// and so are the ones after it, which wait for the operation lock it holds. Before, a
+/// write in flight when the quorum went away held that lock forever, and every later
+/// operation (heartbeats, a controlled shutdown) waited behind it: a broker that could
+/// not stop. Operations run back to back while the followers stop, so one is most
+/// likely mid-commit then. The bound is the controller's own (seconds); the 120 s here
+/// only tells a hang from an answer.
+#[test]
+fn a_leader_that_loses_its_quorum_mid_write_answers_in_bounded_time() {
+    let mut cluster = Cluster::start(RaftTuning::default());
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    admit_all(&cluster);
+    let leader = cluster.agreed_leader().unwrap();
+    let node = std::sync::Arc::new(cluster.nodes[leader as usize - 1].take().expect("the leader runs"));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let writer = node.clone();
+    std::thread::spawn(move || {
+        // Until the first refusal, then one more operation, which waits for the lock.
+        let mut created = 0;
+        loop {
+            match writer.create_topic(&topic(&format!("t-{created}"), 1, 1), false) {
+                Ok(_) => created += 1,
+                Err(_) => break,
+            }
+        }
+        let after = writer.heartbeat(uuid::Uuid::new_v4(), true).is_ok();
+        let _ = tx.send((created, after));
+    });
+    wait_until("some topics are created", || node.image().topics.len() >= 3);
+    for id in (1..=3).filter(|&id| id != leader) {
+        cluster.stop(id);
+    }
+    let (created, after) = rx.recv_timeout(Duration::from_secs(120)).expect("answered, not hung");
+    eprintln!("{created} topics created before the quorum went away");
+    assert!(!after, "nothing commits without a quorum");
+    let node = std::sync::Arc::try_unwrap(node).ok().expect("the writer is done");
+    cluster.rt.block_on(node.shutdown());
+}

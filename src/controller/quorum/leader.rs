@@ -62,42 +62,38 @@ impl Core {
     }
 
     /// As the leader: validate `op` against the latest image, prepare local listeners,
-    /// commit; given up at `deadline`. A leader that lost its quorum waits in Raft for a
-    /// commit that may never come (and holds the operation lock meanwhile, so every later
-    /// operation would wait behind it): past the deadline the caller is told the
-    /// controller is not available, as a Kafka client is told after its timeout. The
-    /// write may still commit later; its records then apply as any committed ones do.
+    /// commit. What needs the quorum is bounded in time: waiting for the operation lock
+    /// and confirming leadership by `deadline`, the commit by [`OP_TIMEOUT`] of its own
+    /// (so a long local prepare, such as opening 10,000 new partitions, does not eat
+    /// into it). A leader that lost its quorum waits in Raft for a commit that may never
+    /// come, and it holds the operation lock meanwhile: unbounded, every later operation
+    /// (heartbeats, controlled shutdown, ISR changes) waited behind it forever. Past a
+    /// bound the caller is told the controller is not available, as a Kafka client is
+    /// told after its timeout; a write that commits later still applies, as any
+    /// committed record does (what the listeners prepared for it is used by that commit
+    /// or dropped by the next prepare).
     async fn decide_and_commit(&self, op: ControllerOp, deadline: Instant) -> Result<OpReply, ForwardError> {
-        let needs_liveness = op.needs_liveness();
-        match tokio::time::timeout_at(deadline, self.decide_and_commit_now(op)).await {
-            Ok(result) => result,
-            Err(_) => {
-                if needs_liveness {
-                    self.forget_liveness();
-                }
-                tracing::warn!("controller operation not committed in time (no quorum?)");
-                Err(ForwardError::Refused {
-                    kind: ErrorKind::NotController,
-                    message: "the controller quorum did not commit the operation in time".into(),
-                })
-            }
-        }
-    }
-
-    async fn decide_and_commit_now(&self, op: ControllerOp) -> Result<OpReply, ForwardError> {
         if let ControllerOp::DescribeQuorum = op {
             return self.describe_quorum_here();
         }
-        let _turn = self.op_lock.lock().await;
+        let Ok(_turn) = tokio::time::timeout_at(deadline, self.op_lock.lock()).await else {
+            return Err(not_in_time("waiting for the operation before it"));
+        };
         if let ControllerOp::AddObserver { node_id, controller_addr } = &op {
-            return self.add_observer(*node_id as NodeId, controller_addr.clone()).await;
+            let added = self.add_observer(*node_id as NodeId, controller_addr.clone());
+            return tokio::time::timeout_at(deadline, added)
+                .await
+                .unwrap_or_else(|_| Err(not_in_time("adding a learner")));
         }
         // Everything committed in earlier terms is applied before deciding on it.
-        match self.raft.ensure_linearizable().await {
-            Ok(_) => {}
-            Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_)))
-            | Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_))) => return Err(ForwardError::NotLeader),
-            Err(e) => return Err((&internal(e)).into()),
+        match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
+            Err(_) => return Err(not_in_time("confirming leadership")),
+            Ok(Ok(_)) => {}
+            Ok(Err(RaftError::APIError(CheckIsLeaderError::ForwardToLeader(_))))
+            | Ok(Err(RaftError::APIError(CheckIsLeaderError::QuorumNotEnough(_)))) => {
+                return Err(ForwardError::NotLeader)
+            }
+            Ok(Err(e)) => return Err((&internal(e)).into()),
         }
         let image = self.published.image();
         let start = Uuid::new_v4().as_u128() as usize;
@@ -116,9 +112,17 @@ impl Core {
             Ok(Err(reason)) => return Err((&ControllerError::Storage(reason)).into()),
             Err(e) => return Err((&internal(e)).into()),
         }
-        match self.raft.client_write(Commit { records: records.clone() }).await {
-            Ok(resp) => Ok(OpReply { index: Some(resp.log_id.index), records, quorum: None }),
-            Err(e) => {
+        let written =
+            tokio::time::timeout(OP_TIMEOUT, self.raft.client_write(Commit { records: records.clone() })).await;
+        match written {
+            Ok(Ok(resp)) => Ok(OpReply { index: Some(resp.log_id.index), records, quorum: None }),
+            Err(_) => {
+                if op.needs_liveness() {
+                    self.forget_liveness();
+                }
+                Err(not_in_time("committing"))
+            }
+            Ok(Err(e)) => {
                 if op.needs_liveness() {
                     self.forget_liveness();
                 }
@@ -129,6 +133,16 @@ impl Core {
                 }
             }
         }
+    }
+}
+
+/// What the caller of an operation the quorum did not finish in time is told (it may
+/// still commit later: "maybe done", as for a Kafka client's timed-out request).
+fn not_in_time(step: &str) -> ForwardError {
+    tracing::warn!(step, "controller operation not finished in time (no quorum?)");
+    ForwardError::Refused {
+        kind: ErrorKind::NotController,
+        message: format!("the controller quorum did not answer in time ({step})"),
     }
 }
 
