@@ -36,8 +36,8 @@ fn partition_response(index: i32, e: ResponseError, message: Option<String>) -> 
 /// The handler translates; the replica manager decides when a write is safe. Every
 /// partition's records are appended first (`append_local`), then the handler waits for
 /// each to meet the request's acks (`complete`), so the waits overlap.
-/// `appended` is set when the local appends are done (what follows is the wait acks=all
-/// adds), for the request's trace span.
+/// When produce tracing is on, `appended` is set when the local appends are done (what
+/// follows is the wait acks=all adds), for the request's trace span.
 pub async fn handle(
     ctx: &Ctx,
     info: &RequestInfo,
@@ -107,7 +107,9 @@ pub async fn handle(
     }
     // Invalid acks: every partition already says INVALID_REQUIRED_ACKS; nothing pending.
     let Some(acks) = acks else { return Some(ProduceResponse::default().with_responses(responses)) };
-    *appended = Some(Instant::now());
+    if ctx.traces.is_some() {
+        *appended = Some(Instant::now());
+    }
     for (t, i, partition, appended) in pending {
         // The success response written after the append stands unless the wait fails.
         if let Err(e) = ctx.replicas.complete(&partition, appended, acks, deadline).await {
