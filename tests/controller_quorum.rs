@@ -321,6 +321,8 @@ fn a_leader_that_loses_its_quorum_mid_write_answers_in_bounded_time() {
             created += 1;
         }
         let after = writer.heartbeat(uuid::Uuid::new_v4(), true).is_ok();
+        // The node goes back to the test only once this thread no longer holds it.
+        drop(writer);
         let _ = tx.send((created, after));
     });
     wait_until("some topics are created", || node.image().topics.len() >= 3);
