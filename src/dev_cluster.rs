@@ -211,15 +211,16 @@ async fn futures_first_exit(children: &mut [(u16, Child)]) -> (u16, String) {
     }
 }
 
-/// SIGTERM every node still running (each moves its leadership off and flushes), wait,
-/// and SIGKILL what did not stop in time.
+/// SIGTERM every node still running, one after another (each moves its leadership off
+/// and flushes), and SIGKILL one that does not stop in time. One at a time, as a rolling
+/// stop: each controlled shutdown but the last still has a quorum to commit it, where
+/// stopping all at once left the last node asking a quorum that was gone for its whole
+/// 15 s timeout.
 async fn stop_all(children: &mut [(u16, Child)]) {
-    for (_, child) in children.iter() {
+    for (node, child) in children.iter_mut() {
         if let Some(pid) = child.id().and_then(|p| rustix::process::Pid::from_raw(p as i32)) {
             let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
         }
-    }
-    for (node, child) in children.iter_mut() {
         if tokio::time::timeout(NODE_TIMEOUT, child.wait()).await.is_err() {
             eprintln!("runnel dev cluster: node {node} did not stop in time; killing it");
             let _ = child.kill().await;

@@ -163,7 +163,10 @@ async fn three_brokers_register_and_place_replicas_on_all_of_them() {
     let resp = c.send(2, other).await;
     assert_eq!(resp.topics[0].partitions[0].error_code, 3, "UNKNOWN_TOPIC_OR_PARTITION");
 
-    for b in brokers {
+    // The broker-only node first: while voters stop one by one, each controlled shutdown
+    // still has a quorum to commit it (stopping voters first would leave the last two
+    // asking a quorum that is gone, and each would wait out its timeout).
+    for b in brokers.into_iter().rev() {
         b.shutdown().await;
     }
 }

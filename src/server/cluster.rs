@@ -19,6 +19,13 @@ use crate::replication::ReplicaManager;
 /// How long a controlled shutdown waits for its leadership to move off.
 const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
 
+/// How long it waits when no live broker shares an ISR with this one (nothing can move
+/// and nobody waits for it as a follower): long enough for a quorum that is there to
+/// commit the request (leaders become none, so clients stop trying this broker), short
+/// enough that the last broker of a stopping cluster, which has no quorum left, stops
+/// without waiting out the full timeout.
+const NOTHING_TO_MOVE_TIMEOUT: Duration = Duration::from_secs(2);
+
 /// Heartbeat every `broker.heartbeat.interval.ms` until shutdown. The first heartbeat
 /// of this process registers its incarnation (fenced); the next one lets it back in.
 pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broadcast::Receiver<()>) {
@@ -90,7 +97,9 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
         return;
     }
     let me = ctx.config.node_id;
-    let deadline = tokio::time::Instant::now() + CONTROLLED_SHUTDOWN_TIMEOUT;
+    let shares_isr = shares_isr_with_a_live_broker(&ctx.controller.image(), me);
+    let timeout = if shares_isr { CONTROLLED_SHUTDOWN_TIMEOUT } else { NOTHING_TO_MOVE_TIMEOUT };
+    let deadline = tokio::time::Instant::now() + timeout;
     loop {
         let controller = ctx.controller.clone();
         // Bounded here too: the controller gives up on its own deadline, but this loop's
@@ -120,6 +129,17 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// Whether some partition has `me` in its ISR beside another broker the image shows
+/// alive: a leadership the controller can move to it, or a leader that counts on `me` as
+/// a follower until the controller takes `me` out of the ISR.
+fn shares_isr_with_a_live_broker(image: &crate::controller::image::MetadataImage, me: i32) -> bool {
+    image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .any(|p| p.isr.contains(&me) && p.isr.iter().any(|r| *r != me && image.broker_alive(*r)))
 }
 
 /// After an ISR change the controller did not commit, the partition may propose again
@@ -176,5 +196,61 @@ impl IsrChangeSink for ControllerIsrSink {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use uuid::Uuid;
+
+    use super::shares_isr_with_a_live_broker;
+    use crate::controller::image::{BrokerImage, MetadataImage, PartitionImage, TopicImage};
+
+    /// Brokers 1–3, `fenced` among them fenced, one partition per ISR.
+    fn image(isrs: &[&[i32]], fenced: &[i32]) -> MetadataImage {
+        let mut img = MetadataImage::default();
+        for id in 1..=3 {
+            let fenced = fenced.contains(&id);
+            img.brokers.insert(
+                id,
+                BrokerImage { node_id: id, host: "h".into(), port: 1, rack: None, fenced, inter_broker: None },
+            );
+        }
+        let partitions = isrs
+            .iter()
+            .enumerate()
+            .map(|(i, isr)| PartitionImage {
+                partition: i as i32,
+                replicas: vec![1, 2, 3],
+                isr: isr.to_vec(),
+                leader: isr[0],
+                leader_epoch: 0,
+                partition_epoch: 0,
+                adding_replicas: vec![],
+                removing_replicas: vec![],
+            })
+            .collect();
+        let id = Uuid::from_u128(3);
+        img.topic_names_by_id.insert(id, "t".into());
+        img.topics.insert(
+            "t".into(),
+            Arc::new(TopicImage { name: "t".into(), topic_id: id, partitions, configs: Default::default() }),
+        );
+        img
+    }
+
+    #[test]
+    fn a_broker_shares_an_isr_only_with_live_brokers_beside_it() {
+        // Leader 1 with follower 3: both directions count.
+        assert!(shares_isr_with_a_live_broker(&image(&[&[1, 3]], &[]), 3));
+        assert!(shares_isr_with_a_live_broker(&image(&[&[1, 3]], &[]), 1));
+        // The last broker of a stopping cluster: the others were taken out of its ISRs,
+        // or are fenced.
+        assert!(!shares_isr_with_a_live_broker(&image(&[&[3], &[2]], &[]), 3));
+        assert!(!shares_isr_with_a_live_broker(&image(&[&[3, 1, 2]], &[1, 2]), 3));
+        // Not in the ISR at all.
+        assert!(!shares_isr_with_a_live_broker(&image(&[&[1, 2]], &[]), 3));
     }
 }

@@ -198,10 +198,11 @@ impl EmbeddedCluster {
         }
     }
 
-    /// Stop every broker, one after another, then delete the data dirs. (The last voters
-    /// each wait out their controlled shutdown for a quorum that is gone, about 15 s; a
+    /// Stop every broker, one after another, then delete the data dirs. Each controlled
+    /// shutdown but the last still has a quorum to commit it; the last broker shares no
+    /// ISR with a live one by then and waits at most 2 s for a quorum that is gone. (A
     /// concurrent stop was tried and reverted: the rdkafka cluster test of
-    /// compat-tests/rust hung once for over 10 minutes with it, cause not found yet.)
+    /// compat-tests/rust hung once for over 10 minutes with it, cause not found.)
     pub async fn shutdown(mut self) {
         for broker in self.brokers.iter_mut().filter_map(Option::take) {
             broker.shutdown().await;
