@@ -94,6 +94,12 @@ impl BrokerLiveness {
         HeartbeatOutcome::Unchanged
     }
 
+    /// Whether [`expire`](Self::expire) at `now_ms` would fence anyone (a read-only look,
+    /// so the leader can check often without deciding an operation each time).
+    pub fn any_expired(&self, now_ms: i64) -> bool {
+        self.brokers.values().any(|b| !b.fenced && now_ms - b.last_heartbeat_ms > self.session_timeout_ms)
+    }
+
     /// Brokers whose session expired at `now`; they are fenced from now on.
     pub fn expire(&mut self, now_ms: i64) -> Vec<i32> {
         let mut out = Vec::new();
@@ -135,8 +141,11 @@ mod tests {
         assert_eq!(l.heartbeat(1, A, false, 100), HeartbeatOutcome::Unfenced);
         assert!(l.is_alive(1));
         assert_eq!(l.heartbeat(1, A, false, 2_100), HeartbeatOutcome::Unchanged);
+        assert!(!l.any_expired(11_100));
         assert!(l.expire(11_100).is_empty(), "exactly the session timeout is not past it");
+        assert!(l.any_expired(11_101), "the look agrees with the decision");
         assert_eq!(l.expire(11_101), vec![1]);
+        assert!(!l.any_expired(30_000), "fenced brokers do not expire again");
         assert!(l.is_fenced(1));
         assert!(l.expire(30_000).is_empty(), "fenced once");
         assert_eq!(l.heartbeat(1, A, false, 30_001), HeartbeatOutcome::Unfenced);

@@ -16,8 +16,10 @@ use crate::controller::raft::NodeId;
 use crate::controller::records::MetadataRecord;
 use crate::controller::{cluster_ops, ControllerError};
 
-/// How often the leader looks for expired broker sessions.
-const EXPIRE_CHECK_INTERVAL: Duration = Duration::from_millis(500);
+/// How often the leader looks for expired broker sessions: a broker is fenced at most
+/// this long after its session ran out. (Kafka schedules the check for the next
+/// expiry; a look at the in-memory view costs as little.)
+const EXPIRE_CHECK_INTERVAL: Duration = Duration::from_millis(50);
 
 pub(super) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -58,6 +60,14 @@ impl Core {
         cluster_ops::decide(image, op, view, now)
     }
 
+    /// Whether a session check would fence anyone: true when this term has no view yet
+    /// (deciding one starts it).
+    fn sessions_expired(&self) -> bool {
+        let term = self.raft.metrics().borrow().current_term;
+        let guard = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
+        guard.as_ref().is_none_or(|(t, view)| *t != term || view.any_expired(now_ms()))
+    }
+
     /// A liveness decision was not committed: its view may be ahead of the image, so the
     /// next decision starts a fresh one (every broker gets a full session again).
     pub(super) fn forget_liveness(&self) {
@@ -73,7 +83,8 @@ pub(super) async fn expire_loop(core: Weak<Core>) {
     loop {
         tick.tick().await;
         let Some(c) = core.upgrade() else { return };
-        if c.raft.metrics().borrow().current_leader == Some(c.node_id as NodeId) {
+        let leads = c.raft.metrics().borrow().current_leader == Some(c.node_id as NodeId);
+        if leads && c.sessions_expired() {
             if let Err(e) = c.submit(ControllerOp::ExpireBrokers).await {
                 tracing::debug!(error = %e, "broker session check");
             }
