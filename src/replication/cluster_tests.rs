@@ -430,3 +430,64 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     manager.apply_image(&expanded, 43_000).unwrap();
     assert_eq!((counters.isr_shrinks(), counters.isr_expands(), counters.unclean_elections()), (1, 1, 0));
 }
+
+/// An endpoint that records what each fetch asks for and never answers (a leader with
+/// nothing to send, long-polling), so only a fetcher that gives up its fetch asks again.
+#[derive(Default, Clone)]
+struct Silent {
+    /// The (topic id, partition) pairs of each fetch, in order.
+    asked: Arc<Mutex<Vec<AskedFor>>>,
+}
+
+type AskedFor = Vec<(Uuid, i32)>;
+
+impl LeaderEndpoints for Silent {
+    fn endpoint(&self, _leader: i32) -> Arc<dyn LeaderEndpoint> {
+        Arc::new(self.clone())
+    }
+}
+
+impl LeaderEndpoint for Silent {
+    fn fetch(&self, request: ReplicaFetchRequest) -> EndpointFuture<'_, Result<Vec<FetchedPartition>, EndpointError>> {
+        self.asked.lock().unwrap().push(request.partitions.iter().map(|p| (p.topic_id, p.partition)).collect());
+        Box::pin(std::future::pending())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_gained_on_a_leader_is_fetched_without_waiting_for_the_fetch_in_flight() {
+    // Broker 2 follows partition 0 on leader 1, and its fetch is waiting there. Then it
+    // becomes a follower of a second partition on the same leader (as after a failover):
+    // it asks for both at once, not when the leader answers the fetch in flight.
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.node_id = 2;
+    broker.data_dir = dir.path().to_path_buf();
+    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+    let mut img = image(&[1, 2], 1, 0);
+    manager.apply_image(&img, manager.now_ms()).unwrap();
+    let endpoint = Silent::default();
+    let fetchers = FetcherManager::start(manager.clone(), Arc::new(endpoint.clone()));
+    eventually("the first fetch is in flight", || !endpoint.asked.lock().unwrap().is_empty()).await;
+    assert_eq!(endpoint.asked.lock().unwrap()[0], vec![(TOPIC_ID, 0)]);
+
+    let other = Uuid::from_u128(0x8);
+    img.apply(&MetadataRecord::Topic { name: "u".into(), topic_id: other });
+    img.apply(&MetadataRecord::Partition {
+        topic_id: other,
+        partition: 0,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+    manager.apply_image(&img, manager.now_ms()).unwrap();
+    eventually("a fetch asks for the gained partition", || {
+        endpoint.asked.lock().unwrap().iter().any(|asked| asked.contains(&(other, 0)) && asked.contains(&(TOPIC_ID, 0)))
+    })
+    .await;
+    fetchers.shutdown().await;
+}

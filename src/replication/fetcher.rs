@@ -58,7 +58,7 @@ impl Fetcher {
     pub async fn run(mut self, mut stop: watch::Receiver<bool>) {
         let mut roles = self.manager.role_changes();
         tracing::info!(leader = self.leader, "replica fetcher started");
-        loop {
+        'run: loop {
             if *stop.borrow() || stop.has_changed().is_err() {
                 break;
             }
@@ -78,10 +78,29 @@ impl Fetcher {
                 continue;
             }
             let request = self.request(&ready);
-            let answer = tokio::select! {
-                answer = self.endpoint.fetch(request) => answer,
-                _ = stop.changed() => continue,
+            let endpoint = self.endpoint.clone();
+            let fetch = endpoint.fetch(request);
+            tokio::pin!(fetch);
+            let answer = loop {
+                tokio::select! {
+                    answer = &mut fetch => break Some(answer),
+                    _ = stop.changed() => break None,
+                    changed = roles.changed() => {
+                        // A partition this broker now follows on this leader (it just
+                        // became leader of it: a failover) is fetched at once, not after
+                        // the fetch in flight waits out its max_wait with nothing to
+                        // send: an acks=all producer on the new leader waits for it.
+                        // Dropping the fetch drops its connection; the next reconnects.
+                        if changed.is_err() {
+                            break 'run; // the replica manager is gone
+                        }
+                        if self.gained(&ready) {
+                            break None;
+                        }
+                    }
+                }
             };
+            let Some(answer) = answer else { continue };
             match answer {
                 Ok(fetched) => self.apply(&ready, fetched),
                 Err(e) => {
@@ -106,6 +125,17 @@ impl Fetcher {
                 (state.leader == self.leader).then_some((p, state))
             })
             .collect()
+    }
+
+    /// Whether this broker follows a partition on this leader (or at a leader epoch)
+    /// that `in_flight` does not fetch.
+    fn gained(&self, in_flight: &Followed) -> bool {
+        let fetched: std::collections::HashSet<(Uuid, i32, i32)> =
+            in_flight.iter().map(|(p, s)| (p.topic_id, p.index, s.leader_epoch)).collect();
+        self.followed().iter().any(|(p, s)| {
+            !fetched.contains(&(p.topic_id, p.index, s.leader_epoch))
+                && !self.delayed.contains_key(&(p.topic_id, p.index))
+        })
     }
 
     fn request(&self, followed: &Followed) -> ReplicaFetchRequest {
