@@ -491,3 +491,83 @@ async fn a_partition_gained_on_a_leader_is_fetched_without_waiting_for_the_fetch
     .await;
     fetchers.shutdown().await;
 }
+
+/// An endpoint whose first fetch answers partition `behind` with UNKNOWN_LEADER_EPOCH
+/// (the leader has not applied the failover yet) and every other partition with no
+/// records; every later fetch waits forever, as a long poll with nothing to send.
+#[derive(Clone)]
+struct BehindOnce {
+    behind: (Uuid, i32),
+    asked: Arc<Mutex<Vec<AskedFor>>>,
+}
+
+impl LeaderEndpoints for BehindOnce {
+    fn endpoint(&self, _leader: i32) -> Arc<dyn LeaderEndpoint> {
+        Arc::new(self.clone())
+    }
+}
+
+impl LeaderEndpoint for BehindOnce {
+    fn fetch(&self, request: ReplicaFetchRequest) -> EndpointFuture<'_, Result<Vec<FetchedPartition>, EndpointError>> {
+        let first = {
+            let mut asked = self.asked.lock().unwrap();
+            asked.push(request.partitions.iter().map(|p| (p.topic_id, p.partition)).collect());
+            asked.len() == 1
+        };
+        Box::pin(async move {
+            if !first {
+                return std::future::pending().await;
+            }
+            let answer = |p: &super::replica_fetch::PartitionFetch| FetchedPartition {
+                topic_id: p.topic_id,
+                partition: p.partition,
+                result: if (p.topic_id, p.partition) == self.behind {
+                    Err(ReplicaFetchError::UnknownLeaderEpoch)
+                } else {
+                    Ok(FetchedData {
+                        records: bytes::Bytes::new(),
+                        high_watermark: 0,
+                        log_start_offset: 0,
+                        diverging_epoch: None,
+                    })
+                },
+            };
+            Ok(request.partitions.iter().map(answer).collect())
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_whose_leader_is_behind_is_retried_without_waiting_for_the_fetch_in_flight() {
+    // Broker 2 follows two partitions on leader 1; the leader answers one of them with
+    // UNKNOWN_LEADER_EPOCH, then long-polls on the other. The lagging partition is asked
+    // for again soon, in a new fetch, not after the long poll (which here never ends).
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.node_id = 2;
+    broker.data_dir = dir.path().to_path_buf();
+    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+    let mut img = image(&[1, 2], 1, 0);
+    let other = Uuid::from_u128(0x8);
+    img.apply(&MetadataRecord::Topic { name: "u".into(), topic_id: other });
+    img.apply(&MetadataRecord::Partition {
+        topic_id: other,
+        partition: 0,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+    manager.apply_image(&img, manager.now_ms()).unwrap();
+    let endpoint = BehindOnce { behind: (other, 0), asked: Arc::default() };
+    let fetchers = FetcherManager::start(manager.clone(), Arc::new(endpoint.clone()));
+    eventually("the lagging partition is asked for again", || {
+        let asked = endpoint.asked.lock().unwrap();
+        asked.len() >= 2 && asked[1..].iter().any(|a| a.contains(&(other, 0)))
+    })
+    .await;
+    fetchers.shutdown().await;
+}

@@ -9,8 +9,15 @@
 //!   truncate to where the logs agree, then fetch again from there;
 //! * OFFSET_OUT_OF_RANGE with the leader's log starting past ours: start over, empty, at
 //!   the leader's log start offset;
+//! * the leader does not know yet what this broker knows (UNKNOWN_LEADER_EPOCH,
+//!   NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION: right after a failover or a
+//!   topic creation, its metadata is a moment behind): that partition is retried soon,
+//!   after [`LAG_RETRY_FIRST`], doubling up to the backoff below;
 //! * other errors: that partition waits [`REPLICA_FETCH_BACKOFF_MS`]; a failed round
 //!   trip makes them all wait.
+//!
+//! A delay belongs to the leadership it was taken in: a new leader or leader epoch for
+//! the partition ends it.
 //!
 //! Every change names the leadership and log end offset the fetch was made with, so an
 //! answer that arrives after a role change or another truncation changes nothing.
@@ -36,12 +43,28 @@ pub struct Fetcher {
     leader: i32,
     manager: Arc<ReplicaManager>,
     endpoint: Arc<dyn LeaderEndpoint>,
-    /// Partitions in backoff after an error, until when.
-    delayed: HashMap<(Uuid, i32), Instant>,
+    /// Partitions in backoff after an error.
+    delayed: HashMap<(Uuid, i32), Delay>,
+    /// How many times in a row each partition's leader was behind this broker.
+    lagging: HashMap<(Uuid, i32), u32>,
     backoff: Duration,
 }
 
 type Followed = Vec<(Arc<Partition>, FollowerFetchState)>;
+
+/// The first retry of a partition whose leader's metadata is behind this broker's.
+pub const LAG_RETRY_FIRST: Duration = Duration::from_millis(25);
+
+/// A partition held back after an error.
+#[derive(Debug, Clone, Copy)]
+struct Delay {
+    until: Instant,
+    /// The leader epoch the error came in.
+    leader_epoch: i32,
+    /// Shorter than the full backoff: a fetch in flight is given up when it ends, so the
+    /// retry is not held behind that fetch's long poll.
+    soon: bool,
+}
 
 impl Fetcher {
     pub fn new(leader: i32, manager: Arc<ReplicaManager>, endpoint: Arc<dyn LeaderEndpoint>) -> Fetcher {
@@ -50,6 +73,7 @@ impl Fetcher {
             manager,
             endpoint,
             delayed: HashMap::new(),
+            lagging: HashMap::new(),
             backoff: Duration::from_millis(REPLICA_FETCH_BACKOFF_MS),
         }
     }
@@ -63,13 +87,16 @@ impl Fetcher {
                 break;
             }
             let now = Instant::now();
-            self.delayed.retain(|_, until| *until > now);
             let followed = self.followed();
-            let ready: Followed =
-                followed.into_iter().filter(|(p, _)| !self.delayed.contains_key(&(p.topic_id, p.index))).collect();
+            let epochs: HashMap<(Uuid, i32), i32> =
+                followed.iter().map(|(p, s)| ((p.topic_id, p.index), s.leader_epoch)).collect();
+            self.delayed.retain(|k, d| d.until > now && epochs.get(k) == Some(&d.leader_epoch));
+            self.lagging.retain(|k, _| epochs.contains_key(k));
+            let ready: Followed = followed.into_iter().filter(|(p, s)| !self.is_delayed(p, s)).collect();
+            let far = now + Duration::from_secs(3600);
             if ready.is_empty() {
                 // Nothing to fetch now: wait for a partition to come back or to change.
-                let wake = self.delayed.values().min().copied().unwrap_or(now + Duration::from_secs(3600));
+                let wake = self.delayed.values().map(|d| d.until).min().unwrap_or(far);
                 tokio::select! {
                     _ = tokio::time::sleep_until(wake) => {}
                     changed = roles.changed() => if changed.is_err() { break },
@@ -78,6 +105,7 @@ impl Fetcher {
                 continue;
             }
             let request = self.request(&ready);
+            let soon = self.delayed.values().filter(|d| d.soon).map(|d| d.until).min();
             let endpoint = self.endpoint.clone();
             let fetch = endpoint.fetch(request);
             tokio::pin!(fetch);
@@ -85,6 +113,8 @@ impl Fetcher {
                 tokio::select! {
                     answer = &mut fetch => break Some(answer),
                     _ = stop.changed() => break None,
+                    // A partition retried soon is due: ask again with it.
+                    _ = tokio::time::sleep_until(soon.unwrap_or(far)), if soon.is_some() => break None,
                     changed = roles.changed() => {
                         // A partition this broker now follows on this leader (it just
                         // became leader of it: a failover) is fetched at once, not after
@@ -132,10 +162,34 @@ impl Fetcher {
     fn gained(&self, in_flight: &Followed) -> bool {
         let fetched: std::collections::HashSet<(Uuid, i32, i32)> =
             in_flight.iter().map(|(p, s)| (p.topic_id, p.index, s.leader_epoch)).collect();
-        self.followed().iter().any(|(p, s)| {
-            !fetched.contains(&(p.topic_id, p.index, s.leader_epoch))
-                && !self.delayed.contains_key(&(p.topic_id, p.index))
-        })
+        self.followed()
+            .iter()
+            .any(|(p, s)| !fetched.contains(&(p.topic_id, p.index, s.leader_epoch)) && !self.is_delayed(p, s))
+    }
+
+    /// Held back after an error in its current leadership.
+    fn is_delayed(&self, p: &Partition, s: &FollowerFetchState) -> bool {
+        self.delayed.get(&(p.topic_id, p.index)).is_some_and(|d| d.leader_epoch == s.leader_epoch)
+    }
+
+    /// How long a partition waits after `error` (counting a leader that is behind).
+    fn delay_after(&mut self, key: (Uuid, i32), error: &PartitionError) -> Duration {
+        let behind = matches!(
+            error,
+            PartitionError::Replica(
+                ReplicaFetchError::UnknownLeaderEpoch
+                    | ReplicaFetchError::NotLeaderOrFollower
+                    | ReplicaFetchError::UnknownTopicOrPartition
+            )
+        );
+        if !behind {
+            self.lagging.remove(&key);
+            return self.backoff;
+        }
+        let times = self.lagging.entry(key).or_insert(0);
+        let delay = LAG_RETRY_FIRST.saturating_mul(1 << (*times).min(10)).min(self.backoff);
+        *times += 1;
+        delay
     }
 
     fn request(&self, followed: &Followed) -> ReplicaFetchRequest {
@@ -165,7 +219,8 @@ impl Fetcher {
         let mut by_key: HashMap<(Uuid, i32), FetchedPartition> =
             fetched.into_iter().map(|f| ((f.topic_id, f.partition), f)).collect();
         for (p, state) in followed {
-            let Some(answer) = by_key.remove(&(p.topic_id, p.index)) else { continue };
+            let key = (p.topic_id, p.index);
+            let Some(answer) = by_key.remove(&key) else { continue };
             if let Err(e) = self.apply_one(p, state, answer.result) {
                 let stale = matches!(
                     e,
@@ -175,10 +230,19 @@ impl Fetcher {
                 );
                 if stale {
                     tracing::debug!(topic = %p.topic, partition = p.index, error = %e, "fetched data no longer applies");
+                    continue;
+                }
+                let delay = self.delay_after(key, &e);
+                let soon = delay < self.backoff;
+                if soon {
+                    tracing::debug!(topic = %p.topic, partition = p.index, leader = self.leader, error = %e, retry_ms = delay.as_millis() as u64, "the leader is behind this broker's metadata; retrying soon");
                 } else {
                     tracing::warn!(topic = %p.topic, partition = p.index, leader = self.leader, error = %e, "replica fetch of a partition failed; backing off");
-                    self.delayed.insert((p.topic_id, p.index), Instant::now() + self.backoff);
                 }
+                let until = Instant::now() + delay;
+                self.delayed.insert(key, Delay { until, leader_epoch: state.leader_epoch, soon });
+            } else {
+                self.lagging.remove(&key);
             }
         }
     }
@@ -219,5 +283,39 @@ impl Fetcher {
         }
         p.follow_log_start_offset(&now_at, data.log_start_offset)?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::BrokerConfig;
+    use crate::protocol::context::system_clock;
+    use crate::replication::leader_endpoint::EndpointFuture;
+    use crate::replication::EndpointError;
+
+    struct Unused;
+
+    impl LeaderEndpoint for Unused {
+        fn fetch(&self, _: ReplicaFetchRequest) -> EndpointFuture<'_, Result<Vec<FetchedPartition>, EndpointError>> {
+            Box::pin(std::future::pending())
+        }
+    }
+
+    #[test]
+    fn a_leader_behind_is_retried_soon_then_less_often_and_other_errors_wait_the_full_backoff() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut broker = BrokerConfig::build(&[]).unwrap();
+        broker.data_dir = dir.path().to_path_buf();
+        let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+        let mut f = Fetcher::new(1, manager, Arc::new(Unused));
+        let key = (Uuid::from_u128(1), 0);
+        let behind = PartitionError::Replica(ReplicaFetchError::UnknownLeaderEpoch);
+        let ms: Vec<u128> = (0..8).map(|_| f.delay_after(key, &behind).as_millis()).collect();
+        assert_eq!(ms, vec![25, 50, 100, 200, 400, 800, 1000, 1000]);
+        let storage = PartitionError::Replica(ReplicaFetchError::Other(56));
+        assert_eq!(f.delay_after(key, &storage), Duration::from_millis(REPLICA_FETCH_BACKOFF_MS));
+        let not_leader = PartitionError::Replica(ReplicaFetchError::NotLeaderOrFollower);
+        assert_eq!(f.delay_after(key, &not_leader).as_millis(), 25, "another error started the count again");
     }
 }
