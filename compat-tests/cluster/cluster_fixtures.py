@@ -3,6 +3,7 @@ shadow the suite's own `conftest` module): the franz-go helper, the runnel binar
 clusters of three and five brokers in network namespaces."""
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -60,14 +61,33 @@ def start_cluster(tmp_path, runnel_bin, size, extra_args=None):
             n.launch()
         for n in nodes:
             n.wait_listening(60)
+        wait_registered(nodes, size, 60)
         yield net, nodes
     finally:
-        # SIGKILL, not SIGTERM: the test is over, and the last brokers of a stopping
-        # cluster cannot reach a controller quorum for their controlled shutdown, so each
-        # would wait out its 15 s before exiting (about 20 s per test, 5 minutes of CI).
+        # SIGKILL, not SIGTERM: the test is over, and brokers stopped together cannot
+        # reach a controller quorum for their controlled shutdowns, so each would wait
+        # out its timeout before exiting (seconds per test, minutes of CI).
         for n in nodes:
             n.kill()
         net.down()
+
+
+def wait_registered(nodes, size, timeout):
+    """Until Metadata lists all `size` brokers: a broker listens before the controller
+    has unfenced it, and a topic of replication factor `size` created in between is
+    refused (INVALID_REPLICATION_FACTOR, "only 2 broker(s) are registered")."""
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": ",".join(n.address for n in nodes)})
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            listed = len(admin.list_topics(timeout=5).brokers)
+        except Exception:  # noqa: BLE001  (no broker answered yet)
+            listed = 0
+        if listed >= size:
+            return
+        assert time.monotonic() < deadline, f"{listed} of {size} brokers registered after {timeout} s"
+        time.sleep(0.1)
 
 
 @pytest.fixture
