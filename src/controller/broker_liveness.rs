@@ -117,6 +117,17 @@ impl BrokerLiveness {
         self.brokers.get(&node).is_some_and(|b| !b.fenced && !b.shutting_down)
     }
 
+    /// May join an ISR: alive, and heard from by this controller. A new controller
+    /// leader has heard from nobody, and the image does not record a controlled
+    /// shutdown: a broker that asked the old leader to shut down (and was taken out of
+    /// every ISR) would otherwise be let back in while it stops, or after it has exited,
+    /// by the leaders it still fetched from, and acks=all would wait on it until its
+    /// session ran out. (Kafka records the shutdown in the image, KIP-841.) A live broker
+    /// is heard from within `broker.heartbeat.interval.ms`.
+    pub fn may_join_isr(&self, node: i32) -> bool {
+        self.is_alive(node) && self.brokers.get(&node).is_some_and(|b| b.incarnation.is_some())
+    }
+
     pub fn is_fenced(&self, node: i32) -> bool {
         self.brokers.get(&node).is_none_or(|b| b.fenced)
     }
@@ -177,7 +188,9 @@ mod tests {
         let mut l = BrokerLiveness::new(9_000);
         l.became_leader([(1, false), (2, true)], 50_000);
         assert!(l.is_alive(1) && l.is_fenced(2));
+        assert!(!l.may_join_isr(1), "not heard from yet");
         assert_eq!(l.heartbeat(1, A, false, 50_001), HeartbeatOutcome::Unchanged, "no fencing after a failover");
+        assert!(l.may_join_isr(1));
         assert!(l.expire(59_001).is_empty());
         assert_eq!(l.expire(59_002), vec![1]);
         assert_eq!(l.heartbeat(2, B, false, 59_003), HeartbeatOutcome::Unfenced);

@@ -75,7 +75,8 @@ pub fn decide(
                 partition_epoch: pi.partition_epoch,
                 new_isr,
             };
-            if let Some(r) = alter_partition(image, &proposal, &alive(liveness)).map_err(refused)? {
+            let may_join = |r: i32| liveness.may_join_isr(r);
+            if let Some(r) = alter_partition(image, &proposal, &may_join).map_err(refused)? {
                 out.push(vec![r]);
                 // A reassignment completes once its new replicas are in sync.
                 let done = out.image.topic_by_id(topic_id).and_then(|t| {
@@ -264,6 +265,38 @@ mod tests {
         run(&mut img, &heartbeat(2, true), &mut l, 1);
         assert_eq!(leaders(&img), vec![(1, vec![1, 3]), (3, vec![3, 1])]);
         assert!(!img.brokers[&2].fenced, "shutting down, not fenced");
+    }
+
+    /// Broker 1 asked the old controller to shut down and left every ISR; the image does
+    /// not record that. The new controller lets it back into an ISR only once it has
+    /// heard from it (it never will, if 1 has exited).
+    #[test]
+    fn a_new_controller_admits_into_an_isr_only_brokers_it_has_heard_from() {
+        let mut img = image();
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader([(1, false), (2, false), (3, false)], 0);
+        for n in [1, 2, 3] {
+            run(&mut img, &heartbeat(n, false), &mut l, 1);
+        }
+        run(&mut img, &heartbeat(1, true), &mut l, 2);
+        assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader(img.brokers.values().map(|b| (b.node_id, b.fenced)), 3);
+        let rejoin = ControllerOp::AlterPartition {
+            broker: 2,
+            topic_id: T,
+            partition: 0,
+            leader_epoch: 1,
+            remove: vec![],
+            add: Some(1),
+        };
+        assert!(matches!(decide(&img, &rejoin, &mut l, 4), Err(ControllerError::Refused(_))), "INELIGIBLE_REPLICA");
+        run(&mut img, &heartbeat(2, false), &mut l, 5);
+        assert!(matches!(decide(&img, &rejoin, &mut l, 6), Err(ControllerError::Refused(_))), "still not heard from 1");
+        // A broker 1 that is still there heartbeats within 2 s, and may rejoin then.
+        run(&mut img, &heartbeat(1, false), &mut l, 7);
+        run(&mut img, &rejoin, &mut l, 8);
+        assert_eq!(leaders(&img)[0], (2, vec![1, 2, 3]));
     }
 
     #[test]
