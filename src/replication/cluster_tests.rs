@@ -431,6 +431,30 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     assert_eq!((counters.isr_shrinks(), counters.isr_expands(), counters.unclean_elections()), (1, 1, 0));
 }
 
+/// Broker 2 alone, its fetchers not started: the follower side of the endpoint tests.
+fn broker_2(dir: &Path) -> Arc<ReplicaManager> {
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.node_id = 2;
+    broker.data_dir = dir.to_path_buf();
+    Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap())
+}
+
+/// One more topic in `image`: a single partition on brokers 1 and 2, led by 1.
+fn add_topic_led_by_1(image: &mut MetadataImage, name: &str, topic_id: Uuid) {
+    image.apply(&MetadataRecord::Topic { name: name.into(), topic_id });
+    image.apply(&MetadataRecord::Partition {
+        topic_id,
+        partition: 0,
+        replicas: vec![1, 2],
+        isr: vec![1, 2],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+}
+
 /// An endpoint that records what each fetch asks for and never answers (a leader with
 /// nothing to send, long-polling), so only a fetcher that gives up its fetch asks again.
 #[derive(Default, Clone)]
@@ -460,10 +484,7 @@ async fn a_partition_gained_on_a_leader_is_fetched_without_waiting_for_the_fetch
     // becomes a follower of a second partition on the same leader (as after a failover):
     // it asks for both at once, not when the leader answers the fetch in flight.
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = BrokerConfig::build(&[]).unwrap();
-    broker.node_id = 2;
-    broker.data_dir = dir.path().to_path_buf();
-    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+    let manager = broker_2(dir.path());
     let mut img = image(&[1, 2], 1, 0);
     manager.apply_image(&img, manager.now_ms()).unwrap();
     let endpoint = Silent::default();
@@ -472,18 +493,7 @@ async fn a_partition_gained_on_a_leader_is_fetched_without_waiting_for_the_fetch
     assert_eq!(endpoint.asked.lock().unwrap()[0], vec![(TOPIC_ID, 0)]);
 
     let other = Uuid::from_u128(0x8);
-    img.apply(&MetadataRecord::Topic { name: "u".into(), topic_id: other });
-    img.apply(&MetadataRecord::Partition {
-        topic_id: other,
-        partition: 0,
-        replicas: vec![1, 2],
-        isr: vec![1, 2],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    });
+    add_topic_led_by_1(&mut img, "u", other);
     manager.apply_image(&img, manager.now_ms()).unwrap();
     eventually("a fetch asks for the gained partition", || {
         endpoint.asked.lock().unwrap().iter().any(|asked| asked.contains(&(other, 0)) && asked.contains(&(TOPIC_ID, 0)))
@@ -543,24 +553,10 @@ async fn a_partition_whose_leader_is_behind_is_retried_without_waiting_for_the_f
     // UNKNOWN_LEADER_EPOCH, then long-polls on the other. The lagging partition is asked
     // for again soon, in a new fetch, not after the long poll (which here never ends).
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = BrokerConfig::build(&[]).unwrap();
-    broker.node_id = 2;
-    broker.data_dir = dir.path().to_path_buf();
-    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+    let manager = broker_2(dir.path());
     let mut img = image(&[1, 2], 1, 0);
     let other = Uuid::from_u128(0x8);
-    img.apply(&MetadataRecord::Topic { name: "u".into(), topic_id: other });
-    img.apply(&MetadataRecord::Partition {
-        topic_id: other,
-        partition: 0,
-        replicas: vec![1, 2],
-        isr: vec![1, 2],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    });
+    add_topic_led_by_1(&mut img, "u", other);
     manager.apply_image(&img, manager.now_ms()).unwrap();
     let endpoint = BehindOnce { behind: (other, 0), asked: Arc::default() };
     let fetchers = FetcherManager::start(manager.clone(), Arc::new(endpoint.clone()));
