@@ -88,10 +88,13 @@ impl Fetcher {
             }
             let now = Instant::now();
             let followed = self.followed();
-            let epochs: HashMap<(Uuid, i32), i32> =
-                followed.iter().map(|(p, s)| ((p.topic_id, p.index), s.leader_epoch)).collect();
-            self.delayed.retain(|k, d| d.until > now && epochs.get(k) == Some(&d.leader_epoch));
-            self.lagging.retain(|k, _| epochs.contains_key(k));
+            if !self.delayed.is_empty() || !self.lagging.is_empty() {
+                // Only when some partition is held back: not a map per fetch round.
+                let epochs: HashMap<(Uuid, i32), i32> =
+                    followed.iter().map(|(p, s)| ((p.topic_id, p.index), s.leader_epoch)).collect();
+                self.delayed.retain(|k, d| d.until > now && epochs.get(k) == Some(&d.leader_epoch));
+                self.lagging.retain(|k, _| epochs.contains_key(k));
+            }
             let ready: Followed = followed.into_iter().filter(|(p, s)| !self.is_delayed(p, s)).collect();
             let far = now + Duration::from_secs(3600);
             if ready.is_empty() {
