@@ -17,9 +17,18 @@ starts its broker on a fresh data dir and runs, with identical client settings:
   codecs     ProducerPerformance, acks=1, 1 partition, throughput batching, with text-like
              1 KiB records (a --payload-file of JSON log events, see payloads.py) sent
              uncompressed and with compression.type gzip, snappy, lz4 and zstd
+  http       requests of 100 1 KiB records, acks=1, 1 partition, one request in flight per
+             connection (1 and 4), 10 s each, from one Python client (http_produce.py):
+             as Kafka Produce v3 on both brokers, and as POST /topics/{t}/messages on
+             runnel (Kafka has none); records/s and per-request p50/p99
 
-`--only GROUP[,GROUP...]` runs a subset (groups: produce, consume, latency, rdkafka, codecs);
+`--only GROUP[,GROUP...]` runs a subset (groups: produce, consume, latency, rdkafka, codecs, http);
 start-up and memory are measured in every round regardless.
+
+`--baseline BINARY` puts another runnel binary in Kafka's place: the same figures, rounds
+alternating, the ratio new/baseline. That is how a change's cost on the Kafka path is
+measured (an A/B of the commit before it and the commit itself); the JSON keeps the second
+side under "kafka" and names the binary in meta.baseline.
 
 Figures are medians over rounds with min-max; the ratio is runnel/Kafka of the medians,
 with the min-max of the per-round ratios. Results go to <out>/<stamp>-<mode>.{json,md,png}.
@@ -50,6 +59,7 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO / "compat-tests"))
 sys.path.insert(0, str(HERE))
 
+import http_produce  # noqa: E402
 import kafka_tools  # noqa: E402  (compat-tests/kafka_tools.py)
 import kwire  # noqa: E402
 import payloads  # noqa: E402
@@ -63,13 +73,13 @@ HZ = os.sysconf("SC_CLK_TCK")
 PROFILES = {
     "full": dict(rounds=3, produce_default=400_000, produce_throughput=1_000_000,
                  latency=440_000, rdkafka=1_000_000, codec=500_000, payload_lines=20_000,
-                 idle_settle=3.0, tool_timeout=300),
+                 idle_settle=3.0, tool_timeout=300, http_seconds=10),
     "smoke": dict(rounds=1, produce_default=10_000, produce_throughput=20_000,
                   latency=30_000, rdkafka=20_000, codec=5_000, payload_lines=2_000,
-                  idle_settle=1.0, tool_timeout=120),
+                  idle_settle=1.0, tool_timeout=120, http_seconds=1),
 }
 # Figure groups for --only (start-up and memory are measured in every round regardless).
-GROUPS = ("produce", "consume", "latency", "rdkafka", "codecs")
+GROUPS = ("produce", "consume", "latency", "rdkafka", "codecs", "http")
 # The codec figures: compression.type values, "none" being the same text payload uncompressed.
 CODECS = ("none", "gzip", "snappy", "lz4", "zstd")
 WORK = HERE / ".work"  # generated inputs (the codec figures' payload file); git-ignored
@@ -212,20 +222,23 @@ def tail(text: str, n: int = 15) -> str:
 # --------------------------------------------------------------------------- brokers
 
 class Runnel:
-    name = "runnel"
+    """side: "runnel", or "kafka" for a --baseline runnel in Kafka's column."""
 
-    def __init__(self, binary: str, workdir: Path):
+    def __init__(self, binary: str, workdir: Path, side: str = "runnel"):
         self.binary = binary
         self.workdir = workdir
         self.proc = None
+        self.name = side
+        self.label = "baseline" if side == "kafka" else "runnel"
 
     def start(self, deadline_s: float):
         self.port = free_port_pair()
+        self.http_port = self.port + 1
         self.data = Path(tempfile.mkdtemp(prefix="runnel-", dir=self.workdir))
         self.logf = open(self.data.parent / f"{self.data.name}.log", "w")
         t0 = kwire.now()
         self.proc = subprocess.Popen(
-            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--http-listen", "127.0.0.1:0",
+            [self.binary, "--listen", f"127.0.0.1:{self.port}", "--http-listen", f"127.0.0.1:{self.http_port}",
              "--data-dir", str(self.data)],
             stdout=self.logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         self.pid = self.proc.pid
@@ -256,6 +269,8 @@ class Runnel:
 class Kafka:
     """Apache Kafka 4.4 through compat-tests/reference-kafka.sh (fresh log dir per start)."""
     name = "kafka"
+    label = "kafka"
+    http_port = None  # Kafka has no HTTP API
     script = REPO / "compat-tests" / "reference-kafka.sh"
 
     def __init__(self):
@@ -424,11 +439,11 @@ def one_round(broker, cfg, rdkafka_bin, record, groups=GROUPS, payload_file=None
     """Runs the figures of `groups` against a started-then-stopped broker;
     record(figure, dict|exc)."""
     timeout = cfg["tool_timeout"]
-    log(f"{broker.name}: starting")
+    log(f"{broker.label}: starting")
     try:
         startup = broker.start(deadline_s=120)
     except Exception as e:  # noqa: BLE001  e.g. a port taken between the check and the bind
-        log(f"{broker.name}: start failed, retrying once on other ports: "
+        log(f"{broker.label}: start failed, retrying once on other ports: "
             f"{str(e).splitlines()[0] if str(e) else type(e).__name__}")
         broker.stop()
         startup = broker.start(deadline_s=120)
@@ -436,7 +451,7 @@ def one_round(broker, cfg, rdkafka_bin, record, groups=GROUPS, payload_file=None
     extra = {}
     if isinstance(broker, Kafka):
         extra["format_s"] = broker.format_seconds
-    log(f"{broker.name}: first produce acknowledged {startup * 1000:.0f} ms after process start {extra or ''}")
+    log(f"{broker.label}: first produce acknowledged {startup * 1000:.0f} ms after process start {extra or ''}")
     time.sleep(cfg["idle_settle"])
     record("memory", {"idle RSS MiB": proc_status(broker.pid).get("VmRSS")})
     b = broker.bootstrap
@@ -456,10 +471,10 @@ def one_round(broker, cfg, rdkafka_bin, record, groups=GROUPS, payload_file=None
         record(figure, res, lm.result)
         if isinstance(res, dict):
             key = "records/s" if "records/s" in res else next(iter(res))
-            log(f"{broker.name}: {figure}: " + ", ".join(f"{k} {v:,.1f}" for k, v in res.items())
+            log(f"{broker.label}: {figure}: " + ", ".join(f"{k} {v:,.1f}" for k, v in res.items())
                 + f"  [foreign load {lm.result['foreign_cores']} cores]")
         else:
-            log(f"{broker.name}: {figure}: {type(res).__name__}: {str(res).splitlines()[0] if str(res) else ''}")
+            log(f"{broker.label}: {figure}: {type(res).__name__}: {str(res).splitlines()[0] if str(res) else ''}")
 
     for acks in ("1", "all") if "produce" in groups else ():
         for parts in (1, 8):
@@ -514,6 +529,25 @@ def one_round(broker, cfg, rdkafka_bin, record, groups=GROUPS, payload_file=None
             return producer_perf(b, topic, n, n // 10, ACKS["1"] + BATCHING["throughput"]
                                  + [f"compression.type={codec}"], -1, timeout, payload_file)
         step(codec_figure(codec), produce_codec)
+
+    # Issue 11's row: the HTTP API's produce beside the Kafka protocol's, the same work in
+    # the same shape (requests of 100 records, acks=1, one partition, one request in flight
+    # per connection, from the same Python client; see http_produce.py).
+    for conns in (1, 4) if "http" in groups else ():
+        for side in ("kafka", "http"):
+            def requests(side=side, conns=conns):
+                if side == "http" and broker.http_port is None:
+                    raise Unsupported("Kafka has no HTTP API")
+                topic = f"req100-{side}-c{conns}"
+                create_topic(b, topic, 1)
+                port = broker.port if side == "kafka" else broker.http_port
+                r = http_produce.measure(side, "127.0.0.1", port, topic, http_produce.ascii_value(RECORD_SIZE),
+                                         conns, cfg["http_seconds"], broker.pid)
+                return {"records/s": r["records/s"], "MiB/s": r["MiB/s"],
+                        "request p50 ms": r["request p50 ms"], "request p99 ms": r["request p99 ms"],
+                        "_records": r["records"]}
+            proto = "Kafka protocol" if side == "kafka" else "HTTP POST"
+            step(f"100-record produce requests, {proto}, acks=1 p=1 c={conns}", requests)
 
     record("memory", {"peak RSS MiB": proc_status(broker.pid).get("VmHWM")})
 
@@ -612,8 +646,29 @@ def ratio_cell(r):
     return f"{rfmt(r['median'])} ({rfmt(r['min'])}–{rfmt(r['max'])})"
 
 
+# How the second column is named: Kafka, or a --baseline runnel binary.
+SECOND = {"column": "Kafka 4.4", "ratio": "runnel/Kafka", "title": "Apache Kafka 4.4"}
+
+
+def http_vs_kafka(rows) -> str:
+    """The http group's own comparison: runnel's HTTP API against its Kafka protocol."""
+    by = {(r["figure"], r["metric"]): r for r in rows}
+    out = []
+    for fig, metric in by:
+        if not fig.startswith("100-record produce requests, HTTP POST") or metric == "MiB/s":
+            continue
+        kafka = by.get((fig.replace("HTTP POST", "Kafka protocol"), metric))
+        h, k = by[(fig, metric)]["runnel"], kafka and kafka["runnel"]
+        if h and k and k["median"]:
+            out.append(f"* {fig.split(', ')[-1]} · {metric}: {h['median'] / k['median']:.2f}")
+    if not out:
+        return ""
+    return ("\n\nrunnel's HTTP API / runnel's Kafka protocol, same requests (medians):\n"
+            + "\n".join(out))
+
+
 def table(rows, missing) -> str:
-    head = ["figure", "metric", "runnel", "Kafka 4.4", "runnel/Kafka", "better"]
+    head = ["figure", "metric", "runnel", SECOND["column"], SECOND["ratio"], "better"]
     body = []
     for r in rows:
         body.append([r["figure"], r["metric"], cell(r["runnel"]), cell(r["kafka"]),
@@ -652,11 +707,11 @@ def chart(rows, missing, meta, path: Path):
     ax.set_xscale("log")
     ax.set_yticks(y)
     ax.set_yticklabels(labels, fontsize=7)
-    ax.set_xlabel("runnel / Kafka 4.4 (median of rounds; whiskers: min–max of per-round ratios)."
+    ax.set_xlabel(f"{SECOND['ratio']} (median of rounds; whiskers: min–max of per-round ratios)."
                   "  green: runnel better")
     m = meta["machine"]
     only = "" if len(meta["groups"]) == len(GROUPS) else f" (only {', '.join(meta['groups'])})"
-    ax.set_title(f"runnel vs Apache Kafka 4.4 — {meta['mode']} run{only}, {meta['rounds']} rounds each, "
+    ax.set_title(f"runnel vs {SECOND['title']} — {meta['mode']} run{only}, {meta['rounds']} rounds each, "
                  f"{m['date']}\n{m['nproc']} cores, {m['mem_gib']} GiB, Linux {m['kernel']}; "
                  f"other load during run: {meta['load']['foreign_cores_mean']} cores mean, "
                  f"{meta['load']['foreign_cores_max']} max", fontsize=8)
@@ -700,9 +755,16 @@ def main():
                     help=f"run only these figure groups ({', '.join(GROUPS)}); start-up and "
                          "memory are always measured. consume reads what produce writes, so it "
                          "brings produce along")
+    ap.add_argument("--baseline", metavar="BINARY",
+                    help="another runnel binary in Kafka's place (an A/B of two builds)")
     ap.add_argument("--runnel", required=True)
     ap.add_argument("--rdkafka-performance", required=True)
     args = ap.parse_args()
+    if args.baseline:
+        if not os.access(args.baseline, os.X_OK):
+            ap.error(f"--baseline: {args.baseline} is not an executable")
+        SECOND.update(column="baseline runnel", ratio="runnel/baseline",
+                      title=f"baseline runnel {args.baseline}")
 
     mode = "smoke" if args.smoke else "full"
     groups = GROUPS
@@ -732,11 +794,13 @@ def main():
             cfg["payload_lines"], RECORD_SIZE)
     meta = {"mode": mode, "rounds": cfg["rounds"], "sizes": cfg, "record_size": RECORD_SIZE,
             "groups": list(groups), "payload_file": str(payload_file) if payload_file else None,
-            "machine": machine_info(args.runnel), "loadavg_at_start": os.getloadavg()}
+            "machine": machine_info(args.runnel), "loadavg_at_start": os.getloadavg(),
+            "baseline": args.baseline}
     log(f"{mode} run, {cfg['rounds']} round(s) per broker, figures: {', '.join(groups)}; "
         f"load average {os.getloadavg()}")
     rounds, steps_load, failures = [], [], []
-    brokers = [Runnel(args.runnel, work), Kafka()]
+    brokers = [Runnel(args.runnel, work),
+               Runnel(args.baseline, work, side="kafka") if args.baseline else Kafka()]
     for rnd in range(1, cfg["rounds"] + 1):
         for broker in brokers:
             entry = {"broker": broker.name, "round": rnd, "figures": {}, "load": {}}
@@ -748,7 +812,7 @@ def main():
                     f["n/a"] = str(res)
                 elif isinstance(res, Exception):
                     f["error"] = f"{type(res).__name__}: {res}"
-                    failures.append(f"{broker.name} round {rnd}: {figure}: {f['error']}")
+                    failures.append(f"{broker.label} round {rnd}: {figure}: {f['error']}")
                 else:
                     f.setdefault("values", {}).update({k: v for k, v in res.items() if v is not None})
                 if load:
@@ -758,7 +822,7 @@ def main():
                 one_round(broker, cfg, args.rdkafka_performance, record, groups, payload_file)
             except Exception as e:  # noqa: BLE001
                 record("round", e)
-                log(f"{broker.name} round {rnd} aborted: {e}")
+                log(f"{broker.label} round {rnd} aborted: {e}")
             finally:
                 broker.stop()
 
@@ -773,10 +837,12 @@ def main():
                             "the benchmark's clients, per step; loadavg1 includes both"}
     meta["duration_s"] = round(time.monotonic() - started, 1)
     stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
-    subset = "" if groups == GROUPS else "-" + "+".join(groups)
+    subset = ("" if groups == GROUPS else "-" + "+".join(groups)) + ("-ab" if args.baseline else "")
     base = out / f"{stamp}-{mode}{subset}"
-    txt = table(rows, missing)
-    head = (f"runnel vs Apache Kafka {meta['machine']['kafka_version']}: {mode} run, "
+    txt = table(rows, missing) + http_vs_kafka(rows)
+    versus = (f"baseline runnel {args.baseline} (in the Kafka column)" if args.baseline
+              else f"Apache Kafka {meta['machine']['kafka_version']}")
+    head = (f"runnel vs {versus}: {mode} run, "
             f"{cfg['rounds']} rounds each, {meta['machine']['date']}\n"
             f"machine: {meta['machine']['nproc']} cores ({meta['machine']['cpu']}), "
             f"{meta['machine']['mem_gib']} GiB, Linux {meta['machine']['kernel']}, "
@@ -786,7 +852,7 @@ def main():
             f"{meta['load']['foreign_cores_max']} max; 1-min load average "
             f"{meta['load']['loadavg1_mean']} mean, {meta['load']['loadavg1_max']} max "
             f"(includes the benchmark); duration {meta['duration_s']} s\n"
-            f"cells: median (min–max) over rounds; ratio: runnel/Kafka of the medians "
+            f"cells: median (min–max) over rounds; ratio: {SECOND['ratio']} of the medians "
             f"(min–max of per-round ratios). Record size {RECORD_SIZE} B, MiB = 2^20 B.\n")
     json.dump({"meta": meta, "summary": rows, "missing": missing, "rounds": rounds},
               open(f"{base}.json", "w"), indent=1)

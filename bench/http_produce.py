@@ -14,6 +14,7 @@ MiB/s (record values) per side and the HTTP/Kafka ratio, plus where the CPU went
 import argparse
 import http.client
 import json
+import math
 import os
 import re
 import struct
@@ -77,17 +78,30 @@ def cpu_ticks(pid=None):
     return int(st[11]) + int(st[12]), busy
 
 
-def run(send_one, connections: int, seconds: float, broker_pid: int):
+def percentile(sorted_values, q):
+    """Nearest-rank percentile of an already sorted list."""
+    if not sorted_values:
+        return None
+    k = math.ceil(q / 100 * len(sorted_values)) - 1
+    return sorted_values[max(0, min(len(sorted_values) - 1, k))]
+
+
+def run(send_one, connections: int, seconds: float, broker_pid: int, latencies=None):
     """Runs `send_one(conn_index)` in a loop on each connection; returns requests/s and
-    the CPU split in cores (broker, client, other)."""
+    the CPU split in cores (broker, client, other). With `latencies` (a list), every
+    request's seconds from send to response are appended to it."""
     done = [0] * connections
     stop = time.time() + seconds
     errors = []
+    per_conn = [[] for _ in range(connections)]
 
     def loop(i):
+        mine = per_conn[i]
         try:
             while time.time() < stop:
+                t = time.perf_counter()
                 send_one(i)
+                mine.append(time.perf_counter() - t)
                 done[i] += 1
         except Exception as e:  # noqa: BLE001 - reported below
             errors.append(e)
@@ -105,11 +119,62 @@ def run(send_one, connections: int, seconds: float, broker_pid: int):
     b1, m1 = cpu_ticks(broker_pid)
     if errors:
         raise errors[0]
+    if latencies is not None:
+        for mine in per_conn:
+            latencies.extend(mine)
     hz = os.sysconf("SC_CLK_TCK")
     broker = (b1 - b0) / hz / elapsed
     client = (c1.user + c1.system - c0.user - c0.system) / elapsed
     machine = (m1 - m0) / hz / elapsed
     return sum(done) / elapsed, (broker, client, max(0.0, machine - broker - client))
+
+
+def ascii_value(size: int) -> bytes:
+    return (b"abcdefghijklmnopqrstuvwxyz" * (size // 26 + 1))[:size]
+
+
+def http_body(value: bytes) -> bytes:
+    """The HTTP side's request: a JSON array of BATCH records, value only."""
+    return json.dumps([{"value": value.decode()} for _ in range(BATCH)]).encode()
+
+
+def measure(side: str, host: str, port: int, topic: str, value: bytes, connections: int,
+            seconds: float, broker_pid: int) -> dict:
+    """One row: `side` "kafka" (raw Produce v3 of one BATCH-record batch, acks=1) or "http"
+    (POST /topics/{topic}/messages?acks=1 of BATCH records) on `connections` connections,
+    each with one request in flight, for `seconds`. Returns records/s, MiB/s (values),
+    per-request p50/p99 ms, the CPU split in cores and the records sent."""
+    if side == "kafka":
+        batch = kafka_batch(value, BATCH)
+        conns = [kwire.Conn(host, port) for _ in range(connections)]
+
+        def send(i):
+            err = kwire._produce(conns[i], topic.encode(), batch)
+            if err:
+                raise RuntimeError(f"Kafka error {err}")
+    else:
+        body = http_body(value)
+        conns = [http.client.HTTPConnection(host, port) for _ in range(connections)]
+
+        def send(i):
+            conns[i].request("POST", f"/topics/{topic}/messages?acks=1", body,
+                             {"Content-Type": "application/json"})
+            r = conns[i].getresponse()
+            answer = r.read()
+            if r.status != 200:
+                raise RuntimeError(f"HTTP {r.status}: {answer[:300]!r}")
+    lat = []
+    try:
+        rate, (broker, client, other) = run(send, connections, seconds, broker_pid, lat)
+    finally:
+        for c in conns:
+            c.close()
+    lat.sort()
+    recs = rate * BATCH
+    return {"records/s": recs, "MiB/s": recs * len(value) / 2**20,
+            "request p50 ms": percentile(lat, 50) * 1000, "request p99 ms": percentile(lat, 99) * 1000,
+            "broker cores": broker, "client cores": client, "other cores": other,
+            "records": len(lat) * BATCH}
 
 
 def main():
@@ -119,9 +184,7 @@ def main():
     ap.add_argument("--record-size", type=int, default=1024)
     args = ap.parse_args()
     binary = os.environ.get("RUNNEL_BIN", str(REPO / "target" / "release" / "runnel"))
-    value = (b"abcdefghijklmnopqrstuvwxyz" * (args.record_size // 26 + 1))[:args.record_size]
-    http_body = json.dumps([{"value": value.decode()} for _ in range(BATCH)]).encode()
-    batch = kafka_batch(value, BATCH)
+    value = ascii_value(args.record_size)
     with tempfile.TemporaryDirectory() as data:
         proc, kafka_port, http_port = start_broker(binary, data)
         try:
@@ -137,36 +200,16 @@ def main():
             print(f"runnel {binary}; {BATCH} records of {args.record_size} B per request, acks=1, "
                   f"{args.seconds:.0f} s per row, {os.cpu_count()} cores")
             print(f"{'connections':>11} {'side':>6} {'records/s':>11} {'MiB/s':>8} "
-                  f"{'broker cores':>12} {'client cores':>12} {'other cores':>11}")
+                  f"{'broker cores':>12} {'client cores':>12} {'other cores':>11} {'p50 ms':>7} {'p99 ms':>7}")
             for n in [int(x) for x in args.connections.split(",")]:
-                https = [http.client.HTTPConnection("127.0.0.1", http_port) for _ in range(n)]
-                kconns = [kwire.Conn("127.0.0.1", kafka_port) for _ in range(n)]
-
-                def send_http(i):
-                    https[i].request("POST", "/topics/bench-http/messages", http_body,
-                                     {"Content-Type": "application/json"})
-                    r = https[i].getresponse()
-                    body = r.read()
-                    if r.status != 200:
-                        raise RuntimeError(f"HTTP {r.status}: {body[:300]!r}")
-
-                def send_kafka(i):
-                    err = kwire._produce(kconns[i], b"bench-kafka", batch)
-                    if err:
-                        raise RuntimeError(f"Kafka error {err}")
-
                 rates = {}
-                for side, send in (("kafka", send_kafka), ("http", send_http)):
-                    rate, (b, cl, other) = run(send, n, args.seconds, proc.pid)
-                    rates[side] = rate
-                    recs = rate * BATCH
-                    print(f"{n:>11} {side:>6} {recs:>11.0f} {recs * args.record_size / 2**20:>8.1f} "
-                          f"{b:>12.2f} {cl:>12.2f} {other:>11.2f}")
+                for side, port, topic in (("kafka", kafka_port, "bench-kafka"), ("http", http_port, "bench-http")):
+                    r = measure(side, "127.0.0.1", port, topic, value, n, args.seconds, proc.pid)
+                    rates[side] = r["records/s"]
+                    print(f"{n:>11} {side:>6} {r['records/s']:>11.0f} {r['MiB/s']:>8.1f} "
+                          f"{r['broker cores']:>12.2f} {r['client cores']:>12.2f} {r['other cores']:>11.2f} "
+                          f"{r['request p50 ms']:>7.2f} {r['request p99 ms']:>7.2f}")
                 print(f"{n:>11} {'http/kafka':>6} {rates['http'] / rates['kafka']:>11.2f}")
-                for h in https:
-                    h.close()
-                for k in kconns:
-                    k.close()
         finally:
             proc.kill()
             proc.wait()

@@ -5,7 +5,8 @@
 #   bench/run.sh --smoke    a tiny run of every figure (60-100 s after setup; CI runs this)
 #   bench/run.sh --rounds N / --out DIR   override the round count / results directory
 #   bench/run.sh --only codecs            only these figure groups (produce, consume, latency,
-#                                         rdkafka, codecs; comma-separated), start-up and memory
+#                                         rdkafka, codecs, http; comma-separated), start-up and memory
+#   bench/run.sh --baseline BIN           another runnel binary in Kafka's place (A/B of two builds)
 #
 # Installs what it needs first (bench/setup.sh; cached under ${RUNNEL_CACHE:-~/.cache/runnel}).
 # Prints the table and writes <out>/<stamp>-<mode>.{json,md,png} (default out: bench/results/
