@@ -7,7 +7,8 @@
 //!   heartbeat arrived for `broker.session.timeout.ms` (Kafka's default 9 s, heartbeats
 //!   every 2 s).
 //! * A broker that asks to shut down (`want_shut_down`) keeps heartbeating while its
-//!   leadership moves off; it is reported as shutting down, not fenced.
+//!   leadership moves off; it is reported as shutting down, not fenced. The image
+//!   records the request (KIP-841), so the next controller leader starts with it too.
 //! * A controller that just became leader has heard from nobody yet: every broker gets a
 //!   full session timeout from that moment before it can be fenced (Kafka does the same
 //!   on controller failover), so a controller election never fences healthy brokers.
@@ -15,6 +16,8 @@
 use std::collections::BTreeMap;
 
 use uuid::Uuid;
+
+use super::image::MetadataImage;
 
 /// Kafka's `broker.session.timeout.ms` default.
 pub const BROKER_SESSION_TIMEOUT_MS: i64 = 9_000;
@@ -67,6 +70,18 @@ impl BrokerLiveness {
             .collect();
     }
 
+    /// [`became_leader`](Self::became_leader) with what `image` says of every broker:
+    /// fenced, and in controlled shutdown (what the old leader decided; a broker's next
+    /// heartbeat may say otherwise).
+    pub fn became_leader_of(&mut self, image: &MetadataImage, now_ms: i64) {
+        self.became_leader(image.brokers.values().map(|b| (b.node_id, b.fenced)), now_ms);
+        for node in &image.controlled_shutdown {
+            if let Some(b) = self.brokers.get_mut(node) {
+                b.shutting_down = true;
+            }
+        }
+    }
+
     pub fn heartbeat(&mut self, node: i32, incarnation: Uuid, want_shut_down: bool, now_ms: i64) -> HeartbeatOutcome {
         let fresh =
             Broker { incarnation: Some(incarnation), last_heartbeat_ms: now_ms, fenced: true, shutting_down: false };
@@ -76,7 +91,12 @@ impl BrokerLiveness {
         };
         b.last_heartbeat_ms = now_ms;
         match b.incarnation {
-            None => b.incarnation = Some(incarnation),
+            None => {
+                // The first word from this broker under this leader: if the image said it
+                // was shutting down and it no longer says so, it is not.
+                b.incarnation = Some(incarnation);
+                b.shutting_down &= want_shut_down;
+            }
             Some(known) if known != incarnation => {
                 *b = fresh;
                 return HeartbeatOutcome::Registered;

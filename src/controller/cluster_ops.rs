@@ -33,15 +33,23 @@ pub fn decide(
                     out.set_fenced(*node_id, false);
                     out.elect_leaderless(liveness);
                 }
-                HeartbeatOutcome::ShutdownRequested => out.push(remove_broker(&out.image, *node_id, &alive(liveness))),
+                HeartbeatOutcome::ShutdownRequested => {
+                    if !out.image.in_controlled_shutdown(*node_id) {
+                        out.push(vec![MetadataRecord::BrokerControlledShutdown { node_id: *node_id }]);
+                    }
+                    out.push(remove_broker(&out.image, *node_id, &alive(liveness)));
+                }
                 HeartbeatOutcome::Unchanged => {
                     if liveness.is_shutting_down(*node_id) {
                         // Partitions whose other replicas were down at the request.
                         out.push(remove_broker(&out.image, *node_id, &alive(liveness)));
                     } else if liveness.is_alive(*node_id) {
-                        // After a controller failover the image may still say fenced.
-                        if out.image.brokers.get(node_id).is_some_and(|b| b.fenced) {
-                            out.set_fenced(*node_id, false);
+                        // After a controller failover the image may still say fenced, or
+                        // in controlled shutdown when the broker no longer is.
+                        let stale = out.image.brokers.get(node_id).is_some_and(|b| b.fenced)
+                            || out.image.in_controlled_shutdown(*node_id);
+                        if stale {
+                            out.push(vec![MetadataRecord::BrokerFenced { node_id: *node_id, fenced: false }]);
                         }
                         out.elect_leaderless(liveness);
                     }
@@ -167,6 +175,7 @@ mod tests {
 
     use super::*;
     use crate::controller::image::{BrokerImage, PartitionImage, TopicImage};
+    use crate::controller::partition_change::NO_LEADER;
 
     const T: Uuid = Uuid::from_u128(9);
     const INC: Uuid = Uuid::from_u128(1);
@@ -267,9 +276,66 @@ mod tests {
         assert!(!img.brokers[&2].fenced, "shutting down, not fenced");
     }
 
-    /// Broker 1 asked the old controller to shut down and left every ISR; the image does
-    /// not record that. The new controller lets it back into an ISR only once it has
-    /// heard from it (it never will, if 1 has exited).
+    /// Broker 3 is the last of partition 0's ISR and asks to shut down: the partition goes
+    /// leaderless with ISR [3] (3 holds everything acknowledged). The image records the
+    /// request, so a new controller leader, which has heard from nobody yet, does not
+    /// elect 3 again when another broker's heartbeat looks for leaderless partitions;
+    /// 3 leads again only once it is back (fenced, then let in).
+    #[test]
+    fn a_new_controller_does_not_elect_a_broker_that_asked_the_old_one_to_shut_down() {
+        let mut img = image();
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader([(1, false), (2, false), (3, false)], 0);
+        for n in [1, 2, 3] {
+            run(&mut img, &heartbeat(n, false), &mut l, 1);
+        }
+        // 1 and 2 expire: partition 0 is left to 3 alone.
+        run(&mut img, &heartbeat(3, false), &mut l, 9_500);
+        run(&mut img, &ControllerOp::ExpireBrokers, &mut l, 9_502);
+        assert_eq!(leaders(&img), vec![(3, vec![3]), (3, vec![3])]);
+        let shutdown = run(&mut img, &heartbeat(3, true), &mut l, 9_503);
+        assert!(shutdown.contains(&MetadataRecord::BrokerControlledShutdown { node_id: 3 }));
+        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])]);
+        assert!(img.in_controlled_shutdown(3));
+
+        // A new controller leader; broker 1 comes back (a new process: fenced, then let in).
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader_of(&img, 10_000);
+        let back = ControllerOp::BrokerHeartbeat { node_id: 1, incarnation: Uuid::from_u128(5), want_shut_down: false };
+        run(&mut img, &back, &mut l, 10_001);
+        run(&mut img, &back, &mut l, 10_002);
+        assert!(!img.brokers[&1].fenced);
+        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])], "3 is not elected");
+        // 3 is still stopping and says so: nothing changes.
+        run(&mut img, &heartbeat(3, true), &mut l, 10_003);
+        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])]);
+        // 3 restarts: a new incarnation, fenced first, then let in and elected.
+        let restarted =
+            ControllerOp::BrokerHeartbeat { node_id: 3, incarnation: Uuid::from_u128(6), want_shut_down: false };
+        run(&mut img, &restarted, &mut l, 10_004);
+        assert!(!img.in_controlled_shutdown(3) && img.brokers[&3].fenced);
+        run(&mut img, &restarted, &mut l, 10_005);
+        assert_eq!(leaders(&img), vec![(3, vec![3]), (3, vec![3])]);
+    }
+
+    /// The image says broker 2 is in controlled shutdown, but under the new controller
+    /// leader its first heartbeat does not ask for it (it changed its mind, or the
+    /// request was never acted on): it is let back in, and may lead again.
+    #[test]
+    fn a_broker_that_no_longer_asks_to_shut_down_is_let_back_in() {
+        let mut img = image();
+        img.apply(&MetadataRecord::BrokerControlledShutdown { node_id: 2 });
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader_of(&img, 0);
+        assert!(!l.is_alive(2));
+        let records = run(&mut img, &heartbeat(2, false), &mut l, 1);
+        assert!(records.contains(&MetadataRecord::BrokerFenced { node_id: 2, fenced: false }));
+        assert!(l.is_alive(2) && img.broker_staying(2));
+    }
+
+    /// Broker 1 asked the old controller to shut down and left every ISR. The new
+    /// controller lets it back into an ISR only once it has heard from it (it never
+    /// will, if 1 has exited).
     #[test]
     fn a_new_controller_admits_into_an_isr_only_brokers_it_has_heard_from() {
         let mut img = image();
@@ -281,7 +347,7 @@ mod tests {
         run(&mut img, &heartbeat(1, true), &mut l, 2);
         assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
         let mut l = BrokerLiveness::new(9_000);
-        l.became_leader(img.brokers.values().map(|b| (b.node_id, b.fenced)), 3);
+        l.became_leader_of(&img, 3);
         let rejoin = ControllerOp::AlterPartition {
             broker: 2,
             topic_id: T,

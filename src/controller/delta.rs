@@ -38,6 +38,7 @@ impl MetadataDelta {
                 MetadataRecord::Cluster { .. }
                 | MetadataRecord::RegisterBroker { .. }
                 | MetadataRecord::BrokerFenced { .. }
+                | MetadataRecord::BrokerControlledShutdown { .. }
                 | MetadataRecord::ProducerIds { .. }
                 | MetadataRecord::ClientMetricsConfig { .. } => {}
             }

@@ -1,6 +1,6 @@
 //! The metadata image: cluster metadata at one point of the metadata log.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -103,6 +103,10 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// KIP-714 client-metrics subscriptions: name → configs (never empty).
     pub client_metrics: BTreeMap<String, BTreeMap<String, String>>,
+    /// Brokers in controlled shutdown (KIP-841): still serving while their leadership
+    /// moves off, but elected nowhere and kept out of ISRs. Cleared when the broker is
+    /// fenced or let back in.
+    pub controlled_shutdown: BTreeSet<i32>,
     /// Number of records applied: the metadata offset this image reflects.
     pub offset: u64,
 }
@@ -206,8 +210,25 @@ impl MetadataImage {
                 if let Some(b) = self.brokers.get_mut(node_id) {
                     b.fenced = *fenced;
                 }
+                self.controlled_shutdown.remove(node_id);
+            }
+            MetadataRecord::BrokerControlledShutdown { node_id } => {
+                if self.brokers.contains_key(node_id) {
+                    self.controlled_shutdown.insert(*node_id);
+                }
             }
         }
+    }
+
+    /// The broker asked to shut down and has not been fenced or let back in since.
+    pub fn in_controlled_shutdown(&self, node_id: i32) -> bool {
+        self.controlled_shutdown.contains(&node_id)
+    }
+
+    /// Alive and not in controlled shutdown: a broker leadership can move to, and that an
+    /// ISR it shares counts on.
+    pub fn broker_staying(&self, node_id: i32) -> bool {
+        self.broker_alive(node_id) && !self.in_controlled_shutdown(node_id)
     }
 
     /// Registered and not fenced.
@@ -232,6 +253,9 @@ impl MetadataImage {
             });
             if b.fenced {
                 out.push(MetadataRecord::BrokerFenced { node_id: b.node_id, fenced: true });
+            }
+            if self.in_controlled_shutdown(b.node_id) {
+                out.push(MetadataRecord::BrokerControlledShutdown { node_id: b.node_id });
             }
         }
         for t in self.topics.values() {
@@ -345,8 +369,31 @@ mod tests {
             value: Some("1000".into()),
         });
         assert_eq!(img.client_metrics["lag"]["interval.ms"], "1000");
+        img.apply(&MetadataRecord::BrokerControlledShutdown { node_id: 3 });
+        img.apply(&MetadataRecord::BrokerControlledShutdown { node_id: 7 });
+        assert!(img.in_controlled_shutdown(3) && !img.broker_staying(3) && img.broker_alive(3));
+        assert!(!img.in_controlled_shutdown(7), "not registered");
         let back = MetadataImage::from_records(&img.to_records(), img.offset);
         assert_eq!(format!("{back:?}"), format!("{img:?}"));
+    }
+
+    #[test]
+    fn a_controlled_shutdown_lasts_until_the_broker_is_fenced_or_let_back_in() {
+        let mut img = MetadataImage::default();
+        for node_id in [1, 2] {
+            img.apply(&MetadataRecord::RegisterBroker {
+                node_id,
+                host: "h".into(),
+                port: 1,
+                rack: None,
+                inter_broker: None,
+            });
+            img.apply(&MetadataRecord::BrokerControlledShutdown { node_id });
+        }
+        img.apply(&MetadataRecord::BrokerFenced { node_id: 1, fenced: true });
+        img.apply(&MetadataRecord::BrokerFenced { node_id: 2, fenced: false });
+        assert_eq!(img.controlled_shutdown, BTreeSet::new());
+        assert!(!img.broker_alive(1) && img.broker_staying(2));
     }
 
     #[test]

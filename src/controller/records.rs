@@ -81,6 +81,12 @@ pub enum MetadataRecord {
         node_id: i32,
         fenced: bool,
     },
+    /// The broker asked to shut down (Kafka's `InControlledShutdown`, KIP-841): from now
+    /// on it is elected nowhere and joins no ISR, under this controller leader and the
+    /// ones after it, until a `BrokerFenced` record (it stopped, or came back) clears it.
+    BrokerControlledShutdown {
+        node_id: i32,
+    },
 }
 
 #[cfg(test)]

@@ -117,7 +117,7 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
             .topics
             .values()
             .flat_map(|t| t.partitions.iter())
-            .filter(|p| p.leader == me && p.isr.iter().any(|r| *r != me && image.broker_alive(*r)))
+            .filter(|p| p.leader == me && p.isr.iter().any(|r| *r != me && image.broker_staying(*r)))
             .count();
         if matches!(asked, Ok(Ok(()))) && still_leading == 0 {
             tracing::info!("controlled shutdown: leadership moved off this broker");
@@ -132,14 +132,14 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
 }
 
 /// Whether some partition has `me` in its ISR beside another broker the image shows
-/// alive: a leadership the controller can move to it, or a leader that counts on `me` as
-/// a follower until the controller takes `me` out of the ISR.
+/// alive and not itself shutting down: a leadership the controller can move to it, or a
+/// leader that counts on `me` as a follower until the controller takes `me` out of the ISR.
 fn shares_isr_with_a_live_broker(image: &crate::controller::image::MetadataImage, me: i32) -> bool {
     image
         .topics
         .values()
         .flat_map(|t| t.partitions.iter())
-        .any(|p| p.isr.contains(&me) && p.isr.iter().any(|r| *r != me && image.broker_alive(*r)))
+        .any(|p| p.isr.contains(&me) && p.isr.iter().any(|r| *r != me && image.broker_staying(*r)))
 }
 
 /// After an ISR change the controller did not commit, the partition may propose again

@@ -53,7 +53,7 @@ impl Core {
         let mut guard = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
         if guard.as_ref().is_none_or(|(t, _)| *t != term) {
             let mut view = BrokerLiveness::new(BROKER_SESSION_TIMEOUT_MS);
-            view.became_leader(image.brokers.values().map(|b| (b.node_id, b.fenced)), now);
+            view.became_leader_of(image, now);
             *guard = Some((term, view));
         }
         let (_, view) = guard.as_mut().ok_or_else(|| ControllerError::Internal("no liveness view".into()))?;
