@@ -86,11 +86,13 @@ def percentile(sorted_values, q):
     return sorted_values[max(0, min(len(sorted_values) - 1, k))]
 
 
-def run(send_one, connections: int, seconds: float, broker_pid: int, latencies=None):
-    """Runs `send_one(conn_index)` in a loop on each connection; returns requests/s and
-    the CPU split in cores (broker, client, other). With `latencies` (a list), every
-    request's seconds from send to response are appended to it."""
+def run(send_one, connections: int, seconds: float, broker_pid: int, latencies=None, requests=None):
+    """Runs `send_one(conn_index)` in a loop on each connection for `seconds`, or until
+    the connections have sent `requests` between them; returns requests/s and the CPU
+    split in cores (broker, client, other). With `latencies` (a list), every request's
+    seconds from send to response are appended to it."""
     done = [0] * connections
+    quota = None if requests is None else max(1, requests // connections)
     stop = time.time() + seconds
     errors = []
     per_conn = [[] for _ in range(connections)]
@@ -98,7 +100,7 @@ def run(send_one, connections: int, seconds: float, broker_pid: int, latencies=N
     def loop(i):
         mine = per_conn[i]
         try:
-            while time.time() < stop:
+            while time.time() < stop and (quota is None or done[i] < quota):
                 t = time.perf_counter()
                 send_one(i)
                 mine.append(time.perf_counter() - t)
@@ -139,10 +141,11 @@ def http_body(value: bytes) -> bytes:
 
 
 def measure(side: str, host: str, port: int, topic: str, value: bytes, connections: int,
-            seconds: float, broker_pid: int) -> dict:
+            seconds: float, broker_pid: int, requests=None) -> dict:
     """One row: `side` "kafka" (raw Produce v3 of one BATCH-record batch, acks=1) or "http"
     (POST /topics/{topic}/messages?acks=1 of BATCH records) on `connections` connections,
-    each with one request in flight, for `seconds`. Returns records/s, MiB/s (values),
+    each with one request in flight, for `seconds` (or until `requests` were sent, if
+    that comes first). Returns records/s, MiB/s (values),
     per-request p50/p99 ms, the CPU split in cores and the records sent."""
     if side == "kafka":
         batch = kafka_batch(value, BATCH)
@@ -165,7 +168,7 @@ def measure(side: str, host: str, port: int, topic: str, value: bytes, connectio
                 raise RuntimeError(f"HTTP {r.status}: {answer[:300]!r}")
     lat = []
     try:
-        rate, (broker, client, other) = run(send, connections, seconds, broker_pid, lat)
+        rate, (broker, client, other) = run(send, connections, seconds, broker_pid, lat, requests)
     finally:
         for c in conns:
             c.close()
