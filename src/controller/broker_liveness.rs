@@ -138,12 +138,12 @@ impl BrokerLiveness {
     }
 
     /// May join an ISR: alive, and heard from by this controller. A new controller
-    /// leader has heard from nobody, and the image does not record a controlled
-    /// shutdown: a broker that asked the old leader to shut down (and was taken out of
-    /// every ISR) would otherwise be let back in while it stops, or after it has exited,
-    /// by the leaders it still fetched from, and acks=all would wait on it until its
-    /// session ran out. (Kafka records the shutdown in the image, KIP-841.) A live broker
-    /// is heard from within `broker.heartbeat.interval.ms`.
+    /// leader has heard from nobody: a broker that has gone (its controlled shutdown is
+    /// in the image, see [`became_leader_of`](Self::became_leader_of), but a broker can
+    /// also stop without one, or before the old leader committed it) would otherwise be
+    /// let back in by the leaders it last fetched from, and acks=all would wait on it
+    /// until its session ran out. A live broker is heard from within
+    /// `broker.heartbeat.interval.ms`.
     pub fn may_join_isr(&self, node: i32) -> bool {
         self.is_alive(node) && self.brokers.get(&node).is_some_and(|b| b.incarnation.is_some())
     }
