@@ -657,7 +657,7 @@ def ratio_cell(r):
 
 
 # How the second column is named: Kafka, or a --baseline runnel binary.
-SECOND = {"column": "Kafka 4.4", "ratio": "runnel/Kafka", "title": "Apache Kafka 4.4"}
+SECOND = {"column": "Kafka 4.4", "ratio": "runnel/Kafka", "title": "Apache Kafka 4.4", "side": "kafka"}
 
 
 def http_vs_kafka(rows) -> str:
@@ -688,7 +688,8 @@ def table(rows, missing) -> str:
     out = [line(head), "|" + "|".join("-" * (w + 2) for w in widths) + "|"]
     out += [line(b) for b in body]
     for m in missing:
-        out.append(f"\n{m['kind']}: {m['figure']} on {m['broker']}: {m['reason']}")
+        side = SECOND["side"] if m["broker"] == "kafka" else m["broker"]
+        out.append(f"\n{m['kind']}: {m['figure']} on {side}: {m['reason']}")
     return "\n".join(out)
 
 
@@ -774,7 +775,7 @@ def main():
         if not os.access(args.baseline, os.X_OK):
             ap.error(f"--baseline: {args.baseline} is not an executable")
         SECOND.update(column="baseline runnel", ratio="runnel/baseline",
-                      title=f"baseline runnel {args.baseline}")
+                      title=f"baseline runnel {args.baseline}", side="baseline")
 
     mode = "smoke" if args.smoke else "full"
     groups = GROUPS
