@@ -199,6 +199,41 @@ fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
     assert!(has_topic(cluster.node(leader), "orders"));
 }
 
+/// What a broker's heartbeat loop waits on besides its timer: a new quorum leader (a
+/// new term, or a new node) wakes it, so the broker heartbeats that leader at once.
+#[test]
+fn a_new_quorum_leader_wakes_whoever_waits_for_one() {
+    let mut cluster = Cluster::start(RaftTuning::default());
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    let leader = cluster.agreed_leader().unwrap();
+    let watcher = (1..=3).find(|&id| id != leader).unwrap();
+    let seen = cluster.node(watcher).leadership();
+    assert_eq!(seen.1, Some(leader));
+
+    // Nothing changed: the wait does not end by itself.
+    let c = cluster.node(watcher);
+    let idle = cluster
+        .rt
+        .block_on(async { tokio::time::timeout(Duration::from_millis(500), c.leadership_changed(seen)).await });
+    assert!(idle.is_err(), "woke with the same leader and term");
+
+    // The leader stops while the watcher waits: the wait ends once the survivors have
+    // elected another.
+    let stopping = cluster.nodes[leader as usize - 1].take().expect("the leader is running");
+    let woke = std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let c = cluster.node(watcher);
+            cluster.rt.block_on(async { tokio::time::timeout(DEADLINE, c.leadership_changed(seen)).await })
+        });
+        std::thread::sleep(Duration::from_millis(100));
+        cluster.rt.block_on(stopping.shutdown());
+        waiting.join().unwrap()
+    });
+    assert!(woke.is_ok(), "not woken by the new leader within {DEADLINE:?}");
+    let now = cluster.node(watcher).leadership();
+    assert!(now.1.is_some_and(|l| l != leader) && now.0 > seen.0, "{seen:?} then {now:?}");
+}
+
 #[test]
 fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
     let tuning = RaftTuning { snapshot_every_entries: 5, keep_entries_after_snapshot: 0, ..RaftTuning::default() };

@@ -280,6 +280,28 @@ impl Controller {
         self.core.raft.metrics().borrow().current_leader.map(|l| l as i32)
     }
 
+    /// The quorum's term and leader as this node last saw them.
+    pub fn leadership(&self) -> (u64, Option<i32>) {
+        let m = self.core.raft.metrics();
+        let m = m.borrow();
+        (m.current_term, m.current_leader.map(|l| l as i32))
+    }
+
+    /// Resolves once this node knows of a leader other than `seen` (a new term or a new
+    /// node): a broker heartbeats the new leader at once, which has heard from nobody
+    /// yet and lets no broker into an ISR until it has. Never resolves once the quorum
+    /// is gone.
+    pub async fn leadership_changed(&self, seen: (u64, Option<i32>)) {
+        let mut metrics = self.core.raft.metrics();
+        let changed = metrics
+            .wait_for(|m| m.current_leader.is_some() && (m.current_term, m.current_leader.map(|l| l as i32)) != seen)
+            .await
+            .is_ok();
+        if !changed {
+            std::future::pending::<()>().await;
+        }
+    }
+
     /// openraft's view of this node (for tests and diagnostics).
     pub fn raft_metrics(&self) -> openraft::RaftMetrics<NodeId, BasicNode> {
         self.core.raft.metrics().borrow().clone()

@@ -35,6 +35,7 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
     let mut failures = 0u32;
     let mut answered = 0u64;
     loop {
+        let leadership = ctx.controller.leadership();
         let controller = ctx.controller.clone();
         let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, false));
         // Shutdown does not wait for an answer: Broker::shutdown waits for this task.
@@ -60,7 +61,14 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
         }
         // The second heartbeat of an incarnation unfences it: send it at once. Until the
         // first is answered (the quorum forming, the registration committing), retry
-        // soon: the broker waits for it before it serves.
+        // soon: the broker waits for it before it serves. A new quorum leader (new term
+        // or node) is heartbeated at once: until it has heard from a broker it lets it
+        // into no ISR, so after a controller failover a partition short of replicas
+        // stayed short (below min.insync.replicas, refusing acks=all) for up to a
+        // heartbeat interval. Not covered: a leader restarted before the others'
+        // election timeout resumes its term (openraft restores it as leader at startup)
+        // with a fresh view and no change to wake anyone; brokers reach it on their
+        // next heartbeat.
         let wait = match (answered, failures) {
             (1, 0) => 0,
             (0, f) if f < 100 => 100,
@@ -68,6 +76,7 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
         };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
+            _ = ctx.controller.leadership_changed(leadership) => {}
             _ = shutdown.recv() => return,
         }
     }
