@@ -208,7 +208,7 @@ fn a_new_quorum_leader_wakes_whoever_waits_for_one() {
     let leader = cluster.agreed_leader().unwrap();
     let watcher = (1..=3).find(|&id| id != leader).unwrap();
     let seen = cluster.node(watcher).leadership();
-    assert_eq!(seen.1, Some(leader));
+    assert_eq!(seen.leader, Some(leader));
 
     // Nothing changed: the wait does not end by itself.
     let c = cluster.node(watcher);
@@ -231,7 +231,53 @@ fn a_new_quorum_leader_wakes_whoever_waits_for_one() {
     });
     assert!(woke.is_ok(), "not woken by the new leader within {DEADLINE:?}");
     let now = cluster.node(watcher).leadership();
-    assert!(now.1.is_some_and(|l| l != leader) && now.0 > seen.0, "{seen:?} then {now:?}");
+    assert!(now.leader.is_some_and(|l| l != leader) && now.term > seen.term, "{seen:?} then {now:?}");
+}
+
+/// A leader restarted before the others' election timeout resumes its term (openraft
+/// restores a committed leadership at startup): term and leader stay what the watcher
+/// saw, but the leader connects to it anew, and that ends the wait too. Elections are
+/// slow here so that nobody else is elected meanwhile.
+#[test]
+fn a_restarted_leader_that_resumes_its_term_wakes_whoever_waits() {
+    let tuning = RaftTuning { election_timeout_min_ms: 5_000, election_timeout_max_ms: 6_000, ..RaftTuning::default() };
+    let mut cluster = Cluster::start(tuning);
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    let leader = cluster.agreed_leader().unwrap();
+    let watcher = (1..=3).find(|&id| id != leader).unwrap();
+    wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    admit_all(&cluster);
+    wait_until("the leader has connected to the watcher", || cluster.node(watcher).leadership().contacts > 0);
+    let seen = cluster.node(watcher).leadership();
+
+    // The leader's replication stream stays, and the leadership check before each
+    // operation (one request on a connection of its own) is no contact: the wait does
+    // not end by itself, nor while operations are committed.
+    let idle = std::thread::scope(|s| {
+        let waiting = s.spawn(|| {
+            let c = cluster.node(watcher);
+            cluster
+                .rt
+                .block_on(async { tokio::time::timeout(Duration::from_millis(1500), c.leadership_changed(seen)).await })
+        });
+        for i in 0..3 {
+            cluster.node(leader).create_topic(&topic(&format!("idle{i}"), 1, 1), false).unwrap();
+            cluster.node(watcher).create_topic(&topic(&format!("forwarded{i}"), 1, 1), false).unwrap();
+        }
+        waiting.join().unwrap()
+    });
+    assert!(idle.is_err(), "woke with the same leader, term and replication stream");
+
+    cluster.stop(leader);
+    cluster.restart(leader);
+    let started = Instant::now();
+    let c = cluster.node(watcher);
+    let woke = cluster.rt.block_on(async { tokio::time::timeout(DEADLINE, c.leadership_changed(seen)).await });
+    assert!(woke.is_ok(), "not woken by the restarted leader within {DEADLINE:?}");
+    eprintln!("woken {:?} after the restart", started.elapsed());
+    let now = cluster.node(watcher).leadership();
+    assert_eq!((now.term, now.leader), (seen.term, seen.leader), "the restarted leader resumed its term");
+    assert!(now.contacts > seen.contacts, "{seen:?} then {now:?}");
 }
 
 #[test]

@@ -27,7 +27,7 @@ pub use delta::{MetadataDelta, MetadataListener};
 pub use image::{BrokerImage, Listener, MetadataImage, PartitionImage, TopicImage};
 pub use operations::{validate_topic_name, ConfigChange, ControllerOp, NewTopic};
 pub use partition_change::{ElectionError, ElectionType};
-pub use quorum::{Controller, ControllerConfig, QuorumDescription, QuorumReplica, RaftTuning};
+pub use quorum::{Controller, ControllerConfig, Leadership, QuorumDescription, QuorumReplica, RaftTuning};
 pub use reassignment::ReassignmentError;
 pub use records::{Endpoint, MetadataRecord};
 

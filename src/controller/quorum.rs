@@ -121,6 +121,17 @@ struct Core {
     liveness: Mutex<Option<(u64, BrokerLiveness)>>,
     /// As the quorum leader: each member's progress, for DescribeQuorum.
     progress_seen: Mutex<admin::ProgressSeen>,
+    /// Replication streams a leader opened to this node's controller listener (`rpc_server`).
+    leader_contacts: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+/// The quorum's leadership as this node sees it, for a broker's heartbeat loop: the
+/// term and leader, and how many replication streams leaders have opened to this node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Leadership {
+    pub term: u64,
+    pub leader: Option<i32>,
+    pub contacts: u64,
 }
 
 type MetricsWatch = tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, BasicNode>>;
@@ -199,10 +210,12 @@ impl Controller {
             clustered: !single,
             liveness: Mutex::new(None),
             progress_seen: Mutex::new(admin::ProgressSeen::default()),
+            leader_contacts: Arc::new(tokio::sync::watch::channel(0).0),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
-            tasks.push(tokio::spawn(rpc_server::serve(listener, raft.clone(), forward_handler(&core))));
+            let contacts = core.leader_contacts.clone();
+            tasks.push(tokio::spawn(rpc_server::serve(listener, raft.clone(), forward_handler(&core), contacts)));
         }
         // The lowest voter forms the quorum, once: a node that has a vote or a log was
         // initialized (or joined) before.
@@ -280,23 +293,34 @@ impl Controller {
         self.core.raft.metrics().borrow().current_leader.map(|l| l as i32)
     }
 
-    /// The quorum's term and leader as this node last saw them.
-    pub fn leadership(&self) -> (u64, Option<i32>) {
+    /// The quorum's leadership as this node last saw it.
+    pub fn leadership(&self) -> Leadership {
         let m = self.core.raft.metrics();
         let m = m.borrow();
-        (m.current_term, m.current_leader.map(|l| l as i32))
+        let contacts = *self.core.leader_contacts.borrow();
+        Leadership { term: m.current_term, leader: m.current_leader.map(|l| l as i32), contacts }
     }
 
     /// Resolves once this node knows of a leader other than `seen` (a new term or a new
-    /// node): a broker heartbeats the new leader at once, which has heard from nobody
-    /// yet and lets no broker into an ISR until it has. Never resolves once the quorum
-    /// is gone.
-    pub async fn leadership_changed(&self, seen: (u64, Option<i32>)) {
+    /// node), or a leader has opened a replication stream to it since: a broker
+    /// heartbeats that leader at once. A new leader has heard from nobody yet and lets no broker into
+    /// an ISR until it has. So has a leader restarted before the others' election
+    /// timeout: openraft restores it as leader of its term at startup, so the term and
+    /// leader stay the same, but its replication streams to the other nodes are new. Never
+    /// resolves once the quorum is gone.
+    pub async fn leadership_changed(&self, seen: Leadership) {
         let mut metrics = self.core.raft.metrics();
-        let changed = metrics
-            .wait_for(|m| m.current_leader.is_some() && (m.current_term, m.current_leader.map(|l| l as i32)) != seen)
-            .await
-            .is_ok();
+        let mut contacts = self.core.leader_contacts.subscribe();
+        let new_leader = metrics.wait_for(|m| {
+            m.current_leader.is_some()
+                && (m.current_term, m.current_leader.map(|l| l as i32)) != (seen.term, seen.leader)
+        });
+        // The sender lives as long as the core: this wait ends only on a new contact.
+        let reconnected = contacts.wait_for(|&n| n != seen.contacts);
+        let changed = tokio::select! {
+            r = new_leader => r.is_ok(),
+            r = reconnected => r.is_ok(),
+        };
         if !changed {
             std::future::pending::<()>().await;
         }
