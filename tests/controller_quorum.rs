@@ -9,7 +9,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use runnel::controller::{Controller, ControllerConfig, NewTopic, RaftTuning};
+use runnel::controller::{Controller, ControllerConfig, Leadership, NewTopic, RaftTuning};
 use tempfile::TempDir;
 use tokio::runtime::Runtime;
 
@@ -124,6 +124,21 @@ fn wait_until(what: &str, mut cond: impl FnMut() -> bool) -> Duration {
     started.elapsed()
 }
 
+/// `watcher`'s view of the leadership once the leader's replication stream to it is up
+/// and the view has stayed the same for a while (while the quorum forms a stream can
+/// be opened more than once, and each one would end a wait).
+fn settled_leadership(cluster: &Cluster, watcher: i32) -> Leadership {
+    wait_until("the leader has connected to the watcher", || cluster.node(watcher).leadership().contacts > 0);
+    let mut seen = cluster.node(watcher).leadership();
+    wait_until("the watcher's view of the leadership settles", || {
+        std::thread::sleep(Duration::from_millis(500));
+        let now = cluster.node(watcher).leadership();
+        std::mem::replace(&mut seen, now) == now
+    });
+    eprintln!("node {watcher} settled at {seen:?}");
+    seen
+}
+
 fn topic(name: &str, partitions: i32, replication_factor: i16) -> NewTopic {
     NewTopic { name: name.into(), num_partitions: partitions, replication_factor, assignments: vec![], configs: vec![] }
 }
@@ -207,7 +222,7 @@ fn a_new_quorum_leader_wakes_whoever_waits_for_one() {
     wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
     let leader = cluster.agreed_leader().unwrap();
     let watcher = (1..=3).find(|&id| id != leader).unwrap();
-    let seen = cluster.node(watcher).leadership();
+    let seen = settled_leadership(&cluster, watcher);
     assert_eq!(seen.leader, Some(leader));
 
     // Nothing changed: the wait does not end by itself.
@@ -247,8 +262,7 @@ fn a_restarted_leader_that_resumes_its_term_wakes_whoever_waits() {
     let watcher = (1..=3).find(|&id| id != leader).unwrap();
     wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
-    wait_until("the leader has connected to the watcher", || cluster.node(watcher).leadership().contacts > 0);
-    let seen = cluster.node(watcher).leadership();
+    let seen = settled_leadership(&cluster, watcher);
 
     // The leader's replication stream stays, and the leadership check before each
     // operation (one request on a connection of its own) is no contact: the wait does
