@@ -122,7 +122,7 @@ struct Core {
     /// As the quorum leader: each member's progress, for DescribeQuorum.
     progress_seen: Mutex<admin::ProgressSeen>,
     /// Replication streams a leader opened to this node's controller listener (`rpc_server`).
-    leader_contacts: Arc<tokio::sync::watch::Sender<u64>>,
+    leader_contacts: tokio::sync::watch::Sender<u64>,
 }
 
 /// The quorum's leadership as this node sees it, for a broker's heartbeat loop: the
@@ -210,7 +210,7 @@ impl Controller {
             clustered: !single,
             liveness: Mutex::new(None),
             progress_seen: Mutex::new(admin::ProgressSeen::default()),
-            leader_contacts: Arc::new(tokio::sync::watch::channel(0).0),
+            leader_contacts: tokio::sync::watch::channel(0).0,
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
@@ -303,11 +303,11 @@ impl Controller {
 
     /// Resolves once this node knows of a leader other than `seen` (a new term or a new
     /// node), or a leader has opened a replication stream to it since: a broker
-    /// heartbeats that leader at once. A new leader has heard from nobody yet and lets no broker into
-    /// an ISR until it has. So has a leader restarted before the others' election
-    /// timeout: openraft restores it as leader of its term at startup, so the term and
-    /// leader stay the same, but its replication streams to the other nodes are new. Never
-    /// resolves once the quorum is gone.
+    /// heartbeats that leader at once. A new leader has heard from nobody yet and lets
+    /// no broker into an ISR until it has. Neither has a leader restarted before the
+    /// others' election timeout: openraft restores it as leader of its term at
+    /// startup, so term and leader stay the same, but its replication streams to the
+    /// other nodes are new. Never resolves once the quorum is gone.
     pub async fn leadership_changed(&self, seen: Leadership) {
         let mut metrics = self.core.raft.metrics();
         let mut contacts = self.core.leader_contacts.subscribe();

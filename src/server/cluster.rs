@@ -62,11 +62,11 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
         // The second heartbeat of an incarnation unfences it: send it at once. Until the
         // first is answered (the quorum forming, the registration committing), retry
         // soon: the broker waits for it before it serves. A new quorum leader (new term
-        // or node), or a leader that connected to this node anew (restarted and resumed
-        // its term), is heartbeated at once: until it has heard from a broker it lets it
-        // into no ISR, so after a controller failover or restart a partition short of
-        // replicas stayed short (below min.insync.replicas, refusing acks=all) for up to
-        // a heartbeat interval.
+        // or node), or a leader that opened a new replication stream to this node
+        // (restarted and resumed its term, or reconnected), is heartbeated at once: until
+        // it has heard from a broker it lets it into no ISR, so after a controller
+        // failover or restart a partition short of replicas stayed short (below
+        // min.insync.replicas, refusing acks=all) for up to a heartbeat interval.
         let wait = match (answered, failures) {
             (1, 0) => 0,
             (0, f) if f < 100 => 100,

@@ -37,12 +37,7 @@ pub type ForwardHandler = Arc<dyn Fn(ControllerOp) -> ForwardFuture + Send + Syn
 
 /// Serve until the task is aborted; aborting it also ends every connection task.
 /// `leader_contacts` counts the replication streams leaders opened (see the module doc).
-pub async fn serve(
-    listener: TcpListener,
-    raft: Raft,
-    forward: ForwardHandler,
-    leader_contacts: Arc<watch::Sender<u64>>,
-) {
+pub async fn serve(listener: TcpListener, raft: Raft, forward: ForwardHandler, leader_contacts: watch::Sender<u64>) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
@@ -67,7 +62,7 @@ async fn serve_connection(
     peer: std::net::SocketAddr,
     raft: Raft,
     forward: ForwardHandler,
-    leader_contacts: Arc<watch::Sender<u64>>,
+    leader_contacts: watch::Sender<u64>,
 ) {
     let mut accepted_appends = 0u32;
     loop {
