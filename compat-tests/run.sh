@@ -24,9 +24,27 @@ bash "$HERE/setup/prometheus.sh"
 bash "$HERE/setup/chromium.sh"
 bash "$HERE/librdkafka/setup.sh"
 
+# Step 2 needs the release binary. Build it now, while pytest runs: pytest's tests mostly
+# wait on timers, and the build takes one core at the lowest CPU and I/O priority, so
+# the brokers under test keep theirs. This takes ~5 min off the run on two cores.
+echo "== release build in the background (for step 2; log: $CACHE/release-build.log)"
+mkdir -p "$CACHE"
+(cd "$REPO" && exec nice -n 19 ionice -c 3 cargo build --release --locked --bin runnel -j 1) \
+    > "$CACHE/release-build.log" 2>&1 &
+release_build=$!
+trap 'kill "$release_build" 2>/dev/null || true' EXIT
+
 echo "== pytest compat-tests"
 cd "$HERE"
 "$CACHE/venv/bin/python" -m pytest -p no:cacheprovider -ra --durations=40 "$@" .
+
+echo "== waiting for the release build"
+if ! wait "$release_build"; then
+    tail -40 "$CACHE/release-build.log"
+    echo "the release build failed"
+    exit 1
+fi
+trap - EXIT
 
 echo "== container image, testcontainers, embedded and subprocess modes"
 bash "$HERE/rust/run.sh"
