@@ -27,6 +27,9 @@ SECONDS = int(os.environ.get("FAULT_SECONDS", "20"))
 # Records per second per writer: enough for thousands of acknowledged records per
 # scenario, few enough that the read-back and the checker take seconds.
 RATE = int(os.environ.get("FAULT_RATE", "2000"))
+# FAULT_CLIENT_LOG=info (or warn, debug): the writers' client logs go to workload.err in
+# the test's tmp_path, each line stamped with the time and the writer (for a dip's cause).
+CLIENT_LOG = os.environ.get("FAULT_CLIENT_LOG", "")
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
@@ -97,7 +100,8 @@ def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=
     workload = net.popen("client", [franz, "workload", "-brokers", bootstrap, "-topic", topic,
                                     "-writers", writers, "-partitions", partitions, "-rf", rf,
                                     "-min-isr", min_isr, "-duration", f"{seconds}s", "-rate", RATE,
-                                    "-acks", acks, "-observed", observed],
+                                    "-acks", acks, "-observed", observed,
+                                    *(["-log", CLIENT_LOG] if CLIENT_LOG else [])],
                          stdout=subprocess.PIPE, stderr=err)
     nemesis.start(warmup=3.0, until=started + seconds - 3.0)
     try:

@@ -5,13 +5,15 @@ package main
 // final read-back. The checker (compat-tests/cluster/checker.py) compares the three.
 //
 //	franz workload -brokers B -topic T -writers N -partitions P [-rf R] [-min-isr M]
-//	               [-duration 20s] [-inflight 50] [-rate R] -acks FILE -observed FILE
+//	               [-duration 20s] [-inflight 50] [-rate R] [-log info] -acks FILE -observed FILE
 //	    creates T (an existing topic is fine), then for -duration runs N idempotent
 //	    acks=all producers; writer w writes values "w<w>-<seq>" with seq 0,1,2,... to
 //	    partition w % P, at most R records per second each (0: unlimited). Each acknowledgement is a JSON line in FILE:
 //	    {"w","seq","p","o"} on success, {"w","seq","err"} on failure (the record may or
 //	    may not be in the log). A concurrent reader writes every record it fetches to
 //	    -observed as {"p","o","v"}. Prints a summary JSON line with acks per second.
+//	    -log info (or warn, debug) writes each writer's client log to stderr, its lines
+//	    stamped with the time and "w<w>": which broker refused what, and each retry.
 //	franz readall -brokers B -topic T [-timeout 60s]
 //	    reads every partition of T from its start to the end offset it has when the read
 //	    begins; one {"p","o","v"} line per record.
@@ -120,10 +122,23 @@ func workload(args []string) {
 	inflight := fs.Int("inflight", 50, "records in flight per writer")
 	rate := fs.Int("rate", 0, "records per second per writer (0: as fast as acknowledged)")
 	acksPath := fs.String("acks", "", "acknowledgement log")
+	logLevel := fs.String("log", "", "writers' client log level on stderr: warn, info or debug (empty: none)")
 	observedPath := fs.String("observed", "", "reader's log")
 	fs.Parse(args)
 	if *topic == "" || *acksPath == "" || *observedPath == "" {
 		fail("workload: -topic, -acks and -observed are required")
+	}
+	level := kgo.LogLevelNone
+	switch *logLevel {
+	case "":
+	case "warn":
+		level = kgo.LogLevelWarn
+	case "info":
+		level = kgo.LogLevelInfo
+	case "debug":
+		level = kgo.LogLevelDebug
+	default:
+		fail("workload: -log must be warn, info or debug, not %q", *logLevel)
 	}
 	setup, cancelSetup := context.WithTimeout(context.Background(), 60*time.Second)
 	createTopic(setup, *brokers, *topic, *partitions, *rf, *minIsr)
@@ -156,6 +171,9 @@ func workload(args []string) {
 				kgo.ProducerLinger(2*time.Millisecond),
 				kgo.RecordDeliveryTimeout(60*time.Second),
 				kgo.MaxBufferedRecords(*inflight),
+				kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, func() string {
+					return time.Now().Format("15:04:05.000") + fmt.Sprintf(" w%d ", w)
+				})),
 			)
 			if err != nil {
 				fail("client: %v", err)
