@@ -163,6 +163,7 @@ func workload(args []string) {
 		wg.Add(1)
 		go func(w int) {
 			defer wg.Done()
+			tag := fmt.Sprintf(" w%d ", w) // this writer's log lines
 			cl, err := kgo.NewClient(
 				kgo.SeedBrokers(seeds(*brokers)...),
 				kgo.DefaultProduceTopic(*topic),
@@ -172,7 +173,7 @@ func workload(args []string) {
 				kgo.RecordDeliveryTimeout(60*time.Second),
 				kgo.MaxBufferedRecords(*inflight),
 				kgo.WithLogger(kgo.BasicLogger(os.Stderr, level, func() string {
-					return time.Now().Format("15:04:05.000") + fmt.Sprintf(" w%d ", w)
+					return time.Now().Format("15:04:05.000") + tag
 				})),
 			)
 			if err != nil {

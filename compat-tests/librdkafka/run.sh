@@ -322,14 +322,6 @@ else
     OUT="${LOG_DIR}/results.tsv"
     NJOBS="${JOBS:-4}"
 fi
-# The longest tests (40 s to 110 s each against runnel) start first, so none of them is
-# left running alone at the end; the rest keep their order.
-SLOW_FIRST=(0089 0139 0076 0033 0091 0026 0045 0102 0030 0122 0018)
-slow=() rest=()
-for id in "${ids[@]}"; do
-    if [[ " ${SLOW_FIRST[*]} " == *" ${id%%@*} "* ]]; then slow+=("${id}"); else rest+=("${id}"); fi
-done
-ids=("${slow[@]}" "${rest[@]}")
 ((${#ids[@]})) || { echo "no tests to run" >&2; exit 1; }
 echo "running ${#ids[@]} test ids against ${BOOTSTRAP}, ${NJOBS} at a time," \
      "at most ${PER_TEST_TIMEOUT}s each; logs in ${LOG_DIR}" >&2
