@@ -3,6 +3,8 @@
 //! partition's current leader (id and epoch, from the metadata image) and that leader's
 //! endpoint in `node_endpoints`, from the versions that have those fields (Produce v10,
 //! Fetch v16); older versions get the bare error. (FENCED_LEADER_EPOCH: tests/replica_roles.rs.)
+//! A broker stopping in a controlled way keeps answering for a moment after its
+//! leadership moved off, so a client that still routes to it is sent on, not refused.
 
 mod common;
 
@@ -137,4 +139,71 @@ async fn not_leader_answers_name_the_current_leader_and_its_endpoint() {
     let mut brokers = brokers.into_iter();
     let (b1, b2) = (brokers.next().unwrap(), brokers.next().unwrap());
     tokio::join!(b1.shutdown(), b2.shutdown());
+}
+
+/// A client with a connection to a partition's leader when the leader is stopped: the
+/// answers stay successes while it leads, then (leadership moved off, the broker still
+/// answering) NOT_LEADER_OR_FOLLOWER naming the new leader and its endpoint, and a new
+/// connection still gets Metadata that names the new leader. Before the grace the
+/// listener closed as soon as the move applied, so a client that had not sent in that
+/// instant found the port refused and (franz-go) waited seconds to refresh its metadata.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopping_broker_sends_clients_to_the_new_leader_before_it_closes() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let mut brokers = two_brokers(&dirs).await;
+    let mut c = Client::connect(brokers[0].local_addr()).await;
+    let started = Instant::now();
+    while c.metadata(&[]).await.brokers.len() < 2 {
+        assert!(started.elapsed() < DEADLINE, "broker 2 never joined");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let resp = c.send(5, create_topics_request("moving", 1, 2, &[])).await;
+    assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
+    // Both replicas in sync, so the controlled shutdown has somewhere to move it.
+    let started = Instant::now();
+    let leader = loop {
+        let md = c.metadata(&["moving"]).await;
+        if let Some(p) = md.topics[0].partitions.first() {
+            if p.leader_id.0 > 0 && p.isr_nodes.len() == 2 {
+                break p.leader_id.0;
+            }
+        }
+        assert!(started.elapsed() < DEADLINE, "never in sync: {md:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let follower = 3 - leader;
+    let stopping = brokers.remove(leader as usize - 1);
+    let staying = brokers.remove(0);
+    let (stopping_addr, staying_addr) = (stopping.local_addr(), staying.local_addr());
+    let mut to_leader = Client::connect(stopping_addr).await;
+    let stop = tokio::spawn(stopping.shutdown());
+
+    let not_leader = ResponseError::NotLeaderOrFollower.code();
+    let started = Instant::now();
+    let mut accepted = 0;
+    loop {
+        let resp = to_leader
+            .try_send(10, produce_request("moving", 0, batches::values("m", 1), 1))
+            .await
+            .unwrap_or_else(|e| panic!("after {accepted} accepted, before any NOT_LEADER_OR_FOLLOWER: {e:#}"));
+        let p = &resp.responses[0].partition_responses[0];
+        if p.error_code == 0 {
+            accepted += 1;
+            assert!(started.elapsed() < DEADLINE, "leadership never moved off broker {leader}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        }
+        assert_eq!(p.error_code, not_leader, "{p:?}");
+        assert_eq!(p.current_leader.leader_id.0, follower, "{p:?}");
+        let ends: Vec<_> = resp.node_endpoints.iter().map(|e| (e.node_id.0, e.port)).collect();
+        assert_eq!(ends, [(follower, i32::from(staying_addr.port()))]);
+        break;
+    }
+    // Still listening: a client that connects now (stale bootstrap or metadata) is told
+    // where the partition went.
+    let md = Client::connect(stopping_addr).await.metadata(&["moving"]).await;
+    assert_eq!(md.topics[0].partitions[0].leader_id.0, follower, "{md:?}");
+
+    stop.await.unwrap();
+    staying.shutdown().await;
 }

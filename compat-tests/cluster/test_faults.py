@@ -30,6 +30,11 @@ RATE = int(os.environ.get("FAULT_RATE", "2000"))
 # FAULT_CLIENT_LOG=info (or warn, debug): the writers' client logs go to workload.err in
 # the test's tmp_path, each line stamped with the time and the writer (for a dip's cause).
 CLIENT_LOG = os.environ.get("FAULT_CLIENT_LOG", "")
+# Seconds of workload before the first fault. franz-go counts its metadata wait
+# (MetadataMinAge, 5 s) from its last refresh, the client's start at first: with the
+# default 3 s a fault lands inside that wait; past 5 s (scripts/faults-soak.sh runs the
+# matrix at 6.5 too) it shows what a long-running client sees.
+WARMUP = float(os.environ.get("FAULT_WARMUP", "3.0"))
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
@@ -103,7 +108,7 @@ def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=
                                     "-acks", acks, "-observed", observed,
                                     *(["-log", CLIENT_LOG] if CLIENT_LOG else [])],
                          stdout=subprocess.PIPE, stderr=err)
-    nemesis.start(warmup=3.0, until=started + seconds - 3.0)
+    nemesis.start(warmup=WARMUP, until=started + seconds - 3.0)
     try:
         out, _ = workload.communicate(timeout=seconds + 180)
     finally:
@@ -119,7 +124,7 @@ def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=
     (tmp_path / "final.jsonl").write_text(final.stdout)
     report = check(read_lines(acks), read_lines(observed), read_lines(tmp_path / "final.jsonl"))
     result = {
-        "scenario": nemesis.name, "brokers": len(nodes), "rf": rf, "seconds": seconds,
+        "scenario": nemesis.name, "brokers": len(nodes), "rf": rf, "seconds": seconds, "warmup": WARMUP,
         "faults": nemesis.injected, **report.summary(),
         "acks_per_second": summary["acks_per_second"],
     }

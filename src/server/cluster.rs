@@ -26,6 +26,18 @@ const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
 /// without waiting out the full timeout.
 const NOTHING_TO_MOVE_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// How long a broker keeps answering after its leadership moved off, before it closes
+/// its listeners. A client that still routes to it (its last metadata came a moment
+/// before the move, or from a broker whose image was a few ms behind the quorum's) then
+/// gets NOT_LEADER_OR_FOLLOWER with the new leader's endpoint (KIP-951) and moves at
+/// once. Without it the client finds the port closed; franz-go treats a refused
+/// connection as a reason for a *non-urgent* metadata refresh, which waits out its
+/// `MetadataMinAge` (5 s) from the last refresh: a partition stalled for up to 5 s in
+/// the fault matrix. Long enough for a producer's retry after its first backoff (250 ms
+/// in franz-go, 100 ms in the Java client) to land here; short next to a rolling
+/// restart. Kafka closes at once.
+pub const MOVED_LEADERSHIP_GRACE: Duration = Duration::from_millis(500);
+
 /// Heartbeat every `broker.heartbeat.interval.ms` until shutdown. The first heartbeat
 /// of this process registers its incarnation (fenced); the next one lets it back in.
 pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broadcast::Receiver<()>) {
@@ -99,9 +111,12 @@ pub async fn wait_unfenced(ctx: &Ctx, timeout: Duration) {
 
 /// Ask the quorum to move this broker's leadership off (and take it out of ISRs), and
 /// wait until the local image shows it leads nothing another live replica could lead.
-pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
+/// Returns whether that happened with live brokers left to take over (then clients may
+/// still route here for a moment: see [`MOVED_LEADERSHIP_GRACE`]); `false` on a single
+/// node, when no live broker shared an ISR with this one, or when it timed out.
+pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
     if !ctx.controller.is_clustered() {
-        return;
+        return false;
     }
     let me = ctx.config.node_id;
     let shares_isr = shares_isr_with_a_live_broker(&ctx.controller.image(), me);
@@ -116,7 +131,7 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
             Ok(asked) => asked,
             Err(_) => {
                 tracing::warn!("controlled shutdown: the controller did not answer in time; stopping anyway");
-                return;
+                return false;
             }
         };
         let image = ctx.controller.image();
@@ -128,11 +143,11 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) {
             .count();
         if matches!(asked, Ok(Ok(()))) && still_leading == 0 {
             tracing::info!("controlled shutdown: leadership moved off this broker");
-            return;
+            return shares_isr;
         }
         if tokio::time::Instant::now() >= deadline {
             tracing::warn!(still_leading, "controlled shutdown timed out; stopping anyway");
-            return;
+            return false;
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

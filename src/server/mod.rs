@@ -315,7 +315,13 @@ impl Broker {
         self.serving.store(false, Ordering::Release);
         // In a cluster, leadership moves to other replicas while this broker still
         // answers (clients are told NOT_LEADER_OR_FOLLOWER and follow the new leaders).
-        cluster::controlled_shutdown(&self.ctx, self.incarnation).await;
+        if cluster::controlled_shutdown(&self.ctx, self.incarnation).await {
+            tracing::info!(
+                grace_ms = cluster::MOVED_LEADERSHIP_GRACE.as_millis() as u64,
+                "still answering (clients with stale metadata are sent to the new leaders)"
+            );
+            tokio::time::sleep(cluster::MOVED_LEADERSHIP_GRACE).await;
+        }
         let _ = self.shutdown.send(());
         self.ctx.replicas.purgatory().close();
         for accept in self.accept.drain(..) {
