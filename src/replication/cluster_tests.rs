@@ -330,7 +330,7 @@ async fn a_restarted_leader_exposes_nothing_its_followers_have_not_confirmed() {
     assert_eq!(nodes[&1].partition().high_watermark(), 0, "follower 2 has nothing yet");
     nodes.get_mut(&1).unwrap().stop_fetching().await;
     nodes.remove(&1);
-    // Broker 1 restarts (the high watermark is not persisted).
+    // Broker 1 restarts (it wrote no high watermark checkpoint).
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.path().join("broker-1");
     let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
@@ -339,6 +339,47 @@ async fn a_restarted_leader_exposes_nothing_its_followers_have_not_confirmed() {
     assert_eq!(p.log_end_offset(), 9);
     assert_eq!(p.high_watermark(), 0, "a restart does not expose the unreplicated tail");
     assert!(p.fetch(0, 1 << 20).unwrap().records.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_leader_serves_up_to_its_checkpointed_high_watermark_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let img = image(&[1, 2], 1, 0);
+    let (_cluster, mut nodes) = cluster(dir.path(), &img, &[1, 2]);
+    for i in 0..3 {
+        produce(&nodes[&1], &format!("c{i}"), Acks::All, PATIENCE).await.unwrap();
+    }
+    assert_eq!(nodes[&1].partition().high_watermark(), 9);
+    // The follower stops: a tail the ISR never confirmed.
+    nodes.get_mut(&2).unwrap().stop_fetching().await;
+    produce(&nodes[&1], "tail", Acks::Leader, PATIENCE).await.unwrap();
+    assert_eq!((nodes[&1].partition().high_watermark(), nodes[&1].partition().log_end_offset()), (9, 12));
+    nodes[&1].manager.checkpoint_high_watermarks();
+    let broker_dir = dir.path().join("broker-1");
+    let checkpoint = broker_dir.join(super::replica_manager::HIGH_WATERMARK_CHECKPOINT_FILE);
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n1\nt 0 9\n");
+    nodes.get_mut(&1).unwrap().stop_fetching().await;
+    nodes.remove(&1);
+
+    let restart = || {
+        let mut broker = BrokerConfig::build(&[]).unwrap();
+        broker.data_dir = broker_dir.clone();
+        let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+        manager.apply_image(&img, manager.now_ms()).unwrap();
+        manager.partition(&TOPIC_ID, 0).unwrap()
+    };
+    // Leader again, its follower silent: what the ISR had confirmed is served at once,
+    // the unconfirmed tail is not.
+    let p = restart();
+    assert_eq!((p.high_watermark(), p.log_end_offset()), (9, 12));
+    let read = p.fetch(0, 1 << 20).unwrap();
+    assert_eq!(read.high_watermark, 9);
+    assert!(!read.records.is_empty());
+    assert!(p.fetch(9, 1 << 20).unwrap().records.is_empty(), "nothing past the high watermark");
+    drop(p);
+    // A checkpoint that does not parse is ignored (logged): back to the log start.
+    std::fs::write(&checkpoint, "0\n1\nt 0\n").unwrap();
+    assert_eq!(restart().high_watermark(), 0);
 }
 
 /// Records what the leaders propose.

@@ -103,11 +103,14 @@ pub(super) struct PartitionState {
     isr: IsrState,
     /// A follower's high watermark: the leader's, capped at the local log end offset.
     follower_high_watermark: i64,
-    /// False from open until the first role: the high watermark is not persisted, so
-    /// after a restart it starts at the log start offset, and a leader moves it only as
-    /// its ISR confirms (at once when the ISR is the leader alone), never exposing
-    /// records that the followers may not have.
+    /// False from open until the first role. Until then the high watermark is the one
+    /// the log directory's `replication-offset-checkpoint` recorded
+    /// (`checkpointed_high_watermark`), or without one the log start offset; a leader
+    /// moves it on only as its ISR confirms (at once when the ISR is the leader alone),
+    /// never exposing records that the followers may not have.
     high_watermark_known: bool,
+    /// What the last checkpoint before this process recorded (see `high_watermark_known`).
+    checkpointed_high_watermark: Option<i64>,
     /// The last ISR change proposed, so a proposal is sent once until the metadata answers.
     pending_isr_proposal: Option<super::isr::IsrProposal>,
     /// A proposal made but not yet handed to the [`super::IsrChangeSink`].
@@ -176,6 +179,7 @@ impl Partition {
                 isr: IsrState::single(-1, leo),
                 follower_high_watermark: leo,
                 high_watermark_known: false,
+                checkpointed_high_watermark: None,
                 pending_isr_proposal: None,
                 unsent_isr_proposal: None,
                 producers,
@@ -291,6 +295,26 @@ impl Partition {
 
     pub fn leader_epoch(&self) -> i32 {
         self.lock().leader_epoch
+    }
+
+    /// After open, before the first role: the high watermark the log directory's
+    /// checkpoint recorded for this partition.
+    pub fn restore_high_watermark(&self, hw: i64) {
+        let mut s = self.lock();
+        if !s.high_watermark_known {
+            s.checkpointed_high_watermark = Some(hw);
+        }
+    }
+
+    /// The high watermark to checkpoint: the current one once the partition has a role;
+    /// before that, what it would start from (never the provisional leader's log end).
+    pub fn high_watermark_to_checkpoint(&self) -> i64 {
+        let s = self.lock();
+        if s.high_watermark_known {
+            s.high_watermark()
+        } else {
+            s.recovered_high_watermark()
+        }
     }
 
     /// The idempotent producers this replica keeps state for (DescribeProducers).
@@ -658,8 +682,16 @@ impl PartitionState {
         if std::mem::replace(&mut self.high_watermark_known, true) {
             self.high_watermark()
         } else {
-            self.log.log_start_offset()
+            self.recovered_high_watermark()
         }
+    }
+
+    /// Before the first role: the checkpointed high watermark within the log as it
+    /// opened (a crash may have lost unflushed records below it, retention may have
+    /// moved the start past it), or the log start offset.
+    fn recovered_high_watermark(&self) -> i64 {
+        let start = self.log.log_start_offset();
+        self.checkpointed_high_watermark.map_or(start, |hw| hw.clamp(start, self.log.log_end_offset()))
     }
 
     fn high_watermark(&self) -> i64 {

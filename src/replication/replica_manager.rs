@@ -69,6 +69,9 @@ pub struct ReplicaManager {
     /// Partitions moving to another log directory: (topic id, partition) → the index of
     /// the log directory they go to (AlterReplicaLogDirs; a later request replaces it).
     moves: Arc<Mutex<HashMap<(Uuid, i32), usize>>>,
+    /// The high watermarks read from the log directories at start, and what was last
+    /// written there (`high_watermarks`).
+    hw_checkpoints: HighWatermarkCheckpoints,
 }
 
 /// Wall-clock milliseconds.
@@ -134,6 +137,7 @@ impl MetadataListener for ReplicaManager {
         }
         for (_, p, _) in &opened {
             self.attach_log_dir(p);
+            self.restore_high_watermark(p);
         }
         let mut prepared = self.prepared.lock().unwrap_or_else(|e| e.into_inner());
         prepared.extend(opened.into_iter().map(|(key, p, _)| (key, p)));
@@ -163,6 +167,7 @@ impl ReplicaManager {
     /// refuses a partition found in two of them.
     pub fn new(broker: &BrokerConfig, clock: Clock) -> Result<ReplicaManager, LogDirsError> {
         let log_dirs = LogDirs::open(&broker.log_dirs(), &[METADATA_DIR])?;
+        let hw_checkpoints = HighWatermarkCheckpoints::load(&log_dirs);
         Ok(ReplicaManager {
             log_dirs,
             broker: broker.clone(),
@@ -177,6 +182,7 @@ impl ReplicaManager {
             prepared: Mutex::new(HashMap::new()),
             leadership: LeadershipCounters::default(),
             moves: Arc::new(Mutex::new(HashMap::new())),
+            hw_checkpoints,
         })
     }
 
@@ -322,6 +328,7 @@ impl ReplicaManager {
                             None => Partition::open(id, dir, config.clone(), pi.leader_epoch, now_ms, &self.files)?,
                         };
                         self.attach_log_dir(&p);
+                        self.restore_high_watermark(&p);
                         roles_changed |= self.set_role(&p, pi, now_ms);
                         parts.insert(pi.partition, Arc::new(p));
                     }
@@ -584,6 +591,10 @@ impl Acks {
         }
     }
 }
+
+mod high_watermarks;
+use high_watermarks::HighWatermarkCheckpoints;
+pub use high_watermarks::{HIGH_WATERMARK_CHECKPOINT_FILE, HIGH_WATERMARK_CHECKPOINT_INTERVAL};
 
 #[cfg(test)]
 mod tests;

@@ -14,6 +14,7 @@ use crate::controller::Controller;
 use crate::protocol::Ctx;
 use crate::replication::isr::IsrProposal;
 use crate::replication::isr_sink::{IsrChange, IsrChangeSink};
+use crate::replication::replica_manager::HIGH_WATERMARK_CHECKPOINT_INTERVAL;
 use crate::replication::ReplicaManager;
 
 /// How long a controlled shutdown waits for its leadership to move off.
@@ -88,6 +89,27 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}
             _ = ctx.controller.leadership_changed(leadership) => {}
             _ = shutdown.recv() => return,
+        }
+    }
+}
+
+/// In a cluster, every `replica.high.watermark.checkpoint.interval.ms` (Kafka's 5 s):
+/// the high watermarks go to each log directory's `replication-offset-checkpoint`, so a
+/// restarted leader serves what its ISR had confirmed without waiting for the ISR again.
+/// A single node's ISR is itself (its high watermark is its log end at open): nothing
+/// to keep.
+pub async fn high_watermark_checkpoint_loop(ctx: Arc<Ctx>, mut shutdown: broadcast::Receiver<()>) {
+    if !ctx.controller.is_clustered() {
+        return;
+    }
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(HIGH_WATERMARK_CHECKPOINT_INTERVAL) => {}
+            _ = shutdown.recv() => return,
+        }
+        let replicas = ctx.replicas.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || replicas.checkpoint_high_watermarks()).await {
+            tracing::error!(error = %e, "high watermark checkpoint failed");
         }
     }
 }

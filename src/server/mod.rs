@@ -229,6 +229,7 @@ impl Broker {
             tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
+            tokio::spawn(cluster::high_watermark_checkpoint_loop(ctx.clone(), shutdown.subscribe())),
         ];
         // Its own stop signal: it is stopped after the connections drained, so the spans
         // of every request answered are sent too.
@@ -354,6 +355,11 @@ impl Broker {
         let count = partitions.len();
         let started = std::time::Instant::now();
         let flushed = tokio::task::spawn_blocking(move || flush_all(&partitions)).await.unwrap_or(0);
+        if self.ctx.controller.is_clustered() {
+            // After the final flush: a clean restart starts from exactly these.
+            let replicas = self.ctx.replicas.clone();
+            let _ = tokio::task::spawn_blocking(move || replicas.checkpoint_high_watermarks()).await;
+        }
         self.ctx.controller.shutdown().await;
         tracing::info!(
             partitions = count,

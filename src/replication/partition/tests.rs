@@ -73,6 +73,29 @@ fn lead(p: &Partition, epoch: i32) {
 }
 
 #[test]
+fn a_checkpointed_high_watermark_counts_only_before_the_first_role_and_within_the_log() {
+    let root = tempfile::tempdir().unwrap();
+    let p = open(&root.path().join("t-0"));
+    for v in ["1", "2", "3"] {
+        put(&p, "k", v);
+    }
+    // Nothing checkpointed: a new leader of three replicas starts at the log start.
+    assert_eq!(p.high_watermark_to_checkpoint(), 0);
+    p.restore_high_watermark(50);
+    assert_eq!(p.high_watermark_to_checkpoint(), 3, "capped at the log end offset");
+    lead(&p, 1);
+    assert_eq!(p.high_watermark(), 3);
+    p.restore_high_watermark(1);
+    assert_eq!((p.high_watermark(), p.high_watermark_to_checkpoint()), (3, 3), "a role was taken: ignored");
+
+    let q = open(&root.path().join("u-0"));
+    put(&q, "k", "1");
+    q.restore_high_watermark(-5);
+    lead(&q, 1);
+    assert_eq!(q.high_watermark(), 0, "never below the log start offset");
+}
+
+#[test]
 fn the_leader_answers_a_follower_fetch_as_kafka_does() {
     let root = tempfile::tempdir().unwrap();
     let p = open(&root.path().join("t-0"));
