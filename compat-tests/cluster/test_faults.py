@@ -21,7 +21,8 @@ import pytest
 
 import netns
 from checker import check, read_lines
-from cluster_fixtures import cluster3, cluster5, franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import (cluster3, cluster5, franz_bin, runnel_bin, start_cluster, start_kafka,  # noqa: F401
+                              wait_registered)
 
 SECONDS = int(os.environ.get("FAULT_SECONDS", "20"))
 # Records per second per writer: enough for thousands of acknowledged records per
@@ -35,6 +36,9 @@ CLIENT_LOG = os.environ.get("FAULT_CLIENT_LOG", "")
 # default 3 s a fault lands inside that wait; past 5 s (scripts/faults-soak.sh runs the
 # matrix at 6.5 too) it shows what a long-running client sees.
 WARMUP = float(os.environ.get("FAULT_WARMUP", "3.0"))
+# FAULT_SYSTEM=kafka runs the replication matrix against a 3-node Apache Kafka 4.4
+# cluster in the same namespaces (kafka_cluster.py), for the same figures side by side.
+SYSTEM = os.environ.get("FAULT_SYSTEM", "runnel")
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
@@ -124,7 +128,8 @@ def run_scenario(tmp_path, net, nodes, franz, nemesis, *, writers=3, partitions=
     (tmp_path / "final.jsonl").write_text(final.stdout)
     report = check(read_lines(acks), read_lines(observed), read_lines(tmp_path / "final.jsonl"))
     result = {
-        "scenario": nemesis.name, "brokers": len(nodes), "rf": rf, "seconds": seconds, "warmup": WARMUP,
+        "scenario": nemesis.name, "system": "kafka" if nodes[0].__class__.__name__ == "KafkaNode" else "runnel",
+        "brokers": len(nodes), "rf": rf, "seconds": seconds, "warmup": WARMUP,
         "faults": nemesis.injected, **report.summary(),
         "acks_per_second": summary["acks_per_second"],
     }
@@ -387,12 +392,27 @@ class Failure:
         self._thread.join(timeout=180)
 
 
+@pytest.fixture
+def matrix_cluster(tmp_path, runnel_bin):
+    """Three runnel nodes, or with FAULT_SYSTEM=kafka three Kafka 4.4 nodes."""
+    if SYSTEM == "kafka":
+        started = start_kafka(tmp_path, 3)
+        net, nodes = next(started)
+        try:
+            wait_registered(nodes, 3, 120)
+            yield net, nodes
+        finally:
+            started.close()
+    else:
+        yield from start_cluster(tmp_path, runnel_bin, 3)
+
+
 @pytest.mark.parametrize("kind", ["leader", "controller"])
 @pytest.mark.parametrize("failure", ["clean_shutdown", "hard_shutdown", "clean_bounce", "hard_bounce"])
-def test_replication_matrix(tmp_path, cluster3, franz_bin, failure, kind):
+def test_replication_matrix(tmp_path, matrix_cluster, franz_bin, failure, kind):
     if (failure, kind) not in IN_CI_MATRIX and os.environ.get("FAULT_MATRIX") != "all":
         pytest.skip("the rest of the matrix runs in scripts/faults-soak.sh (FAULT_MATRIX=all; CI time budget)")
-    net, nodes = cluster3
+    net, nodes = matrix_cluster
     topic = new_topic(f"{failure}-{kind}")
 
     def sequence(nemesis, until):
