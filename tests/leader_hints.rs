@@ -65,19 +65,24 @@ async fn led_partitions(c: &mut Client, topic: &str) -> Vec<(i32, i32, i32)> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn not_leader_answers_name_the_current_leader_and_its_endpoint() {
-    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let brokers = two_brokers(&dirs).await;
-    let mut c = Client::connect(brokers[0].local_addr()).await;
-    // Wait for both brokers to be in (unfenced) before placing replicas.
+/// Waits for both brokers to be in (unfenced), then creates `topic`: replicas are placed
+/// only on registered brokers.
+async fn create_topic_on_both(c: &mut Client, topic: &str, partitions: i32, replication_factor: i16) {
     let started = Instant::now();
     while c.metadata(&[]).await.brokers.len() < 2 {
         assert!(started.elapsed() < DEADLINE, "broker 2 never joined");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let resp = c.send(5, create_topics_request("hinted", 4, 1, &[])).await;
+    let resp = c.send(5, create_topics_request(topic, partitions, replication_factor, &[])).await;
     assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_leader_answers_name_the_current_leader_and_its_endpoint() {
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let brokers = two_brokers(&dirs).await;
+    let mut c = Client::connect(brokers[0].local_addr()).await;
+    create_topic_on_both(&mut c, "hinted", 4, 1).await;
     let parts = led_partitions(&mut c, "hinted").await;
     let &(remote, leader, epoch) = parts.iter().find(|(_, l, _)| *l == 2).expect("a partition led by broker 2");
     let &(local, _, _) = parts.iter().find(|(_, l, _)| *l == 1).expect("a partition led by broker 1");
@@ -152,13 +157,7 @@ async fn a_stopping_broker_sends_clients_to_the_new_leader_before_it_closes() {
     let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let mut brokers = two_brokers(&dirs).await;
     let mut c = Client::connect(brokers[0].local_addr()).await;
-    let started = Instant::now();
-    while c.metadata(&[]).await.brokers.len() < 2 {
-        assert!(started.elapsed() < DEADLINE, "broker 2 never joined");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let resp = c.send(5, create_topics_request("moving", 1, 2, &[])).await;
-    assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
+    create_topic_on_both(&mut c, "moving", 1, 2).await;
     // Both replicas in sync, so the controlled shutdown has somewhere to move it.
     let started = Instant::now();
     let leader = loop {
