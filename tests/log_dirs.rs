@@ -312,3 +312,100 @@ async fn a_move_interrupted_by_a_crash_reopens_correctly() {
     drop(c);
     broker.shutdown().await;
 }
+
+/// In a cluster: broker 1 leads a partition whose log dir (a small tmpfs) fills up. It
+/// reports the dir's replicas to the controller, which takes 1 out of the ISR and moves
+/// the leadership to broker 2, where every acknowledged record is; broker 1 then sends
+/// producers there (NOT_LEADER_OR_FOLLOWER) instead of answering KAFKA_STORAGE_ERROR
+/// until a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn in_a_cluster_a_failed_log_dir_gives_its_leadership_to_an_in_sync_replica() {
+    use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
+    let small = tempfile::tempdir().unwrap();
+    let Some(_mount) = Tmpfs::mount(small.path(), "256k") else { return };
+    let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let held: Vec<std::net::TcpListener> =
+        (0..2).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    let voters =
+        held.iter().enumerate().map(|(i, l)| format!("{}@{}", i + 1, l.local_addr().unwrap())).collect::<Vec<_>>();
+    drop(held);
+    let starts: Vec<_> = (0..2)
+        .map(|i| {
+            let mut config = runnel::config::BrokerConfig::ephemeral(dirs[i].path());
+            config.node_id = i as i32 + 1;
+            config.controller_quorum_voters = runnel::config::parse_voters(&voters.join(",")).unwrap();
+            if i == 0 {
+                // The metadata log stays in the data dir; the topic's partition goes to
+                // the first of two empty log dirs, the tmpfs.
+                config.log_dirs = vec![small.path().to_path_buf(), config.data_dir.clone()];
+            }
+            config.validate().unwrap();
+            tokio::spawn(runnel::Broker::start(config))
+        })
+        .collect();
+    let mut brokers = Vec::new();
+    for s in starts {
+        brokers.push(s.await.unwrap().expect("broker starts"));
+    }
+    let mut to_1 = common::Client::connect(brokers[0].local_addr()).await;
+    let mut to_2 = common::Client::connect(brokers[1].local_addr()).await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while to_2.metadata(&[]).await.brokers.len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "broker 2 never joined");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let topic = CreatableTopic::default()
+        .with_name(topic_name("failing"))
+        .with_num_partitions(-1)
+        .with_replication_factor(-1)
+        .with_assignments(vec![CreatableReplicaAssignment::default()
+            .with_partition_index(0)
+            .with_broker_ids(vec![BrokerId(1), BrokerId(2)])]);
+    let resp = to_2.send(5, CreateTopicsRequest::default().with_timeout_ms(30_000).with_topics(vec![topic])).await;
+    assert_eq!(resp.topics[0].error_code, 0, "{:?}", resp.topics[0]);
+    let partition = |md: &MetadataResponse| {
+        let p = md.topics[0].partitions.first().map(|p| (p.leader_id.0, p.isr_nodes.iter().map(|r| r.0).collect()));
+        p.unwrap_or((-1, Vec::<i32>::new()))
+    };
+    loop {
+        let state = partition(&to_2.metadata(&["failing"]).await);
+        if state == (1, vec![1, 2]) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "never led by 1 with 2 in sync: {state:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    let mut acked = 0;
+    let mut errors = Vec::new();
+    for b in 0..20 {
+        let resp = to_1.produce("failing", 0, batches::values(&format!("big{b}-{}", "y".repeat(60_000)), 1)).await;
+        errors.push(resp.error_code);
+        if resp.error_code != 0 {
+            break;
+        }
+        acked += 1;
+    }
+    assert_eq!(errors.last(), Some(&56), "the tmpfs fills up: KAFKA_STORAGE_ERROR, after {errors:?}");
+    assert!(acked > 0, "some appends fit first: {errors:?}");
+
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let state = partition(&to_2.metadata(&["failing"]).await);
+        if state == (2, vec![2]) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "leadership never moved off the failed dir: {state:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Broker 1 sends producers to the new leader, which has every acknowledged record.
+    let resp = to_1.produce_acks("failing", 0, batches::values("after", 1), -1).await;
+    assert_eq!(resp.error_code, 6, "NOT_LEADER_OR_FOLLOWER: {resp:?}");
+    let offset = to_2.produce_ok("failing", 0, batches::values("after", 1)).await;
+    assert_eq!(offset, acked, "one record per acknowledged batch before it");
+    assert_eq!(batches::decode_values(&to_2.fetch("failing", 0, offset).await.records), ["after-0"]);
+    drop((to_1, to_2));
+    let mut brokers = brokers.into_iter();
+    let (b1, b2) = (brokers.next().unwrap(), brokers.next().unwrap());
+    tokio::join!(b1.shutdown(), b2.shutdown());
+}

@@ -7,8 +7,8 @@ use super::broker_liveness::{BrokerLiveness, HeartbeatOutcome};
 use super::image::MetadataImage;
 use super::operations::ControllerOp;
 use super::partition_change::{
-    alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, AlterPartitionError,
-    IsrProposal,
+    alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, remove_offline_replicas,
+    AlterPartitionError, IsrProposal,
 };
 use super::reassignment;
 use super::records::MetadataRecord;
@@ -93,6 +93,9 @@ pub fn decide(
                 });
                 out.push(done.into_iter().collect());
             }
+        }
+        ControllerOp::ReplicasOffline { broker, partitions } => {
+            out.push(remove_offline_replicas(image, *broker, partitions, &alive(liveness)));
         }
         ControllerOp::ElectLeaders { election, partitions } => {
             for (topic, partition) in election_targets(image, partitions.as_deref()) {
@@ -287,6 +290,42 @@ mod tests {
         run(&mut img, &heartbeat(2, true), &mut l, 1);
         assert_eq!(leaders(&img), vec![(1, vec![1, 3]), (3, vec![3, 1])]);
         assert!(!img.brokers[&2].fenced, "shutting down, not fenced");
+    }
+
+    /// Broker 1's log dir with both partitions failed: it leaves their ISRs and the one it
+    /// led moves to the next in-sync replica; it stays registered and unfenced (its other
+    /// dirs serve). Reported again, nothing more changes.
+    #[test]
+    fn offline_replicas_leave_the_isr_and_their_leadership_moves() {
+        let mut img = image();
+        let mut l = leader_that_heard_from_all(&mut img);
+        let offline =
+            ControllerOp::ReplicasOffline { broker: 1, partitions: vec![(T, 0), (T, 1), (Uuid::from_u128(77), 0)] };
+        let records = run(&mut img, &offline, &mut l, 2);
+        assert_eq!(records.len(), 2, "{records:?}");
+        assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
+        let p0 = &img.topic("t").unwrap().partitions[0];
+        assert_eq!((p0.leader_epoch, p0.partition_epoch), (1, 1));
+        assert!(!img.brokers[&1].fenced);
+        assert!(run(&mut img, &offline, &mut l, 3).is_empty());
+        // Its next heartbeat elects nothing back to it.
+        assert!(run(&mut img, &heartbeat(1, false), &mut l, 4).is_empty());
+        assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
+    }
+
+    /// The offline replica is the last in sync: no one else may lead, so the partition
+    /// keeps it (answering KAFKA_STORAGE_ERROR) rather than going leaderless and being
+    /// handed back to it by the next heartbeat.
+    #[test]
+    fn an_offline_last_in_sync_leader_keeps_the_partition() {
+        let mut img = image();
+        let mut l = leader_that_heard_from_all(&mut img);
+        run(&mut img, &heartbeat(1, false), &mut l, 9_500);
+        run(&mut img, &ControllerOp::ExpireBrokers, &mut l, 9_502);
+        assert_eq!(leaders(&img), vec![(1, vec![1]), (1, vec![1])]);
+        let offline = ControllerOp::ReplicasOffline { broker: 1, partitions: vec![(T, 0)] };
+        assert!(run(&mut img, &offline, &mut l, 9_503).is_empty());
+        assert_eq!(leaders(&img), vec![(1, vec![1]), (1, vec![1])]);
     }
 
     /// Broker 3 is the last of partition 0's ISR and asks to shut down: the partition goes

@@ -95,6 +95,13 @@ pub enum ControllerOp {
         remove: Vec<i32>,
         add: Option<i32>,
     },
+    /// Broker `broker` lost the log directory holding these partitions (topic id,
+    /// partition): its replicas of them are offline (Kafka's offline log dirs in
+    /// BrokerHeartbeat). It leaves their ISRs and leadership moves to the ISR's others.
+    ReplicasOffline {
+        broker: i32,
+        partitions: Vec<(Uuid, i32)>,
+    },
     /// ElectLeaders: an election for each partition (topic name, partition), or for every
     /// partition when `None`. Decided with the leader's view of which brokers are alive.
     ElectLeaders {
@@ -162,6 +169,7 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::BrokerHeartbeat { .. }
         | ControllerOp::ExpireBrokers
         | ControllerOp::AlterPartition { .. }
+        | ControllerOp::ReplicasOffline { .. }
         | ControllerOp::ElectLeaders { .. }
         | ControllerOp::AlterReassignments { .. } => {
             Err(ControllerError::Internal("a liveness operation needs the leader's broker liveness".into()))

@@ -107,6 +107,37 @@ pub fn remove_broker(image: &MetadataImage, node: i32, alive: &dyn Fn(i32) -> bo
     out
 }
 
+/// Broker `node` lost the log directory holding `partitions` (topic id, partition; the
+/// others it hosts are untouched): as for a fenced broker, it leaves their ISRs and the
+/// ones it led get a new leader from the ISR among the brokers `alive` says are up. Where
+/// it led with no one else eligible, nothing changes: Kafka would leave the partition
+/// leaderless, but the next heartbeat's election of leaderless partitions would choose
+/// this broker again (it is alive, in the ISR), and it answers KAFKA_STORAGE_ERROR either
+/// way, a retriable error, until its dir or another replica is back.
+pub fn remove_offline_replicas(
+    image: &MetadataImage,
+    node: i32,
+    partitions: &[(Uuid, i32)],
+    alive: &dyn Fn(i32) -> bool,
+) -> Vec<MetadataRecord> {
+    let eligible = |r: i32| r != node && alive(r);
+    let gone = |r: i32| r == node;
+    let mut out = Vec::new();
+    for (topic_id, partition) in partitions {
+        let Some(topic) = image.topic_by_id(topic_id) else { continue };
+        let Some(pi) = usize::try_from(*partition).ok().and_then(|i| topic.partitions.get(i)) else { continue };
+        if !pi.replicas.contains(&node) {
+            continue;
+        }
+        let target = elect(pi, shrink(&pi.isr, &gone), &eligible, unclean_allowed(topic));
+        if target.leader == NO_LEADER && pi.leader == node {
+            continue;
+        }
+        out.extend(record(*topic_id, pi, target));
+    }
+    out
+}
+
 /// Partitions without a leader whose ISR (or, where the topic allows unclean election,
 /// replica set) has a broker that is alive again: elect it.
 pub fn elect_leaderless(image: &MetadataImage, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {

@@ -186,6 +186,15 @@ impl ReplicaManager {
         })
     }
 
+    /// Local partitions (topic id, partition) whose log directory is offline; while every
+    /// directory is online this costs one flag load per directory.
+    pub fn offline_partitions(&self) -> Vec<(Uuid, i32)> {
+        if !(0..self.log_dirs.dirs().len()).any(|i| self.log_dirs.is_offline(i)) {
+            return Vec::new();
+        }
+        self.all_partitions().iter().filter(|p| p.log_dir_offline()).map(|p| (p.topic_id, p.index)).collect()
+    }
+
     /// The log directories.
     pub fn log_dirs(&self) -> &LogDirs {
         &self.log_dirs

@@ -114,6 +114,57 @@ pub async fn high_watermark_checkpoint_loop(ctx: Arc<Ctx>, mut shutdown: broadca
     }
 }
 
+/// How often a broker looks for log directories gone offline (one flag load per dir).
+const OFFLINE_DIR_CHECK_INTERVAL: Duration = Duration::from_millis(200);
+
+/// In a cluster: the replicas of a log directory that went offline (an I/O error) are
+/// reported to the controller, which takes them out of their ISRs and moves their
+/// leadership to the other in-sync replicas (Kafka's broker reports offline dirs in its
+/// heartbeat). Without it a leader whose dir failed kept its partitions, answering
+/// KAFKA_STORAGE_ERROR, until it was restarted. Reported until the image no longer
+/// counts on them: those this broker is in the ISR of beside another member (as the
+/// last member it keeps them: see `remove_offline_replicas`); the same set again only
+/// after [`ISR_RETRY_BACKOFF`].
+pub async fn offline_replicas_loop(ctx: Arc<Ctx>, mut shutdown: broadcast::Receiver<()>) {
+    if !ctx.controller.is_clustered() {
+        return;
+    }
+    let me = ctx.config.node_id;
+    let mut last: Option<(Vec<(Uuid, i32)>, tokio::time::Instant)> = None;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(OFFLINE_DIR_CHECK_INTERVAL) => {}
+            _ = shutdown.recv() => return,
+        }
+        let offline = ctx.replicas.offline_partitions();
+        if offline.is_empty() {
+            continue;
+        }
+        let image = ctx.controller.image();
+        let counted_on: Vec<(Uuid, i32)> = offline
+            .into_iter()
+            .filter(|(topic_id, partition)| {
+                let pi = image.topic_by_id(topic_id).and_then(|t| t.partitions.get(usize::try_from(*partition).ok()?));
+                pi.is_some_and(|pi| pi.isr.contains(&me) && pi.isr.len() > 1)
+            })
+            .collect();
+        let repeat = last.as_ref().is_some_and(|(sent, at)| *sent == counted_on && at.elapsed() < ISR_RETRY_BACKOFF);
+        if counted_on.is_empty() || repeat {
+            continue;
+        }
+        last = Some((counted_on.clone(), tokio::time::Instant::now()));
+        let controller = ctx.controller.clone();
+        let count = counted_on.len();
+        match tokio::task::spawn_blocking(move || controller.replicas_offline(counted_on)).await {
+            Ok(Ok(())) => {
+                tracing::warn!(partitions = count, "replicas in an offline log dir reported to the controller")
+            }
+            Ok(Err(e)) => tracing::warn!(partitions = count, error = %e, "offline replicas not reported; retrying"),
+            Err(_) => return,
+        }
+    }
+}
+
 /// At start, in a cluster: wait (at most `timeout`) until the quorum has let this
 /// broker in, as Kafka's broker waits to be unfenced before it serves.
 pub async fn wait_unfenced(ctx: &Ctx, timeout: Duration) {

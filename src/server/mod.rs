@@ -230,6 +230,7 @@ impl Broker {
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
             tokio::spawn(cluster::high_watermark_checkpoint_loop(ctx.clone(), shutdown.subscribe())),
+            tokio::spawn(cluster::offline_replicas_loop(ctx.clone(), shutdown.subscribe())),
         ];
         // Its own stop signal: it is stopped after the connections drained, so the spans
         // of every request answered are sent too.

@@ -33,6 +33,7 @@ impl ControllerOp {
             ControllerOp::BrokerHeartbeat { .. }
                 | ControllerOp::ExpireBrokers
                 | ControllerOp::AlterPartition { .. }
+                | ControllerOp::ReplicasOffline { .. }
                 | ControllerOp::ElectLeaders { .. }
                 | ControllerOp::AlterReassignments { .. }
         )
@@ -105,6 +106,15 @@ impl Controller {
         let node_id = self.core.node_id;
         self.run(move |core| async move {
             core.submit(ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down }).await.map(drop)
+        })
+    }
+
+    /// This broker's replicas of `partitions` are in a log directory that went offline:
+    /// take them out of the ISRs and leadership (see [`ControllerOp::ReplicasOffline`]).
+    pub fn replicas_offline(&self, partitions: Vec<(Uuid, i32)>) -> Result<(), ControllerError> {
+        let broker = self.core.node_id;
+        self.run(move |core| async move {
+            core.submit(ControllerOp::ReplicasOffline { broker, partitions }).await.map(drop)
         })
     }
 

@@ -61,7 +61,11 @@ impl Partition {
     pub fn follower_fetch_state(&self) -> Option<FollowerFetchState> {
         let s = self.lock();
         let Role::Follower { leader } = s.role else { return None };
-        if s.deleted {
+        // An offline log dir's replicas are not fetched (as Kafka drops them from its
+        // fetchers): they could append nothing, and a fetch at an unchanged log end
+        // offset would look caught up to an idle leader, which would propose it back
+        // into the ISR it was taken out of.
+        if s.deleted || s.check_online().is_err() {
             return None;
         }
         Some(FollowerFetchState {
