@@ -382,6 +382,40 @@ async fn a_restarted_leader_serves_up_to_its_checkpointed_high_watermark_at_once
     assert_eq!(restart().high_watermark(), 0);
 }
 
+/// A topic deleted and created again under its name must not inherit the old topic's
+/// checkpointed high watermark: the deletion drops the entry and asks for a rewrite at
+/// once, and a file left from before a restart is rewritten even with nothing to list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_partition_leaves_the_high_watermark_checkpoint_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.path().to_path_buf();
+    let checkpoint = dir.path().join(super::replica_manager::HIGH_WATERMARK_CHECKPOINT_FILE);
+    let img = image(&[1], 1, 0);
+    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+    manager.apply_image(&img, manager.now_ms()).unwrap();
+    let p = manager.partition(&TOPIC_ID, 0).unwrap();
+    let now = manager.now_ms();
+    manager.append(&p, batch("d", 4, now), Acks::Leader, Instant::now() + PATIENCE, now).await.unwrap();
+    manager.checkpoint_high_watermarks();
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n1\nt 0 4\n");
+
+    let mut gone = img.clone();
+    gone.apply(&MetadataRecord::RemoveTopic { topic_id: TOPIC_ID });
+    manager.apply_image(&gone, manager.now_ms()).unwrap();
+    tokio::time::timeout(PATIENCE, manager.high_watermark_checkpoint_due()).await.expect("a rewrite is due");
+    manager.checkpoint_high_watermarks();
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n0\n");
+
+    // A restart that finds an old file naming a partition that is gone rewrites it.
+    std::fs::write(&checkpoint, "0\n1\nt 0 4\n").unwrap();
+    drop((p, manager));
+    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+    manager.apply_image(&gone, manager.now_ms()).unwrap();
+    manager.checkpoint_high_watermarks();
+    assert_eq!(std::fs::read_to_string(&checkpoint).unwrap(), "0\n0\n");
+}
+
 /// Records what the leaders propose.
 #[derive(Default)]
 struct Proposals(Mutex<Vec<super::IsrChange>>);

@@ -638,6 +638,7 @@ impl ReplicaManager {
     fn remove_partition_dir(&self, dir: &Path) {
         if let Some(name) = dir.file_name() {
             self.log_dirs.forget(&name.to_string_lossy());
+            self.forget_high_watermark(&name.to_string_lossy());
         }
         remove_dir(dir);
     }

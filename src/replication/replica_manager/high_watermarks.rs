@@ -10,7 +10,11 @@
 //! A checkpointed value is always safe to start from: it is a high watermark this broker
 //! knew, so every record below it was in every in-sync replica's log when it was written
 //! (records are never truncated below a high watermark). The file is keyed by topic name,
-//! as Kafka's is: an entry is used once, by the first partition of that name opened.
+//! as Kafka's is: an entry is used once, by the first partition of that name opened. So
+//! that a topic deleted and created again cannot inherit the old topic's entry, a
+//! deleted partition's entry is dropped from memory and the files are rewritten at once
+//! (not at the next interval), and a file left from before the restart is rewritten at
+//! the first pass even when its directory holds no partition any more.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -35,6 +39,8 @@ pub(super) struct HighWatermarkCheckpoints {
     /// Per log directory, what this process last wrote there (so an idle broker rewrites
     /// nothing). Held for a whole pass: one writer of the files at a time.
     written: Mutex<HashMap<usize, Vec<PartitionOffset>>>,
+    /// Signalled when a partition directory is deleted: rewrite now.
+    deleted: tokio::sync::Notify,
 }
 
 impl HighWatermarkCheckpoints {
@@ -62,7 +68,7 @@ impl HighWatermarkCheckpoints {
                 }
             }
         }
-        HighWatermarkCheckpoints { recovered: Mutex::new(recovered), written: Mutex::default() }
+        HighWatermarkCheckpoints { recovered: Mutex::new(recovered), ..HighWatermarkCheckpoints::default() }
     }
 }
 
@@ -73,6 +79,24 @@ impl ReplicaManager {
         if let Some(hw) = hw {
             p.restore_high_watermark(hw);
         }
+    }
+
+    /// A partition directory `name` (`<topic>-<partition>`) is being deleted: its entry
+    /// goes, and the next [`checkpoint_high_watermarks`](Self::checkpoint_high_watermarks)
+    /// is due at once.
+    pub(super) fn forget_high_watermark(&self, name: &str) {
+        if let Some((topic, partition)) = name.rsplit_once('-') {
+            if let Ok(partition) = partition.parse::<i32>() {
+                lock(&self.hw_checkpoints.recovered).remove(&(topic.to_owned(), partition));
+            }
+        }
+        self.hw_checkpoints.deleted.notify_one();
+    }
+
+    /// Resolves when a partition directory was deleted since the last call (the
+    /// checkpoints still name it).
+    pub async fn high_watermark_checkpoint_due(&self) {
+        self.hw_checkpoints.deleted.notified().await;
     }
 
     /// Rewrites the checkpoint of every log directory whose partitions' high watermarks
@@ -95,15 +119,16 @@ impl ReplicaManager {
             }
             let mut entries = by_dir.remove(&i).unwrap_or_default();
             entries.sort_by(|a, b| (&a.topic, a.partition).cmp(&(&b.topic, b.partition)));
+            let path = self.log_dirs.dirs()[i].join(HIGH_WATERMARK_CHECKPOINT_FILE);
             let unchanged = match written.get(&i) {
                 Some(last) => *last == entries,
-                // Nothing written yet by this process: an empty directory needs no file.
-                None => entries.is_empty(),
+                // Nothing written yet by this process: an empty directory needs no file,
+                // unless one is left from before (naming partitions that are gone).
+                None => entries.is_empty() && !path.exists(),
             };
             if unchanged {
                 continue;
             }
-            let path = self.log_dirs.dirs()[i].join(HIGH_WATERMARK_CHECKPOINT_FILE);
             match CheckpointFile::write_partition_offsets(&path, &entries) {
                 Ok(()) => {
                     written.insert(i, entries);
