@@ -13,7 +13,7 @@
 //!   full session timeout from that moment before it can be fenced (Kafka does the same
 //!   on controller failover), so a controller election never fences healthy brokers.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use uuid::Uuid;
 
@@ -32,6 +32,10 @@ struct Broker {
     last_heartbeat_ms: i64,
     fenced: bool,
     shutting_down: bool,
+    /// Replicas (topic id, partition) this incarnation reported in a failed log dir:
+    /// kept out of the ISR (a fetch it sent before the failure may still land at the
+    /// leader and look caught up). Gone with the incarnation.
+    offline: BTreeSet<(Uuid, i32)>,
 }
 
 /// What a heartbeat changed.
@@ -65,7 +69,14 @@ impl BrokerLiveness {
         self.brokers = nodes
             .into_iter()
             .map(|(node, fenced)| {
-                (node, Broker { incarnation: None, last_heartbeat_ms: now_ms, fenced, shutting_down: false })
+                let broker = Broker {
+                    incarnation: None,
+                    last_heartbeat_ms: now_ms,
+                    fenced,
+                    shutting_down: false,
+                    offline: BTreeSet::new(),
+                };
+                (node, broker)
             })
             .collect();
     }
@@ -83,8 +94,13 @@ impl BrokerLiveness {
     }
 
     pub fn heartbeat(&mut self, node: i32, incarnation: Uuid, want_shut_down: bool, now_ms: i64) -> HeartbeatOutcome {
-        let fresh =
-            Broker { incarnation: Some(incarnation), last_heartbeat_ms: now_ms, fenced: true, shutting_down: false };
+        let fresh = Broker {
+            incarnation: Some(incarnation),
+            last_heartbeat_ms: now_ms,
+            fenced: true,
+            shutting_down: false,
+            offline: BTreeSet::new(),
+        };
         let Some(b) = self.brokers.get_mut(&node) else {
             self.brokers.insert(node, fresh);
             return HeartbeatOutcome::Registered;
@@ -146,6 +162,17 @@ impl BrokerLiveness {
     /// `broker.heartbeat.interval.ms`.
     pub fn may_join_isr(&self, node: i32) -> bool {
         self.is_alive(node) && self.brokers.get(&node).is_some_and(|b| b.incarnation.is_some())
+    }
+
+    /// `node` reported these replicas in a log dir that failed.
+    pub fn replicas_offline(&mut self, node: i32, partitions: &[(Uuid, i32)]) {
+        if let Some(b) = self.brokers.get_mut(&node) {
+            b.offline.extend(partitions.iter().copied());
+        }
+    }
+
+    pub fn is_replica_offline(&self, node: i32, topic_id: Uuid, partition: i32) -> bool {
+        self.brokers.get(&node).is_some_and(|b| b.offline.contains(&(topic_id, partition)))
     }
 
     pub fn is_fenced(&self, node: i32) -> bool {

@@ -83,7 +83,7 @@ pub fn decide(
                 partition_epoch: pi.partition_epoch,
                 new_isr,
             };
-            let may_join = |r: i32| liveness.may_join_isr(r);
+            let may_join = |r: i32| liveness.may_join_isr(r) && !liveness.is_replica_offline(r, *topic_id, *partition);
             if let Some(r) = alter_partition(image, &proposal, &may_join).map_err(refused)? {
                 out.push(vec![r]);
                 // A reassignment completes once its new replicas are in sync.
@@ -95,6 +95,7 @@ pub fn decide(
             }
         }
         ControllerOp::ReplicasOffline { broker, partitions } => {
+            liveness.replicas_offline(*broker, partitions);
             out.push(remove_offline_replicas(image, *broker, partitions, &alive(liveness)));
         }
         ControllerOp::ElectLeaders { election, partitions } => {
@@ -308,9 +309,26 @@ mod tests {
         assert_eq!((p0.leader_epoch, p0.partition_epoch), (1, 1));
         assert!(!img.brokers[&1].fenced);
         assert!(run(&mut img, &offline, &mut l, 3).is_empty());
-        // Its next heartbeat elects nothing back to it.
+        // Its next heartbeat elects nothing back to it, and a fetch it sent before the
+        // failure does not bring it back into the ISR.
         assert!(run(&mut img, &heartbeat(1, false), &mut l, 4).is_empty());
+        let expand = ControllerOp::AlterPartition {
+            broker: 2,
+            topic_id: T,
+            partition: 0,
+            leader_epoch: 1,
+            remove: vec![],
+            add: Some(1),
+        };
+        assert!(decide(&img, &expand, &mut l, 5).is_err(), "refused: its replica is offline");
         assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
+        // Restarted (a new incarnation, the dir repaired), it may join again.
+        let restarted =
+            ControllerOp::BrokerHeartbeat { node_id: 1, incarnation: Uuid::from_u128(8), want_shut_down: false };
+        run(&mut img, &restarted, &mut l, 6);
+        run(&mut img, &restarted, &mut l, 7);
+        run(&mut img, &expand, &mut l, 8);
+        assert_eq!(leaders(&img), vec![(2, vec![1, 2, 3]), (2, vec![2, 3])]);
     }
 
     /// The offline replica is the last in sync: no one else may lead, so the partition

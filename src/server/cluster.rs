@@ -105,6 +105,9 @@ pub async fn high_watermark_checkpoint_loop(ctx: Arc<Ctx>, mut shutdown: broadca
     loop {
         tokio::select! {
             _ = tokio::time::sleep(HIGH_WATERMARK_CHECKPOINT_INTERVAL) => {}
+            // A deleted partition leaves the files at once: a topic created again under
+            // its name must not start from the old topic's high watermark after a crash.
+            _ = ctx.replicas.high_watermark_checkpoint_due() => {}
             _ = shutdown.recv() => return,
         }
         let replicas = ctx.replicas.clone();
@@ -160,7 +163,7 @@ pub async fn offline_replicas_loop(ctx: Arc<Ctx>, mut shutdown: broadcast::Recei
                 tracing::warn!(partitions = count, "replicas in an offline log dir reported to the controller")
             }
             Ok(Err(e)) => tracing::warn!(partitions = count, error = %e, "offline replicas not reported; retrying"),
-            Err(_) => return,
+            Err(e) => tracing::error!(partitions = count, error = %e, "reporting offline replicas failed; retrying"),
         }
     }
 }
@@ -184,15 +187,18 @@ pub async fn wait_unfenced(ctx: &Ctx, timeout: Duration) {
 
 /// Ask the quorum to move this broker's leadership off (and take it out of ISRs), and
 /// wait until the local image shows it leads nothing another live replica could lead.
-/// Returns whether that happened with live brokers left to take over (then clients may
+/// Returns whether leadership moved off this broker to live brokers (then clients may
 /// still route here for a moment: see [`MOVED_LEADERSHIP_GRACE`]); `false` on a single
-/// node, when no live broker shared an ISR with this one, or when it timed out.
+/// node, when it led nothing another live broker could take, or when it timed out.
 pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
     if !ctx.controller.is_clustered() {
         return false;
     }
     let me = ctx.config.node_id;
-    let shares_isr = shares_isr_with_a_live_broker(&ctx.controller.image(), me);
+    let image = ctx.controller.image();
+    let shares_isr = shares_isr_with_a_live_broker(&image, me);
+    let leads_shared = leads_with_a_live_follower(&image, me).count() > 0;
+    drop(image);
     let timeout = if shares_isr { CONTROLLED_SHUTDOWN_TIMEOUT } else { NOTHING_TO_MOVE_TIMEOUT };
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
@@ -207,16 +213,10 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
                 return false;
             }
         };
-        let image = ctx.controller.image();
-        let still_leading = image
-            .topics
-            .values()
-            .flat_map(|t| t.partitions.iter())
-            .filter(|p| p.leader == me && p.isr.iter().any(|r| *r != me && image.broker_staying(*r)))
-            .count();
+        let still_leading = leads_with_a_live_follower(&ctx.controller.image(), me).count();
         if matches!(asked, Ok(Ok(()))) && still_leading == 0 {
             tracing::info!("controlled shutdown: leadership moved off this broker");
-            return shares_isr;
+            return leads_shared;
         }
         if tokio::time::Instant::now() >= deadline {
             tracing::warn!(still_leading, "controlled shutdown timed out; stopping anyway");
@@ -224,6 +224,19 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
         }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+}
+
+/// The partitions `me` leads with another in-sync broker that is alive and staying (one
+/// leadership could move to).
+fn leads_with_a_live_follower(
+    image: &crate::controller::image::MetadataImage,
+    me: i32,
+) -> impl Iterator<Item = &crate::controller::image::PartitionImage> {
+    image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.iter())
+        .filter(move |p| p.leader == me && p.isr.iter().any(|r| *r != me && image.broker_staying(*r)))
 }
 
 /// Whether some partition has `me` in its ISR beside another broker the image shows
