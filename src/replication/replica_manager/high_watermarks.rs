@@ -3,9 +3,11 @@
 //! and at shutdown, each log directory's `replication-offset-checkpoint` is rewritten
 //! with the high watermark of every partition it holds; a partition opened after a
 //! restart starts from it (capped at its log end offset) instead of its log start
-//! offset. Without it, a restarted leader exposed nothing to consumers until every ISR
-//! member had fetched from it again, and with a dead ISR member that lasted until the
-//! controller took it out of the ISR.
+//! offset. Without it a restarted replica exposed nothing to consumers until a fetch
+//! round had passed: as a follower (consumers reading from followers, KIP-392) until the
+//! leader's first answer, and as a leader with other ISR members (the moments after a
+//! restart before the controller fences it and shrinks the ISR, or a hand-made image in
+//! tests) until every ISR member had fetched, or the controller dropped a dead one.
 //!
 //! A checkpointed value is always safe to start from: it is a high watermark this broker
 //! knew, so every record below it was in every in-sync replica's log when it was written
