@@ -23,12 +23,10 @@ use runnel::Broker;
 const METADATA_V: i16 = 12;
 const DEADLINE: Duration = Duration::from_secs(20);
 
-/// Free loopback ports for the controller listeners (bound, then released: the voters
-/// must be known before any broker starts).
+/// Free loopback ports for the controller listeners (the voters must be known before any
+/// broker starts), below the ephemeral range so no `:0` listener takes one meanwhile.
 fn free_ports(n: usize) -> Vec<u16> {
-    let held: Vec<std::net::TcpListener> =
-        (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    held.iter().map(|l| l.local_addr().unwrap().port()).collect()
+    runnel::server::embedded::controller_ports(n).unwrap()
 }
 
 async fn metadata(addr: std::net::SocketAddr) -> MetadataResponse {

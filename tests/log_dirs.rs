@@ -324,11 +324,8 @@ async fn in_a_cluster_a_failed_log_dir_gives_its_leadership_to_an_in_sync_replic
     let small = tempfile::tempdir().unwrap();
     let Some(_mount) = Tmpfs::mount(small.path(), "256k") else { return };
     let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
-    let held: Vec<std::net::TcpListener> =
-        (0..2).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
-    let voters =
-        held.iter().enumerate().map(|(i, l)| format!("{}@{}", i + 1, l.local_addr().unwrap())).collect::<Vec<_>>();
-    drop(held);
+    let ports = runnel::server::embedded::controller_ports(2).unwrap();
+    let voters: Vec<String> = ports.iter().enumerate().map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1)).collect();
     let starts: Vec<_> = (0..2)
         .map(|i| {
             let mut config = runnel::config::BrokerConfig::ephemeral(dirs[i].path());

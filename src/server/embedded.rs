@@ -117,6 +117,47 @@ pub struct EmbeddedCluster {
     brokers: Vec<Option<EmbeddedBroker>>,
 }
 
+/// `n` free loopback ports for controller listeners, which must be named (as voters)
+/// before any broker binds them: found free by binding, then released. They are taken
+/// below the kernel's ephemeral range (`ip_local_port_range`), so that no listener bound
+/// to port 0 meanwhile (this process's other brokers, or any other test) can be handed
+/// one; a 3-broker start took a client listener's `:0` port that way and failed with
+/// "address in use". Where the range cannot be read, from port 0 binds as before.
+pub fn controller_ports(n: usize) -> std::io::Result<Vec<u16>> {
+    const LOWEST: u16 = 10_000;
+    let below = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .filter(|low| *low > LOWEST + 1_000);
+    let mut held = Vec::with_capacity(n);
+    match below {
+        Some(below) => {
+            let span = u128::from(below - LOWEST);
+            for _ in 0..n * 200 {
+                if held.len() == n {
+                    break;
+                }
+                let port = LOWEST + (uuid::Uuid::new_v4().as_u128() % span) as u16;
+                if let Ok(l) = std::net::TcpListener::bind(("127.0.0.1", port)) {
+                    held.push(l);
+                }
+            }
+            if held.len() < n {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::AddrNotAvailable,
+                    "no free port below the ephemeral range",
+                ));
+            }
+        }
+        None => {
+            for _ in 0..n {
+                held.push(std::net::TcpListener::bind("127.0.0.1:0")?);
+            }
+        }
+    }
+    held.iter().map(|l| l.local_addr().map(|a| a.port())).collect()
+}
+
 impl EmbeddedCluster {
     /// `nodes` brokers with [`BrokerConfig::ephemeral`] settings.
     pub async fn start(nodes: usize) -> Result<EmbeddedCluster, EmbeddedError> {
@@ -132,19 +173,8 @@ impl EmbeddedCluster {
         if nodes == 0 {
             return Err(EmbeddedError::NoNodes);
         }
-        // The voters must be known before any broker starts: ports are found free, then
-        // released for the brokers to bind (another process may take one meanwhile; the
-        // start then fails with a bind error naming it).
-        let held: Vec<std::net::TcpListener> = (0..nodes)
-            .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
-            .collect::<Result<_, _>>()
-            .map_err(EmbeddedError::NoFreePort)?;
-        let ports: Vec<u16> = held
-            .iter()
-            .map(|l| l.local_addr().map(|a| a.port()))
-            .collect::<Result<_, _>>()
-            .map_err(EmbeddedError::NoFreePort)?;
-        drop(held);
+        // The voters must be known before any broker starts (see `controller_ports`).
+        let ports = controller_ports(nodes).map_err(EmbeddedError::NoFreePort)?;
         let voters: Vec<(i32, String)> =
             ports.iter().enumerate().map(|(i, p)| (i as i32 + 1, format!("127.0.0.1:{p}"))).collect();
         let mut starting = Vec::with_capacity(nodes);
@@ -243,6 +273,20 @@ impl Drop for TempDataDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn controller_ports_are_distinct_free_and_outside_the_ephemeral_range() {
+        let ports = controller_ports(5).unwrap();
+        let distinct: std::collections::BTreeSet<u16> = ports.iter().copied().collect();
+        assert_eq!(distinct.len(), 5, "{ports:?}");
+        if let Ok(range) = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range") {
+            let low: u16 = range.split_whitespace().next().unwrap().parse().unwrap();
+            assert!(ports.iter().all(|p| *p < low), "{ports:?} below {low}");
+        }
+        for p in ports {
+            drop(std::net::TcpListener::bind(("127.0.0.1", p)).expect("free after the release"));
+        }
+    }
 
     #[tokio::test]
     async fn starts_on_a_free_port_and_removes_its_data_dir() {
