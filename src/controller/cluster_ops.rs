@@ -239,6 +239,18 @@ mod tests {
         l
     }
 
+    /// Broker 2, leading partition 0 in epoch 1, asks to add broker 1 to its ISR.
+    fn expand_p0_with_1() -> ControllerOp {
+        ControllerOp::AlterPartition {
+            broker: 2,
+            topic_id: T,
+            partition: 0,
+            leader_epoch: 1,
+            remove: vec![],
+            add: Some(1),
+        }
+    }
+
     fn leaders(img: &MetadataImage) -> Vec<(i32, Vec<i32>)> {
         img.topic("t").unwrap().partitions.iter().map(|p| (p.leader, p.isr.clone())).collect()
     }
@@ -258,14 +270,7 @@ mod tests {
         run(&mut img, &heartbeat(1, false), &mut l, 11_000);
         assert!(!img.brokers[&1].fenced);
         assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
-        let expand = ControllerOp::AlterPartition {
-            broker: 2,
-            topic_id: T,
-            partition: 0,
-            leader_epoch: 1,
-            remove: vec![],
-            add: Some(1),
-        };
+        let expand = expand_p0_with_1();
         run(&mut img, &expand, &mut l, 11_500);
         assert_eq!(leaders(&img)[0], (2, vec![1, 2, 3]));
     }
@@ -312,14 +317,7 @@ mod tests {
         // Its next heartbeat elects nothing back to it, and a fetch it sent before the
         // failure does not bring it back into the ISR.
         assert!(run(&mut img, &heartbeat(1, false), &mut l, 4).is_empty());
-        let expand = ControllerOp::AlterPartition {
-            broker: 2,
-            topic_id: T,
-            partition: 0,
-            leader_epoch: 1,
-            remove: vec![],
-            add: Some(1),
-        };
+        let expand = expand_p0_with_1();
         assert!(decide(&img, &expand, &mut l, 5).is_err(), "refused: its replica is offline");
         assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
         // Restarted (a new incarnation, the dir repaired), it may join again.
@@ -411,14 +409,7 @@ mod tests {
         assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
         let mut l = BrokerLiveness::new(9_000);
         l.became_leader(img.brokers.values().map(|b| (b.node_id, b.fenced)), 3);
-        let rejoin = ControllerOp::AlterPartition {
-            broker: 2,
-            topic_id: T,
-            partition: 0,
-            leader_epoch: 1,
-            remove: vec![],
-            add: Some(1),
-        };
+        let rejoin = expand_p0_with_1();
         assert!(matches!(decide(&img, &rejoin, &mut l, 4), Err(ControllerError::Refused(_))), "INELIGIBLE_REPLICA");
         run(&mut img, &heartbeat(2, false), &mut l, 5);
         assert!(matches!(decide(&img, &rejoin, &mut l, 6), Err(ControllerError::Refused(_))), "still not heard from 1");
