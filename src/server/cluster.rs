@@ -95,9 +95,9 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
 
 /// In a cluster, every `replica.high.watermark.checkpoint.interval.ms` (Kafka's 5 s):
 /// the high watermarks go to each log directory's `replication-offset-checkpoint`, so a
-/// restarted leader serves what its ISR had confirmed without waiting for the ISR again.
-/// A single node's ISR is itself (its high watermark is its log end at open): nothing
-/// to keep.
+/// restarted replica starts from the high watermark it knew instead of its log start
+/// (see `replica_manager/high_watermarks.rs` for when that matters). A single node's
+/// ISR is itself (its high watermark is its log end at open): nothing to keep.
 pub async fn high_watermark_checkpoint_loop(ctx: Arc<Ctx>, mut shutdown: broadcast::Receiver<()>) {
     if !ctx.controller.is_clustered() {
         return;
