@@ -41,13 +41,21 @@ def create_topic(conn, name, partitions=1, rf=1, configs=None, version=7, wait=T
 
 
 def wait_ready(conn, name, partitions=1, timeout=20.0):
-    """Until Metadata shows every partition with a leader (Kafka propagates asynchronously)."""
+    """Until Metadata shows every partition with a leader and that leader serves it
+    (ListOffsets answers without NOT_LEADER_OR_FOLLOWER). Kafka propagates asynchronously:
+    its metadata cache can name the leader a moment before the replica manager has made
+    the partition a leader, and a test that does not retry (a produce the broker refuses
+    before looking at leadership, then a ListOffsets) would see the error."""
     deadline = time.time() + timeout
     while True:
         md = conn.call("Metadata", 12, topics=[{"name": name}], allow_auto_topic_creation=False)
         t = md["topics"][0]
         if t["error_code"] == 0 and len(t["partitions"]) == partitions and all(p["leader_id"] >= 0 for p in t["partitions"]):
-            return t
+            served = conn.call("ListOffsets", 7, replica_id=-1, isolation_level=0, topics=[{
+                "name": name, "partitions": [{"partition_index": p["partition_index"], "timestamp": -1,
+                                              "current_leader_epoch": -1} for p in t["partitions"]]}])
+            if all(p["error_code"] != NOT_LEADER_OR_FOLLOWER for p in served["topics"][0]["partitions"]):
+                return t
         if time.time() > deadline:
             raise AssertionError(f"topic {name} not ready: {t}")
         time.sleep(0.05)
