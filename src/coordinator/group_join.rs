@@ -227,7 +227,12 @@ impl Group {
                     if let Some(m) = self.members.get_mut(&member_id) {
                         m.awaiting_join = Some(token);
                     }
-                    self.prepare_rebalance(now, fx);
+                    let reason = if protocols_changed {
+                        format!("member {member_id} rejoined with changed metadata")
+                    } else {
+                        format!("leader {member_id} rejoined the stable group")
+                    };
+                    self.prepare_rebalance(now, &reason, fx);
                 } else {
                     // The member missed its join response (or is a follower re-joining
                     // without changes): answer with the current generation.
@@ -255,6 +260,7 @@ impl Group {
         if self.members.is_empty() {
             self.protocol_type = Some(p.protocol_type.clone());
         }
+        let reason = format!("new member {member_id} joined");
         self.members.insert(member_id.clone(), Member::from_join(&member_id, p, Bytes::new(), Some(token), now));
         if self.leader_id.is_none() {
             self.leader_id = Some(member_id);
@@ -264,7 +270,7 @@ impl Group {
         }
         match self.state {
             GroupState::PreparingRebalance => self.maybe_complete_join(now, fx),
-            _ => self.prepare_rebalance(now, fx),
+            _ => self.prepare_rebalance(now, &reason, fx),
         }
     }
 }

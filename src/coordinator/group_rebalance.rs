@@ -8,7 +8,16 @@ use bytes::Bytes;
 use super::{Effect, Group, GroupError, GroupState, JoinMember, JoinOutcome, SyncOutcome};
 
 impl Group {
-    pub(super) fn prepare_rebalance(&mut self, now: i64, fx: &mut Vec<Effect>) {
+    /// `reason` is logged, as Kafka logs "Preparing to rebalance group ... (reason: ...)":
+    /// an unexpected rebalance is the first thing an operator asks about.
+    pub(super) fn prepare_rebalance(&mut self, now: i64, reason: &str, fx: &mut Vec<Effect>) {
+        tracing::info!(
+            group = %self.id,
+            state = ?self.state,
+            generation = self.generation_id,
+            members = self.members.len(),
+            "preparing to rebalance: {reason}"
+        );
         if self.state == GroupState::CompletingRebalance {
             for m in self.members.values_mut() {
                 if let Some(t) = m.awaiting_sync.take() {
@@ -118,7 +127,7 @@ impl Group {
         }
     }
 
-    pub(super) fn membership_changed(&mut self, now: i64, fx: &mut Vec<Effect>) {
+    pub(super) fn membership_changed(&mut self, now: i64, reason: &str, fx: &mut Vec<Effect>) {
         match self.state {
             GroupState::Stable | GroupState::CompletingRebalance => {
                 if self.members.is_empty() {
@@ -129,7 +138,7 @@ impl Group {
                     self.set_state(GroupState::Empty, now);
                     fx.push(Effect::PersistGroup);
                 } else {
-                    self.prepare_rebalance(now, fx);
+                    self.prepare_rebalance(now, reason, fx);
                 }
             }
             GroupState::PreparingRebalance => self.maybe_complete_join(now, fx),

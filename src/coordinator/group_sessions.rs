@@ -62,7 +62,7 @@ impl Group {
                 fx.push(Effect::Sync(t, SyncOutcome::error(GroupError::UnknownMemberId)));
             }
         }
-        self.membership_changed(now, &mut fx);
+        self.membership_changed(now, &format!("member {resolved} left the group"), &mut fx);
         (Ok(()), fx)
     }
 
@@ -87,7 +87,8 @@ impl Group {
             self.remove_member(id);
         }
         if !expired.is_empty() {
-            self.membership_changed(now, &mut fx);
+            let reason = format!("session expired for {}", expired.join(", "));
+            self.membership_changed(now, &reason, &mut fx);
         }
         match self.state {
             GroupState::PreparingRebalance if self.initial_join && now >= self.rebalance_deadline_ms => {
@@ -110,7 +111,8 @@ impl Group {
                 for id in &silent {
                     self.remove_member(id);
                 }
-                self.membership_changed(now, &mut fx);
+                let reason = format!("no SyncGroup in time from {}", silent.join(", "));
+                self.membership_changed(now, &reason, &mut fx);
             }
             _ => {}
         }

@@ -103,7 +103,7 @@ impl Group {
         for m in self.members.values_mut() {
             m.assignment = Bytes::new();
         }
-        self.prepare_rebalance(now, &mut fx);
+        self.prepare_rebalance(now, "the leader's assignment could not be stored", &mut fx);
         fx
     }
 
