@@ -3,8 +3,8 @@
 its partitions from the committed offsets on. The scenario and what it checks are in
 groups/staggered_join.py; the members are the same programs as test_groups_clients.py's.
 
-kafka-python's member (groups/kp_consumer.py) reads the topic's metadata before it
-subscribes: without that, kafka-python 3.0.12 stalled for good in about one run of three
+kafka-python's member (groups/kp_consumer.py) fetches the topic's metadata after it
+subscribes and before it first polls: without that, kafka-python 3.0.12 stalled for good in about one run of three
 (a client race after a leader's assignment made without metadata; see kp_consumer.py).
 """
 import sys

@@ -188,7 +188,8 @@ def _run(bootstrap, topic, group, ctl, members, session_ms, per_phase):
     wait_for(lambda: _consumed_ok(members, p1, owners), 30, "phase 1 consumed", members)
     wait_for(lambda: all(owners[p].snapshot()[2].get(p) == e for p, e in ends1.items()),
              20, "phase 1 committed", members)
-    assert balanced(members), "assignment changed although no member joined or left"
+    assert balanced(members), "assignment changed although no member joined or left\n" \
+        + "\n".join(m.describe() for m in members)
 
     # Phase 2: the victim processes without committing.
     (ctl / f"{victim.name}.nocommit").touch()
