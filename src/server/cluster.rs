@@ -3,6 +3,7 @@
 //! controlled shutdown that moves its leadership off before the process stops, and the
 //! ISR changes its partitions' leaders propose. A single node does none of this.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -41,7 +42,19 @@ pub const MOVED_LEADERSHIP_GRACE: Duration = Duration::from_millis(500);
 
 /// Heartbeat every `broker.heartbeat.interval.ms` until shutdown. The first heartbeat
 /// of this process registers its incarnation (fenced); the next one lets it back in.
-pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broadcast::Receiver<()>) {
+///
+/// Once `wants_shut_down` is set (the controlled shutdown began), every heartbeat asks to
+/// shut down, as Kafka's `BrokerLifecycleManager` does from `PENDING_CONTROLLED_SHUTDOWN`.
+/// A plain heartbeat would take the request back where a controller has not heard this
+/// incarnation yet: after a controller failover during the shutdown (or its grace), the
+/// new leader's first word from this broker would say it is staying, and the broker could
+/// be elected leader or let back into ISRs moments before it stops.
+pub async fn heartbeat_loop(
+    ctx: Arc<Ctx>,
+    incarnation: Uuid,
+    wants_shut_down: Arc<AtomicBool>,
+    mut shutdown: broadcast::Receiver<()>,
+) {
     if !ctx.controller.is_clustered() {
         return;
     }
@@ -50,7 +63,8 @@ pub async fn heartbeat_loop(ctx: Arc<Ctx>, incarnation: Uuid, mut shutdown: broa
     loop {
         let leadership = ctx.controller.leadership();
         let controller = ctx.controller.clone();
-        let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, false));
+        let want = wants_shut_down.load(Ordering::Acquire);
+        let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, want));
         // Shutdown does not wait for an answer: Broker::shutdown waits for this task.
         let answer = tokio::select! {
             answer = beat => answer,

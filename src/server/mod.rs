@@ -60,6 +60,9 @@ pub struct Broker {
     http_addr: Option<SocketAddr>,
     /// Read by `/ready`: set once serving, cleared when shutdown begins.
     serving: Arc<AtomicBool>,
+    /// Set when the controlled shutdown begins: from then on every heartbeat asks to shut
+    /// down (see [`cluster::heartbeat_loop`]).
+    wants_shut_down: Arc<AtomicBool>,
     ctx: Arc<Ctx>,
     shutdown: broadcast::Sender<()>,
     /// Every connection task holds a sender; `recv` returns `None` once the last one
@@ -221,6 +224,7 @@ impl Broker {
         // must still reach it (it did not, and a start at once followed by a shutdown hung).
         let stop = shutdown.subscribe();
         let incarnation = uuid::Uuid::new_v4();
+        let wants_shut_down = Arc::new(AtomicBool::new(false));
         if ctx.controller.is_clustered() {
             ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller, &ctx.replicas)));
         }
@@ -228,7 +232,12 @@ impl Broker {
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cleaner_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(group_clock(ctx.clone(), shutdown.subscribe())),
-            tokio::spawn(cluster::heartbeat_loop(ctx.clone(), incarnation, shutdown.subscribe())),
+            tokio::spawn(cluster::heartbeat_loop(
+                ctx.clone(),
+                incarnation,
+                wants_shut_down.clone(),
+                shutdown.subscribe(),
+            )),
             tokio::spawn(cluster::high_watermark_checkpoint_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::offline_replicas_loop(ctx.clone(), shutdown.subscribe())),
         ];
@@ -271,6 +280,7 @@ impl Broker {
             inter_broker_addr,
             http_addr,
             serving,
+            wants_shut_down,
             ctx,
             shutdown,
             connections_done,
@@ -315,6 +325,7 @@ impl Broker {
     /// flush, and every acknowledged record is in it.
     pub async fn shutdown(mut self) {
         self.serving.store(false, Ordering::Release);
+        self.wants_shut_down.store(true, Ordering::Release);
         // In a cluster, leadership moves to other replicas while this broker still
         // answers (clients are told NOT_LEADER_OR_FOLLOWER and follow the new leaders).
         if cluster::controlled_shutdown(&self.ctx, self.incarnation).await {
