@@ -65,10 +65,8 @@ pub fn decide(
         ControllerOp::AlterPartition { broker, topic_id, partition, leader_epoch, remove, add } => {
             let topic =
                 image.topic_by_id(topic_id).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
-            let pi = usize::try_from(*partition)
-                .ok()
-                .and_then(|i| topic.partitions.get(i))
-                .ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
+            let pi =
+                topic.partition(*partition).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
             let mut new_isr: Vec<i32> = pi.isr.iter().copied().filter(|r| !remove.contains(r)).collect();
             if let Some(a) = add {
                 if !new_isr.contains(a) {
@@ -88,8 +86,7 @@ pub fn decide(
                 out.push(vec![r]);
                 // A reassignment completes once its new replicas are in sync.
                 let done = out.image.topic_by_id(topic_id).and_then(|t| {
-                    let pi = t.partitions.get(*partition as usize)?;
-                    reassignment::complete_if_caught_up(*topic_id, pi, &alive(liveness))
+                    reassignment::complete_if_caught_up(*topic_id, t.partition(*partition)?, &alive(liveness))
                 });
                 out.push(done.into_iter().collect());
             }

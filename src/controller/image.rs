@@ -91,6 +91,12 @@ impl TopicImage {
     pub fn is_internal(&self) -> bool {
         self.name.starts_with("__")
     }
+
+    /// Partition `index`, if the topic has it (a negative index, as read from the wire,
+    /// has none).
+    pub fn partition(&self, index: i32) -> Option<&PartitionImage> {
+        usize::try_from(index).ok().and_then(|i| self.partitions.get(i))
+    }
 }
 
 /// Immutable; a change produces a new image (cheap: topics are behind `Arc`).

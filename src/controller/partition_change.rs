@@ -125,7 +125,7 @@ pub fn remove_offline_replicas(
     let mut out = Vec::new();
     for (topic_id, partition) in partitions {
         let Some(topic) = image.topic_by_id(topic_id) else { continue };
-        let Some(pi) = usize::try_from(*partition).ok().and_then(|i| topic.partitions.get(i)) else { continue };
+        let Some(pi) = topic.partition(*partition) else { continue };
         if !pi.replicas.contains(&node) {
             continue;
         }
@@ -170,8 +170,7 @@ pub fn elect_requested(
     election: ElectionType,
     alive: &dyn Fn(i32) -> bool,
 ) -> Result<MetadataRecord, ElectionError> {
-    let pi =
-        usize::try_from(partition).ok().and_then(|i| topic.partitions.get(i)).ok_or(ElectionError::UnknownPartition)?;
+    let pi = topic.partition(partition).ok_or(ElectionError::UnknownPartition)?;
     let elected = match election {
         ElectionType::Preferred => {
             let preferred = *pi.replicas.first().ok_or(ElectionError::UnknownPartition)?;
@@ -310,10 +309,7 @@ pub fn alter_partition(
     alive: &dyn Fn(i32) -> bool,
 ) -> Result<Option<MetadataRecord>, AlterPartitionError> {
     let topic = image.topic_by_id(&p.topic_id).ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
-    let pi = usize::try_from(p.partition)
-        .ok()
-        .and_then(|i| topic.partitions.get(i))
-        .ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
+    let pi = topic.partition(p.partition).ok_or(AlterPartitionError::UnknownTopicOrPartition)?;
     if pi.leader != p.broker {
         return Err(AlterPartitionError::NotLeader);
     }

@@ -113,10 +113,7 @@ pub fn alter(
     registered: &dyn Fn(i32) -> bool,
     alive: &dyn Fn(i32) -> bool,
 ) -> Result<Option<MetadataRecord>, ReassignmentError> {
-    let pi = usize::try_from(partition)
-        .ok()
-        .and_then(|i| topic.partitions.get(i))
-        .ok_or(ReassignmentError::UnknownPartition)?;
+    let pi = topic.partition(partition).ok_or(ReassignmentError::UnknownPartition)?;
     let base = original(pi);
     let mut next = Next::of(pi);
     if pi.is_reassigning() {

@@ -309,12 +309,7 @@ impl Partition {
     /// The high watermark to checkpoint: the current one once the partition has a role;
     /// before that, what it would start from (never the provisional leader's log end).
     pub fn high_watermark_to_checkpoint(&self) -> i64 {
-        let s = self.lock();
-        if s.high_watermark_known {
-            s.high_watermark()
-        } else {
-            s.recovered_high_watermark()
-        }
+        self.lock().settled_high_watermark()
     }
 
     /// The idempotent producers this replica keeps state for (DescribeProducers).
@@ -679,7 +674,15 @@ impl PartitionState {
 
     /// The high watermark a new role starts from (see `high_watermark_known`).
     fn known_high_watermark(&mut self) -> i64 {
-        if std::mem::replace(&mut self.high_watermark_known, true) {
+        let hw = self.settled_high_watermark();
+        self.high_watermark_known = true;
+        hw
+    }
+
+    /// The high watermark once a role has set it, before that the recovered one (never
+    /// the provisional value a partition has before its first role).
+    fn settled_high_watermark(&self) -> i64 {
+        if self.high_watermark_known {
             self.high_watermark()
         } else {
             self.recovered_high_watermark()

@@ -161,7 +161,7 @@ pub async fn offline_replicas_loop(ctx: Arc<Ctx>, mut shutdown: broadcast::Recei
         let counted_on: Vec<(Uuid, i32)> = offline
             .into_iter()
             .filter(|(topic_id, partition)| {
-                let pi = image.topic_by_id(topic_id).and_then(|t| t.partitions.get(usize::try_from(*partition).ok()?));
+                let pi = image.topic_by_id(topic_id).and_then(|t| t.partition(*partition));
                 pi.is_some_and(|pi| pi.isr.contains(&me) && pi.isr.len() > 1)
             })
             .collect();
@@ -211,7 +211,7 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
     let me = ctx.config.node_id;
     let image = ctx.controller.image();
     let shares_isr = shares_isr_with_a_live_broker(&image, me);
-    let leads_shared = leads_with_a_live_follower(&image, me).count() > 0;
+    let leads_shared = leads_with_a_live_follower(&image, me).next().is_some();
     drop(image);
     let timeout = if shares_isr { CONTROLLED_SHUTDOWN_TIMEOUT } else { NOTHING_TO_MOVE_TIMEOUT };
     let deadline = tokio::time::Instant::now() + timeout;
