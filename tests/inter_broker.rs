@@ -72,6 +72,13 @@ async fn replicas_fetch_over_the_inter_broker_listener_and_each_listener_shows_i
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let (_, leader_client, leader_inter) = addrs[leader as usize - 1];
+    // Broker 1 can apply the committed topic before the leader does; until the leader has,
+    // it answers the retriable UNKNOWN_TOPIC_OR_PARTITION, which a client would retry.
+    let leader_ctx = cluster.broker(leader).unwrap().context().clone();
+    while !leader_ctx.replicas.all_partitions().iter().any(|p| p.topic == "replicated" && p.is_leader()) {
+        assert!(started.elapsed() < DEADLINE, "broker {leader} never became the leader it is named as");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut to_leader = Client::connect(leader_inter).await;
     for round in 0..3 {
         let p = to_leader.produce("replicated", 0, batches::values(&format!("r{round}-"), 10)).await;
