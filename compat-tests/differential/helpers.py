@@ -51,10 +51,8 @@ def wait_ready(conn, name, partitions=1, timeout=20.0):
         md = conn.call("Metadata", 12, topics=[{"name": name}], allow_auto_topic_creation=False)
         t = md["topics"][0]
         if t["error_code"] == 0 and len(t["partitions"]) == partitions and all(p["leader_id"] >= 0 for p in t["partitions"]):
-            served = conn.call("ListOffsets", 7, replica_id=-1, isolation_level=0, topics=[{
-                "name": name, "partitions": [{"partition_index": p["partition_index"], "timestamp": -1,
-                                              "current_leader_epoch": -1} for p in t["partitions"]]}])
-            if all(p["error_code"] != NOT_LEADER_OR_FOLLOWER for p in served["topics"][0]["partitions"]):
+            served = list_offsets_of(conn, name, -1, [p["partition_index"] for p in t["partitions"]])
+            if all(p["error_code"] != NOT_LEADER_OR_FOLLOWER for p in served):
                 return t
         if time.time() > deadline:
             raise AssertionError(f"topic {name} not ready: {t}")
@@ -107,10 +105,15 @@ def fetch(conn, name, offset, partition=0, version=12, max_wait_ms=0, tid=None):
 
 
 def list_offsets(conn, name, timestamp, partition=0, version=7):
+    return list_offsets_of(conn, name, timestamp, [partition], version)[0]
+
+
+def list_offsets_of(conn, name, timestamp, partitions, version=7):
+    """One ListOffsets for `partitions` of `name`: the partition responses, in order."""
     r = conn.call("ListOffsets", version, replica_id=-1, isolation_level=0, topics=[{
-        "name": name, "partitions": [{"partition_index": partition, "timestamp": timestamp, "current_leader_epoch": -1}]}])
-    p = r["topics"][0]["partitions"][0]
-    return p
+        "name": name, "partitions": [{"partition_index": i, "timestamp": timestamp, "current_leader_epoch": -1}
+                                     for i in partitions]}])
+    return r["topics"][0]["partitions"]
 
 
 def delete_records(conn, name, offset, partition=0):
