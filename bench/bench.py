@@ -154,11 +154,16 @@ def proc_status(pid: int) -> dict:
 
 
 def proc_cpu_seconds(pid: int) -> float:
+    return sum(proc_cpu_split(pid))
+
+
+def proc_cpu_split(pid: int) -> tuple:
+    """(user, system) CPU seconds of `pid` so far; (0, 0) once it is gone."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / HZ
+        return int(fields[11]) / HZ, int(fields[12]) / HZ
     except (OSError, IndexError):
-        return 0.0
+        return 0.0, 0.0
 
 
 def proc_start_boottime(pid: int) -> float:

@@ -44,6 +44,7 @@ import statistics
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -61,6 +62,7 @@ RECORD_SIZE = single.RECORD_SIZE
 HOSTS = ["n1", "n2", "n3"]
 PARTITIONS = 3
 CONTROLLER_PORT = 9093
+HTTP_PORT = 9644
 ACKS_ALL = single.ACKS["all"] + single.BATCHING["default"]
 
 # FULL: a few minutes per round and system (not yet timed on a quiet machine; the smoke
@@ -99,6 +101,11 @@ class Cluster:
     def pids(self):
         return [n.proc.pid for n in self.live()]
 
+    def counters(self):
+        """Broker-side counters summed over the live nodes, for the round's load record
+        (empty where the system exposes none to us)."""
+        return {}
+
     def start(self):
         self.net = netns.Network(HOSTS).up()
         try:
@@ -129,12 +136,34 @@ class RunnelCluster(Cluster):
         self.nodes = [netns.Node(net, h, self.binary, self.workdir / h, die_with_parent=True,
                                  extra_args=["--node-id", i + 1,
                                              "--controller-listen", f"{net.ips[h]}:{CONTROLLER_PORT}",
-                                             "--controller-quorum-voters", voters])
+                                             "--controller-quorum-voters", voters,
+                                             "--http-listen", f"{net.ips[h]}:{HTTP_PORT}"])
                       for i, h in enumerate(HOSTS)]
         for n in self.nodes:
             n.launch()
         for n in self.nodes:
             n.wait_listening(60)
+
+
+    def counters(self):
+        """Produce and Fetch requests (the followers' fetches among them), ISR shrinks and
+        expands, from each live broker's /metrics. A broker that does not answer is left
+        out (a killed one, or one starting)."""
+        wanted = {'requests_total{api="Produce"}': "produce requests",
+                  'requests_total{api="Fetch"}': "fetch requests",
+                  "isr_shrinks_total": "isr shrinks", "isr_expands_total": "isr expands"}
+        total = dict.fromkeys(wanted.values(), 0.0)
+        for n in self.live():
+            try:
+                url = f"http://{self.net.ips[n.host]}:{HTTP_PORT}/metrics"
+                text = urllib.request.urlopen(url, timeout=2).read().decode()
+            except OSError:
+                continue
+            for line in text.splitlines():
+                name, _, value = line.rpartition(" ")
+                if name in wanted:
+                    total[wanted[name]] += float(value)
+        return total
 
 
 class KafkaCluster(Cluster):
@@ -203,6 +232,10 @@ def controller_leader(cluster, franz, deadline_s=60.0):
 
 def cpu_seconds(pids):
     return sum(single.proc_cpu_seconds(p) for p in pids)
+
+
+def system_cpu_seconds(pids):
+    return sum(single.proc_cpu_split(p)[1] for p in pids)
 
 
 def percentile(values, q):
@@ -342,17 +375,27 @@ def one_round(cluster, cfg, rdkafka_bin, franz, record):
 
     def step(figure, fn):
         pids = cluster.pids()
-        c0, w0 = cpu_seconds(pids), time.monotonic()
+        n0 = cluster.counters()
+        c0, s0, w0 = cpu_seconds(pids), system_cpu_seconds(pids), time.monotonic()
         try:
             res = fn()
         except Exception as e:  # noqa: BLE001  recorded, reported, never fatal here
             res = e
         load = {"seconds": round(time.monotonic() - w0, 2),
                 "broker_cores": round((cpu_seconds(pids) - c0) / max(time.monotonic() - w0, 1e-6), 2),
+                # The kernel's share: on this VM the first touch of a page the host took back
+                # costs ~3 ms of system time per MiB (bench/README.md), paid per MiB of new
+                # page cache, so it moves with how much of the machine's free memory is backed.
+                "brokers system CPU s": round(system_cpu_seconds(pids) - s0, 2),
                 "loadavg1": round(os.getloadavg()[0], 2)}
+        n1 = cluster.counters()
+        load.update({k: n1[k] - n0[k] for k in n0.keys() & n1.keys()})
         if isinstance(res, dict) and "_records" in res:
             mib = res.pop("_records") * RECORD_SIZE / 2**20
             res["brokers CPU ms/MiB"] = (cpu_seconds(pids) - c0) * 1000.0 / mib
+            for k in ("produce requests", "fetch requests"):
+                if k in load:
+                    load[f"{k}/MiB"] = round(load[k] / mib, 1)
         record(figure, res, load)
         if isinstance(res, dict):
             log(f"{cluster.name}: {figure}: " + ", ".join(f"{k} {v:,.2f}" for k, v in res.items()))
