@@ -3,8 +3,8 @@
 //! Framing: `length: u32 BE | payload`, the payload a JSON [`Request`] or [`Response`].
 //! One request at a time per connection, each answered before the next is read. A
 //! length above [`MAX_FRAME`] or a payload that does not parse is a protocol error: the
-//! reader closes the connection (it never allocates a size read from the wire beyond
-//! the cap).
+//! reader closes the connection. The payload's buffer grows with the bytes that arrive,
+//! never to the length a peer claims.
 
 use openraft::error::{InstallSnapshotError, RaftError};
 use openraft::raft::{
@@ -150,8 +150,11 @@ pub async fn read_frame<R: AsyncReadExt + Unpin, T: DeserializeOwned>(r: &mut R)
             format!("frame length {len} exceeds {MAX_FRAME}"),
         ));
     }
-    let mut payload = vec![0u8; len];
-    r.read_exact(&mut payload).await?;
+    let mut payload = Vec::new();
+    (&mut *r).take(len as u64).read_to_end(&mut payload).await?;
+    if payload.len() < len {
+        return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "frame cut short"));
+    }
     serde_json::from_slice(&payload).map(Some).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
 }
 
@@ -174,5 +177,10 @@ mod tests {
         garbage.extend_from_slice(b"{x}");
         let err = read_frame::<_, Request>(&mut &garbage[..]).await.unwrap_err();
         assert_eq!(err.kind(), std::io::ErrorKind::InvalidData);
+        // A length at the cap with a few bytes behind it: the stream ends inside the frame.
+        let mut cut = (MAX_FRAME as u32).to_be_bytes().to_vec();
+        cut.extend_from_slice(b"{\"Forward\"");
+        let err = read_frame::<_, Request>(&mut &cut[..]).await.unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
     }
 }
