@@ -102,8 +102,8 @@ class Cluster:
         return [n.proc.pid for n in self.live()]
 
     def counters(self):
-        """Broker-side counters summed over the live nodes, for the round's load record
-        (empty where the system exposes none to us)."""
+        """Broker-side counters of each live broker process, {pid: {name: value}}, for the
+        round's load record (empty where the system exposes none to us)."""
         return {}
 
     def start(self):
@@ -152,18 +152,30 @@ class RunnelCluster(Cluster):
         wanted = {'requests_total{api="Produce"}': "produce requests",
                   'requests_total{api="Fetch"}': "fetch requests",
                   "isr_shrinks_total": "isr shrinks", "isr_expands_total": "isr expands"}
-        total = dict.fromkeys(wanted.values(), 0.0)
+        out = {}
         for n in self.live():
             try:
                 url = f"http://{self.net.ips[n.host]}:{HTTP_PORT}/metrics"
                 text = urllib.request.urlopen(url, timeout=2).read().decode()
             except OSError:
                 continue
+            values = dict.fromkeys(wanted.values(), 0.0)
             for line in text.splitlines():
                 name, _, value = line.rpartition(" ")
                 if name in wanted:
-                    total[wanted[name]] += float(value)
-        return total
+                    values[wanted[name]] = float(value)
+            out[n.proc.pid] = values
+        return out
+
+
+def counter_deltas(before, after):
+    """Each counter's growth, summed over the broker processes alive at both reads (a
+    broker killed or restarted during the step is left out, not counted negative)."""
+    total = {}
+    for pid in before.keys() & after.keys():
+        for k, v in after[pid].items():
+            total[k] = total.get(k, 0.0) + v - before[pid].get(k, 0.0)
+    return total
 
 
 class KafkaCluster(Cluster):
@@ -389,7 +401,7 @@ def one_round(cluster, cfg, rdkafka_bin, franz, record):
                 "brokers system CPU s": round(system_cpu_seconds(pids) - s0, 2),
                 "loadavg1": round(os.getloadavg()[0], 2)}
         n1 = cluster.counters()
-        load.update({k: n1[k] - n0[k] for k in n0.keys() & n1.keys()})
+        load.update(counter_deltas(n0, n1))
         if isinstance(res, dict) and "_records" in res:
             mib = res.pop("_records") * RECORD_SIZE / 2**20
             res["brokers CPU ms/MiB"] = (cpu_seconds(pids) - c0) * 1000.0 / mib
