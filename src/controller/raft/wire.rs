@@ -150,7 +150,9 @@ pub async fn read_frame<R: AsyncReadExt + Unpin, T: DeserializeOwned>(r: &mut R)
             format!("frame length {len} exceeds {MAX_FRAME}"),
         ));
     }
-    let mut payload = Vec::new();
+    // Most frames (heartbeats, votes, forwarded operations) are small; a peer's claim
+    // reserves at most 64 KiB, and a larger frame grows as its bytes arrive.
+    let mut payload = Vec::with_capacity(len.min(64 << 10));
     (&mut *r).take(len as u64).read_to_end(&mut payload).await?;
     if payload.len() < len {
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "frame cut short"));
