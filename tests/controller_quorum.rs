@@ -249,6 +249,46 @@ fn a_new_quorum_leader_wakes_whoever_waits_for_one() {
     assert!(now.leader.is_some_and(|l| l != leader) && now.term > seen.term, "{seen:?} then {now:?}");
 }
 
+/// A leader that hangs (SIGSTOP, a stall) still accepts connections on its controller
+/// listener and answers nothing. An operation a follower forwards to it goes to the new
+/// leader once the others have elected one, not after the operation's whole timeout.
+/// Broker heartbeats are such operations: held until that timeout (15 s), every broker
+/// missed the new leader's first session (9 s from its election), and it fenced them all
+/// (seen in a fault run: a 12 s SIGSTOP of the leader left every partition leaderless).
+/// Elections are slow here, so the forward surely goes to the hung leader first.
+#[test]
+fn a_forward_to_a_leader_that_hangs_goes_to_the_new_leader() {
+    let tuning = RaftTuning { election_timeout_min_ms: 2_000, election_timeout_max_ms: 3_000, ..RaftTuning::default() };
+    let mut cluster = Cluster::start(tuning);
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
+    admit_all(&cluster);
+    let leader = cluster.agreed_leader().unwrap();
+    let follower = (1..=3).find(|&id| id != leader).unwrap();
+
+    // In the leader's place, a listener that accepts connections and never answers.
+    let addr = cluster.addrs[leader as usize - 1];
+    cluster.stop(leader);
+    let hung = cluster.rt.block_on(tokio::net::TcpListener::bind(addr)).unwrap();
+    let holding = cluster.rt.spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((conn, _)) = hung.accept().await {
+            held.push(conn);
+        }
+    });
+    let before = cluster.node(follower).leader();
+    let started = Instant::now();
+    let created = cluster.node(follower).create_topic(&topic("past-a-hung-leader", 1, 1), false);
+    eprintln!(
+        "forwarded while node {follower} saw leader {before:?}: {:?} after {:?}",
+        created.is_ok(),
+        started.elapsed()
+    );
+    assert!(created.is_ok(), "{created:?}");
+    assert!(cluster.node(follower).leader().is_some_and(|l| l != leader));
+    holding.abort();
+}
+
 /// A leader restarted before the others' election timeout resumes its term (openraft
 /// restores a committed leadership at startup): term and leader stay what the watcher
 /// saw, but the leader connects to it anew, and that ends the wait too. Elections are

@@ -10,6 +10,7 @@ and, with FAULT_RESULTS=<file>, appended as JSON lines (scripts/faults-soak.sh).
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -354,6 +355,27 @@ def test_cluster_controller_leader_kill(tmp_path, cluster3, franz_bin):
 
     cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-kill", new_topic("controller"), fault,
                      lambda: hit.node.start(60))
+
+
+def test_cluster_controller_leader_pause(tmp_path, cluster3, franz_bin):
+    """SIGSTOP the controller quorum leader past the broker session timeout: the other
+    voters elect a new one and it fences the paused broker only. The paused leader still
+    accepts connections; the brokers' heartbeats forwarded to it once waited there for
+    the operation timeout (15 s), past the new leader's first session (9 s from its
+    election), and it fenced every broker, leaving every partition leaderless."""
+    net, nodes = cluster3
+    hit = Target()
+
+    def fault():
+        hit.node = controller_leader(net, nodes, franz_bin)
+        hit.node.pause()
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-pause", new_topic("controller"), fault,
+                     lambda: hit.node.resume())
+    paused = nodes.index(hit.node) + 1
+    fenced = {int(m) for n in nodes
+              for m in re.findall(r"broker session expired; fencing it node_id=(\d+)", n.log_path.read_text())}
+    assert fenced <= {paused}, f"fenced {sorted(fenced)}, paused node {paused}"
 
 
 # Kafka's replication test matrix (tests/kafkatest/tests/core/replication_test.py): each

@@ -34,13 +34,27 @@ impl Core {
                 Some(l) => {
                     let addr = self.voters.get(&l).cloned().unwrap_or_default();
                     let timeout = deadline.saturating_duration_since(Instant::now());
-                    match self.forwarder.forward(&addr, &op, timeout).await {
-                        Ok(result) => result,
-                        // Not sent: safe to try again.
-                        Err(CallError::Connect { .. }) => Err(ForwardError::NotLeader),
-                        // Maybe done, maybe not: the caller decides (as a Kafka client
-                        // retrying after a timeout does).
-                        Err(e) => return Err(ControllerError::NotController(e.to_string())),
+                    let term = self.raft.metrics().borrow().current_term;
+                    tokio::select! {
+                        forwarded = self.forwarder.forward(&addr, &op, timeout) => match forwarded {
+                            Ok(result) => result,
+                            // Not sent: safe to try again.
+                            Err(CallError::Connect { .. }) => Err(ForwardError::NotLeader),
+                            // Maybe done, maybe not: the caller decides (as a Kafka client
+                            // retrying after a timeout does).
+                            Err(e) => return Err(ControllerError::NotController(e.to_string())),
+                        },
+                        // A leader that stopped answering but still accepts connections
+                        // (paused, hung) held every forward until the deadline: broker
+                        // heartbeats among them, so a new leader, which gives each broker
+                        // one session from its election, fenced every broker at once.
+                        // Send it to the new leader instead, as Kafka's channel to the
+                        // controller resends to a new one. (An operation the old leader
+                        // had replicated before it stopped is committed by the new one,
+                        // so the second try may find it done: a heartbeat does not mind,
+                        // CreateTopics answers TOPIC_ALREADY_EXISTS, as after a retried
+                        // timeout.)
+                        () = self.leader_moved_from(term, l) => Err(ForwardError::NotLeader),
                     }
                 }
                 None => Err(ForwardError::NotLeader),
@@ -58,6 +72,17 @@ impl Core {
                 }
                 Err(e) => return Err(e.into_controller_error()),
             }
+        }
+    }
+
+    /// Resolves once this node knows of a leader other than `l` in `term` (a new term or
+    /// another node); never while `l` is still the one it knows.
+    async fn leader_moved_from(&self, term: u64, l: NodeId) {
+        let mut metrics = self.raft.metrics();
+        let moved =
+            metrics.wait_for(|m| m.current_leader.is_some() && (m.current_term, m.current_leader) != (term, Some(l)));
+        if moved.await.is_err() {
+            std::future::pending::<()>().await;
         }
     }
 
