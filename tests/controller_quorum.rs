@@ -143,9 +143,12 @@ fn topic(name: &str, partitions: i32, replication_factor: i16) -> NewTopic {
     NewTopic { name: name.into(), num_partitions: partitions, replication_factor, assignments: vec![], configs: vec![] }
 }
 
-/// Brokers register fenced; two heartbeats of one incarnation let each in (what a
-/// Broker's heartbeat loop does).
+/// Once the nodes agree on a leader and every broker is registered (they register
+/// fenced): two heartbeats of one incarnation let each in (what a Broker's heartbeat
+/// loop does).
 fn admit_all(cluster: &Cluster) {
+    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
+    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
     for c in cluster.running() {
         let incarnation = uuid::Uuid::new_v4();
         c.heartbeat(incarnation, false).unwrap();
@@ -165,7 +168,6 @@ fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
     let mut cluster = Cluster::start(RaftTuning::default());
     let elected = wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
     eprintln!("first leader agreed after {elected:?}");
-    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
     let leader = cluster.agreed_leader().unwrap();
     let follower = (1..=3).find(|&id| id != leader).unwrap();
@@ -260,8 +262,6 @@ fn a_new_quorum_leader_wakes_whoever_waits_for_one() {
 fn a_forward_to_a_leader_that_hangs_goes_to_the_new_leader() {
     let tuning = RaftTuning { election_timeout_min_ms: 2_000, election_timeout_max_ms: 3_000, ..RaftTuning::default() };
     let mut cluster = Cluster::start(tuning);
-    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
-    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
     let leader = cluster.agreed_leader().unwrap();
     let follower = (1..=3).find(|&id| id != leader).unwrap();
@@ -300,7 +300,6 @@ fn a_restarted_leader_that_resumes_its_term_wakes_whoever_waits() {
     wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
     let leader = cluster.agreed_leader().unwrap();
     let watcher = (1..=3).find(|&id| id != leader).unwrap();
-    wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
     let seen = settled_leadership(&cluster, watcher);
 
@@ -338,8 +337,6 @@ fn a_restarted_leader_that_resumes_its_term_wakes_whoever_waits() {
 fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
     let tuning = RaftTuning { snapshot_every_entries: 5, keep_entries_after_snapshot: 0, ..RaftTuning::default() };
     let mut cluster = Cluster::start(tuning);
-    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
-    wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
     let leader = cluster.agreed_leader().unwrap();
     let lagging = (1..=3).find(|&id| id != leader).unwrap();
@@ -371,8 +368,6 @@ fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
 #[test]
 fn a_broker_only_node_follows_the_log_and_forwards_changes() {
     let cluster = Cluster::start(RaftTuning::default());
-    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
-    wait_until("every broker is registered", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
     cluster.node(1).create_topic(&topic("before-join", 1, 1), false).unwrap();
     let dir = tempfile::tempdir().unwrap();
@@ -401,8 +396,6 @@ fn a_broker_only_node_follows_the_log_and_forwards_changes() {
 #[test]
 fn leadership_returns_to_the_preferred_replicas_by_itself() {
     let cluster = Cluster::start_with(RaftTuning::default(), Some(Duration::from_millis(200)));
-    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
-    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
     let created = cluster.node(1).create_topic(&topic("spread", 3, 3), false).unwrap();
     let preferred = |c: &Controller| -> Vec<bool> {
@@ -442,8 +435,6 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
 #[test]
 fn a_leader_that_loses_its_quorum_mid_write_answers_in_bounded_time() {
     let mut cluster = Cluster::start(RaftTuning::default());
-    wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
-    wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
     admit_all(&cluster);
     let leader = cluster.agreed_leader().unwrap();
     let node = std::sync::Arc::new(cluster.nodes[leader as usize - 1].take().expect("the leader runs"));

@@ -265,6 +265,15 @@ def on_leader(net, nodes, franz, topic, hit, act):
     return fault
 
 
+def on_controller(net, nodes, franz, hit, act):
+    """A fault that finds the current controller quorum leader, records it in `hit` and
+    does `act` to it."""
+    def fault():
+        hit.node = controller_leader(net, nodes, franz)
+        act(hit.node)
+    return fault
+
+
 def cluster_scenario(tmp_path, net, nodes, franz, name, topic, fault, heal, hold=CLUSTER_HOLD):
     nemesis = Nemesis(name, fault, heal, hold=hold, gap=4.0)
     return run_scenario(tmp_path, net, nodes, franz, nemesis, writers=3, partitions=3, rf=3, min_isr=2,
@@ -348,11 +357,7 @@ def test_cluster_controller_leader_kill(tmp_path, cluster3, franz_bin):
     killed node restarts, catches up the metadata log and rejoins."""
     net, nodes = cluster3
     hit = Target()
-
-    def fault():
-        hit.node = controller_leader(net, nodes, franz_bin)
-        hit.node.kill()
-
+    fault = on_controller(net, nodes, franz_bin, hit, netns.Node.kill)
     cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-kill", new_topic("controller"), fault,
                      lambda: hit.node.start(60))
 
@@ -365,11 +370,7 @@ def test_cluster_controller_leader_pause(tmp_path, cluster3, franz_bin):
     election), and it fenced every broker, leaving every partition leaderless."""
     net, nodes = cluster3
     hit = Target()
-
-    def fault():
-        hit.node = controller_leader(net, nodes, franz_bin)
-        hit.node.pause()
-
+    fault = on_controller(net, nodes, franz_bin, hit, netns.Node.pause)
     cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-pause", new_topic("controller"), fault,
                      lambda: hit.node.resume())
     paused = nodes.index(hit.node) + 1
