@@ -144,7 +144,6 @@ class RunnelCluster(Cluster):
         for n in self.nodes:
             n.wait_listening(60)
 
-
     def counters(self):
         """Produce and Fetch requests (the followers' fetches among them), ISR shrinks and
         expands, from each live broker's /metrics. A broker that does not answer is left
@@ -243,11 +242,9 @@ def controller_leader(cluster, franz, deadline_s=60.0):
 
 
 def cpu_seconds(pids):
-    return sum(single.proc_cpu_seconds(p) for p in pids)
-
-
-def system_cpu_seconds(pids):
-    return sum(single.proc_cpu_split(p)[1] for p in pids)
+    """(all, system) CPU seconds of `pids` so far, from one read of each /proc/PID/stat."""
+    splits = [single.proc_cpu_split(p) for p in pids]
+    return sum(u + s for u, s in splits), sum(s for _, s in splits)
 
 
 def percentile(values, q):
@@ -388,23 +385,24 @@ def one_round(cluster, cfg, rdkafka_bin, franz, record):
     def step(figure, fn):
         pids = cluster.pids()
         n0 = cluster.counters()
-        c0, s0, w0 = cpu_seconds(pids), system_cpu_seconds(pids), time.monotonic()
+        (c0, s0), w0 = cpu_seconds(pids), time.monotonic()
         try:
             res = fn()
         except Exception as e:  # noqa: BLE001  recorded, reported, never fatal here
             res = e
-        load = {"seconds": round(time.monotonic() - w0, 2),
-                "broker_cores": round((cpu_seconds(pids) - c0) / max(time.monotonic() - w0, 1e-6), 2),
+        (c1, s1), w1 = cpu_seconds(pids), time.monotonic()
+        load = {"seconds": round(w1 - w0, 2),
+                "broker_cores": round((c1 - c0) / max(w1 - w0, 1e-6), 2),
                 # The kernel's share: on this VM the first touch of a page the host took back
-                # costs ~3 ms of system time per MiB (bench/README.md), paid per MiB of new
+                # costs ~8 ms of system time per MiB (bench/README.md), paid per MiB of new
                 # page cache, so it moves with how much of the machine's free memory is backed.
-                "brokers system CPU s": round(system_cpu_seconds(pids) - s0, 2),
+                "brokers system CPU s": round(s1 - s0, 2),
                 "loadavg1": round(os.getloadavg()[0], 2)}
         n1 = cluster.counters()
         load.update(counter_deltas(n0, n1))
         if isinstance(res, dict) and "_records" in res:
             mib = res.pop("_records") * RECORD_SIZE / 2**20
-            res["brokers CPU ms/MiB"] = (cpu_seconds(pids) - c0) * 1000.0 / mib
+            res["brokers CPU ms/MiB"] = (c1 - c0) * 1000.0 / mib
             for k in ("produce requests", "fetch requests"):
                 if k in load:
                     load[f"{k}/MiB"] = round(load[k] / mib, 1)
