@@ -171,6 +171,14 @@ async fn a_stopping_broker_sends_clients_to_the_new_leader_before_it_closes() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let follower = 3 - leader;
+    // The leader's own image too: a broker that does not yet see a live follower in the
+    // ISR has nothing to move, and stops without the grace.
+    let mut on_leader = Client::connect(brokers[leader as usize - 1].local_addr()).await;
+    while on_leader.metadata(&["moving"]).await.topics[0].partitions.first().map(|p| p.isr_nodes.len()) != Some(2) {
+        assert!(started.elapsed() < DEADLINE, "the leader never saw its follower in sync");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    drop(on_leader);
     let stopping = brokers.remove(leader as usize - 1);
     let staying = brokers.remove(0);
     let (stopping_addr, staying_addr) = (stopping.local_addr(), staying.local_addr());
