@@ -40,7 +40,8 @@ impl MetadataDelta {
                 | MetadataRecord::BrokerFenced { .. }
                 | MetadataRecord::BrokerControlledShutdown { .. }
                 | MetadataRecord::ProducerIds { .. }
-                | MetadataRecord::ClientMetricsConfig { .. } => {}
+                | MetadataRecord::ClientMetricsConfig { .. }
+                | MetadataRecord::BrokerConfig { .. } => {}
             }
         }
         d

@@ -109,12 +109,33 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// KIP-714 client-metrics subscriptions: name → configs (never empty).
     pub client_metrics: BTreeMap<String, BTreeMap<String, String>>,
+    /// Dynamic broker configs (`broker_config.rs`): resource (a node id, or "" for the
+    /// cluster default) → configs (never empty).
+    pub broker_configs: BTreeMap<String, BTreeMap<String, String>>,
     /// Brokers in controlled shutdown (KIP-841): still serving while their leadership
     /// moves off, but elected nowhere and kept out of ISRs. Cleared when the broker is
     /// fenced or let back in.
     pub controlled_shutdown: BTreeSet<i32>,
     /// Number of records applied: the metadata offset this image reflects.
     pub offset: u64,
+}
+
+/// Sets (`Some`) or removes (`None`) config `name` of `resource`; a resource left with no
+/// configs is gone.
+fn set_config(
+    resources: &mut BTreeMap<String, BTreeMap<String, String>>,
+    resource: &str,
+    name: &str,
+    value: Option<&String>,
+) {
+    let configs = resources.entry(resource.to_owned()).or_default();
+    match value {
+        Some(v) => configs.insert(name.to_owned(), v.clone()),
+        None => configs.remove(name),
+    };
+    if configs.is_empty() {
+        resources.remove(resource);
+    }
 }
 
 impl MetadataImage {
@@ -200,14 +221,10 @@ impl MetadataImage {
                 }
             }
             MetadataRecord::ClientMetricsConfig { subscription, name, value } => {
-                let configs = self.client_metrics.entry(subscription.clone()).or_default();
-                match value {
-                    Some(v) => configs.insert(name.clone(), v.clone()),
-                    None => configs.remove(name),
-                };
-                if configs.is_empty() {
-                    self.client_metrics.remove(subscription);
-                }
+                set_config(&mut self.client_metrics, subscription, name, value.as_ref());
+            }
+            MetadataRecord::BrokerConfig { resource, name, value } => {
+                set_config(&mut self.broker_configs, resource, name, value.as_ref());
             }
             MetadataRecord::ProducerIds { next_producer_id } => {
                 self.next_producer_id = self.next_producer_id.max(*next_producer_id);
@@ -279,6 +296,15 @@ impl MetadataImage {
             for (name, value) in configs {
                 out.push(MetadataRecord::ClientMetricsConfig {
                     subscription: subscription.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        for (resource, configs) in &self.broker_configs {
+            for (name, value) in configs {
+                out.push(MetadataRecord::BrokerConfig {
+                    resource: resource.clone(),
                     name: name.clone(),
                     value: Some(value.clone()),
                 });

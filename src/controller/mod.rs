@@ -8,6 +8,7 @@
 //! `metadata_log.rs` is the pre-Raft single-node log, read once as the base of a data
 //! dir written before the quorum.
 
+pub mod broker_config;
 pub mod broker_liveness;
 pub mod client_metrics;
 pub mod cluster_ops;

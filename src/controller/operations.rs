@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::image::{BrokerImage, MetadataImage, TopicImage};
 use super::partition_change::ElectionType;
 use super::records::{Endpoint, MetadataRecord};
-use super::{client_metrics, placement, topic_config, ControllerError};
+use super::{broker_config, client_metrics, placement, topic_config, ControllerError};
 
 /// Kafka's limit on topic name length.
 const MAX_TOPIC_NAME_LEN: usize = 249;
@@ -65,6 +65,13 @@ pub enum ControllerOp {
     /// gone with its last).
     AlterClientMetrics {
         subscription: String,
+        changes: Vec<ConfigChange>,
+        validate_only: bool,
+    },
+    /// Change dynamic broker configs: one broker's (`resource` = its node id) or the
+    /// cluster default's (`resource` = "").
+    AlterBrokerConfigs {
+        resource: String,
         changes: Vec<ConfigChange>,
         validate_only: bool,
     },
@@ -139,7 +146,8 @@ impl ControllerOp {
             ControllerOp::CreateTopic { validate_only, .. }
             | ControllerOp::CreatePartitions { validate_only, .. }
             | ControllerOp::AlterTopicConfigs { validate_only, .. }
-            | ControllerOp::AlterClientMetrics { validate_only, .. } => *validate_only,
+            | ControllerOp::AlterClientMetrics { validate_only, .. }
+            | ControllerOp::AlterBrokerConfigs { validate_only, .. } => *validate_only,
             _ => false,
         }
     }
@@ -163,6 +171,7 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::AlterClientMetrics { subscription, changes, .. } => {
             alter_client_metrics(image, subscription, changes)
         }
+        ControllerOp::AlterBrokerConfigs { resource, changes, .. } => broker_config::alter(image, resource, changes),
         // A membership change, not a metadata record: the leader carries it out itself.
         ControllerOp::AddObserver { .. } => Ok(Vec::new()),
         // Decided with the leader's view of broker liveness (`cluster_ops.rs`).

@@ -454,6 +454,20 @@ impl Controller {
         })
     }
 
+    /// Change one broker's dynamic configs (`resource` = its node id) or the cluster
+    /// default's (`resource` = ""), all or none.
+    pub fn alter_broker_configs(
+        &self,
+        resource: &str,
+        changes: &[ConfigChange],
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let (resource, changes) = (resource.to_owned(), changes.to_vec());
+        self.run(move |core| async move {
+            core.submit(ControllerOp::AlterBrokerConfigs { resource, changes, validate_only }).await.map(drop)
+        })
+    }
+
     /// Hand out a fresh producer id; never reused, also across restarts and nodes: each
     /// node takes blocks of ids from the quorum.
     pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {

@@ -71,6 +71,14 @@ pub enum MetadataRecord {
         name: String,
         value: Option<String>,
     },
+    /// Set (`value: Some`) or remove (`None`) one dynamic broker config (Kafka's
+    /// ConfigRecord on a BROKER resource): `resource` is a node id, or "" for the
+    /// cluster-wide default.
+    BrokerConfig {
+        resource: String,
+        name: String,
+        value: Option<String>,
+    },
     /// Producer ids below `next_producer_id` are handed out; a restart continues above it.
     ProducerIds {
         next_producer_id: i64,

@@ -1,5 +1,7 @@
 //! DescribeConfigs, AlterConfigs and IncrementalAlterConfigs.
 
+use std::collections::BTreeMap;
+
 use kafka_protocol::error::ResponseError;
 use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
@@ -10,6 +12,7 @@ use kafka_protocol::messages::{
 };
 
 use super::str_bytes;
+use crate::controller::broker_config::{self, DYNAMIC_BROKER_CONFIGS};
 use crate::controller::client_metrics;
 use crate::controller::topic_config::{self, ConfigType, TOPIC_CONFIGS};
 use crate::controller::{ConfigChange, ControllerError, TopicImage};
@@ -21,6 +24,8 @@ pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_CLIENT_METRICS: i8 = 16;
 
 pub const SOURCE_TOPIC: i8 = 1;
+pub const SOURCE_DYNAMIC_BROKER: i8 = 2;
+pub const SOURCE_DYNAMIC_DEFAULT_BROKER: i8 = 3;
 pub const SOURCE_STATIC_BROKER: i8 = 4;
 pub const SOURCE_DEFAULT: i8 = 5;
 pub const SOURCE_CLIENT_METRICS: i8 = 7;
@@ -59,6 +64,34 @@ pub fn topic_config_entries(ctx: &Ctx, topic: &TopicImage) -> Vec<ConfigEntry> {
             ConfigEntry { name: def.name.to_owned(), value, source, config_type: def.ty.code(), doc: def.doc, synonyms }
         })
         .collect()
+}
+
+/// A BROKER resource's name: "" is the cluster-wide default (`None`), else it must be
+/// this broker's node id (an admin client sends each broker's own resource to it).
+/// Kafka's messages differ between describing and altering.
+fn broker_resource(ctx: &Ctx, name: &str, describing: bool) -> Result<Option<i32>, (ResponseError, String)> {
+    let node_id = ctx.config.node_id;
+    let refuse = |message: String| Err((ResponseError::InvalidRequest, message));
+    match name {
+        "" => Ok(None),
+        n if n == broker_config::resource_of(node_id) => Ok(Some(node_id)),
+        n if describing => {
+            refuse(format!("Unexpected broker id, expected {node_id} or empty string, but received {n}"))
+        }
+        n if n.parse::<i32>().is_err() => refuse(format!("Node id must be an integer, but it is: {n}")),
+        n => refuse(format!("Unexpected broker id, expected {node_id}, but received {n}")),
+    }
+}
+
+/// The configs set on a resource, which AlterConfigs replaces and IncrementalAlterConfigs
+/// changes.
+fn current_configs(ctx: &Ctx, resource_type: i8, name: &str) -> Option<BTreeMap<String, String>> {
+    let image = ctx.image();
+    match resource_type {
+        RESOURCE_CLIENT_METRICS => image.client_metrics.get(name).cloned(),
+        RESOURCE_BROKER => image.broker_configs.get(name).cloned(),
+        _ => image.topic(name).map(|t| t.configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
+    }
 }
 
 /// The name DescribeConfigs gives the inter-broker listener in `listeners` and
@@ -114,7 +147,7 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
         let class = crate::config::RACK_AWARE_REPLICA_SELECTOR.to_owned();
         entries.push(("replica.selector.class", class, ConfigType::Class));
     }
-    entries
+    let mut entries: Vec<ConfigEntry> = entries
         .into_iter()
         .map(|(name, value, ty)| ConfigEntry {
             name: name.to_owned(),
@@ -123,6 +156,40 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
             source: SOURCE_STATIC_BROKER,
             config_type: ty.code(),
             doc: "",
+        })
+        .collect();
+    entries.extend(dynamic_broker_entries(ctx, Some(c.node_id)));
+    entries.sort_by(|a, b| a.name.cmp(&b.name));
+    entries
+}
+
+/// The dynamic broker configs set for broker `node` or as the cluster default (`None`:
+/// the cluster default resource, which lists only its own), with the levels under each
+/// value as synonyms. As in Kafka, a throttle rate that is not set is not listed.
+fn dynamic_broker_entries(ctx: &Ctx, node: Option<i32>) -> Vec<ConfigEntry> {
+    let image = ctx.image();
+    let set_at = |resource: &str, name: &str| image.broker_configs.get(resource).and_then(|c| c.get(name)).cloned();
+    DYNAMIC_BROKER_CONFIGS
+        .iter()
+        .filter_map(|def| {
+            let mut synonyms = Vec::new();
+            if let Some(id) = node {
+                if let Some(v) = set_at(&broker_config::resource_of(id), def.name) {
+                    synonyms.push((def.name.to_owned(), v, SOURCE_DYNAMIC_BROKER));
+                }
+            }
+            if let Some(v) = set_at("", def.name) {
+                synonyms.push((def.name.to_owned(), v, SOURCE_DYNAMIC_DEFAULT_BROKER));
+            }
+            let (_, value, source) = synonyms.first()?.clone();
+            Some(ConfigEntry {
+                name: def.name.to_owned(),
+                value,
+                source,
+                config_type: ConfigType::Long.code(),
+                doc: def.doc,
+                synonyms,
+            })
         })
         .collect()
 }
@@ -172,15 +239,13 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
                         )
                     }
                 },
-                RESOURCE_BROKER => {
-                    let name = r.resource_name.as_str();
-                    if !name.is_empty() && name != ctx.config.node_id.to_string() {
-                        return base
-                            .with_error_code(ResponseError::InvalidRequest.code())
-                            .with_error_message(Some(str_bytes(format!("Unexpected broker id {name}"))));
+                RESOURCE_BROKER => match broker_resource(ctx, r.resource_name.as_str(), true) {
+                    Ok(None) => dynamic_broker_entries(ctx, None),
+                    Ok(Some(_)) => broker_config_entries(ctx),
+                    Err((code, message)) => {
+                        return base.with_error_code(code.code()).with_error_message(Some(str_bytes(message)))
                     }
-                    broker_config_entries(ctx)
-                }
+                },
                 RESOURCE_CLIENT_METRICS => client_metrics_entries(ctx, r.resource_name.as_str()),
                 other => {
                     return base
@@ -209,6 +274,7 @@ pub fn describe(ctx: &Ctx, req: DescribeConfigsRequest, version: i16) -> Describ
                     DescribeConfigsResourceResult::default()
                         .with_name(str_bytes(e.name))
                         .with_value(Some(str_bytes(e.value)))
+                        // Kafka reports the replication throttle rates read-only too.
                         .with_read_only(r.resource_type == RESOURCE_BROKER)
                         .with_config_source(e.source)
                         .with_is_sensitive(false)
@@ -260,14 +326,13 @@ async fn apply_changes(
                 Err(e) => Err((controller_error(&e), e.to_string())),
             }
         }
-        // No broker config is ever set dynamically, so deleting some changes nothing and
-        // succeeds, as it does on Kafka for configs that are not set
-        // (`kafka-reassign-partitions --verify` clears throttles this way).
-        RESOURCE_BROKER if changes.iter().all(|c| matches!(c, ConfigChange::Delete(_))) => Ok(()),
-        RESOURCE_BROKER => Err((
-            ResponseError::InvalidRequest,
-            "runnel does not support dynamic broker configs; set them in the config file".into(),
-        )),
+        RESOURCE_BROKER => {
+            broker_resource(ctx, name, false)?;
+            let resource = name.to_owned();
+            ctx.controller_op(move |c| c.alter_broker_configs(&resource, &changes, validate_only))
+                .await
+                .map_err(|e| (controller_error(&e), e.to_string()))
+        }
         RESOURCE_CLIENT_METRICS => {
             let subscription = name.to_owned();
             ctx.controller_op(move |c| c.alter_client_metrics(&subscription, &changes, validate_only))
@@ -292,15 +357,9 @@ pub async fn alter(ctx: &Ctx, req: AlterConfigsRequest, _version: i16) -> AlterC
                     .ok_or_else(|| (ResponseError::InvalidConfig, format!("Null value for {}", c.name.as_str())))?;
                 changes.push(ConfigChange::Set(c.name.to_string(), value.to_string()));
             }
-            let image = ctx.image();
-            let current: Vec<&String> = match r.resource_type {
-                RESOURCE_CLIENT_METRICS => image.client_metrics.get(&name).map(|c| c.keys().collect()),
-                _ => image.topic(&name).map(|t| t.configs.keys().collect()),
-            }
-            .unwrap_or_default();
-            for k in current {
+            for k in current_configs(ctx, r.resource_type, &name).unwrap_or_default().into_keys() {
                 if !r.configs.iter().any(|c| c.name.as_str() == k) {
-                    changes.push(ConfigChange::Delete(k.clone()));
+                    changes.push(ConfigChange::Delete(k));
                 }
             }
             Ok(changes)
@@ -331,11 +390,7 @@ pub async fn incremental_alter(
     for r in req.resources {
         {
             let name = r.resource_name.to_string();
-            let image = ctx.image();
-            let current: Option<std::collections::BTreeMap<String, String>> = match r.resource_type {
-                RESOURCE_CLIENT_METRICS => image.client_metrics.get(&name).cloned(),
-                _ => image.topic(&name).map(|t| t.configs.iter().map(|(k, v)| (k.clone(), v.clone())).collect()),
-            };
+            let current = current_configs(ctx, r.resource_type, &name);
             let changes = (|| {
                 let mut changes = Vec::new();
                 let mut seen = std::collections::HashSet::new();
@@ -365,6 +420,9 @@ pub async fn incremental_alter(
                                     )
                                 })?;
                                 (ty, String::new())
+                            } else if r.resource_type == RESOURCE_BROKER {
+                                // Every dynamic broker config is a LONG.
+                                (ConfigType::Long, String::new())
                             } else {
                                 let def = topic_config::find(&key).ok_or_else(|| {
                                     (ResponseError::InvalidConfig, format!("Unknown topic config name: {key}"))

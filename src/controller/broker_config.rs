@@ -1,0 +1,177 @@
+//! Dynamic broker configs: the broker settings an operator changes while the cluster runs
+//! (`kafka-configs --entity-type brokers`, `kafka-reassign-partitions --throttle`), kept
+//! in the metadata log like a topic's configs. Two levels, as in Kafka: one broker's
+//! (resource name = its node id) over the cluster-wide default (resource name "") over
+//! the static default.
+//!
+//! Only the configs below can change this way; the rest of a broker's settings come
+//! from its config file, and a request to change one is refused with Kafka's words.
+
+use std::collections::BTreeMap;
+
+use super::image::MetadataImage;
+use super::operations::ConfigChange;
+use super::records::MetadataRecord;
+use super::ControllerError;
+
+/// Bytes per second a leader sends to throttled replicas, summed over its partitions.
+pub const LEADER_REPLICATION_THROTTLED_RATE: &str = "leader.replication.throttled.rate";
+/// Bytes per second a follower fetches for throttled replicas.
+pub const FOLLOWER_REPLICATION_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
+
+/// Kafka's default for both rates, `Long.MAX_VALUE`: no throttle.
+pub const UNLIMITED_RATE: i64 = i64::MAX;
+
+/// A config that can change at runtime: its name and documentation (all are LONG ≥ 0
+/// with an unlimited default).
+pub struct DynamicBrokerConfigDef {
+    pub name: &'static str,
+    pub doc: &'static str,
+}
+
+pub const DYNAMIC_BROKER_CONFIGS: [DynamicBrokerConfigDef; 2] = [
+    DynamicBrokerConfigDef {
+        name: LEADER_REPLICATION_THROTTLED_RATE,
+        doc: "A long representing the upper bound (bytes/sec) on replication traffic for leaders enumerated in the property leader.replication.throttled.replicas (for each topic).",
+    },
+    DynamicBrokerConfigDef {
+        name: FOLLOWER_REPLICATION_THROTTLED_RATE,
+        doc: "A long representing the upper bound (bytes/sec) on replication traffic for followers enumerated in the property follower.replication.throttled.replicas (for each topic).",
+    },
+];
+
+/// Where a broker config's value comes from, most specific first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DynamicSource {
+    /// Set for this broker.
+    Broker,
+    /// Set as the cluster-wide default.
+    ClusterDefault,
+    /// Not set dynamically.
+    Default,
+}
+
+pub fn find(name: &str) -> Option<&'static DynamicBrokerConfigDef> {
+    DYNAMIC_BROKER_CONFIGS.iter().find(|d| d.name == name)
+}
+
+/// The resource name of one broker's configs.
+pub fn resource_of(node_id: i32) -> String {
+    node_id.to_string()
+}
+
+/// A dynamic config's value on broker `node_id` and where it comes from.
+pub fn effective(image: &MetadataImage, node_id: i32, name: &str) -> (i64, DynamicSource) {
+    let set = |resource: &str| image.broker_configs.get(resource).and_then(|c| c.get(name)).and_then(|v| parse(v));
+    if let Some(v) = set(&resource_of(node_id)) {
+        (v, DynamicSource::Broker)
+    } else if let Some(v) = set("") {
+        (v, DynamicSource::ClusterDefault)
+    } else {
+        (UNLIMITED_RATE, DynamicSource::Default)
+    }
+}
+
+fn parse(value: &str) -> Option<i64> {
+    value.trim().parse::<i64>().ok().filter(|v| *v >= 0)
+}
+
+/// Kafka's check of one value: a LONG, at least 0. Kafka's broker refuses any bad dynamic
+/// broker config with INVALID_REQUEST.
+fn validate(name: &str, value: &str) -> Result<(), ControllerError> {
+    if find(name).is_none() {
+        return Err(ControllerError::InvalidRequest(format!(
+            "Cannot update these configs dynamically: Set({name}); runnel updates only {} at runtime",
+            DYNAMIC_BROKER_CONFIGS.iter().map(|d| d.name).collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let bad =
+        |why: &str| ControllerError::InvalidRequest(format!("Invalid value {value} for configuration {name}: {why}"));
+    let v: i64 = value.trim().parse().map_err(|_| bad("Not a number of type LONG"))?;
+    if v < 0 {
+        return Err(bad("Value must be at least 0"));
+    }
+    Ok(())
+}
+
+/// The records that apply `changes` to broker resource `resource` ("" for the cluster
+/// default, else a node id), all or none. Deleting a config that is not set writes
+/// nothing, as it changes nothing.
+pub fn alter(
+    image: &MetadataImage,
+    resource: &str,
+    changes: &[ConfigChange],
+) -> Result<Vec<MetadataRecord>, ControllerError> {
+    if !resource.is_empty() && resource.parse::<i32>().map_or(true, |id| id < 0) {
+        return Err(ControllerError::InvalidRequest(format!("Invalid broker id {resource}")));
+    }
+    let mut result: BTreeMap<String, String> = image.broker_configs.get(resource).cloned().unwrap_or_default();
+    let mut records = Vec::new();
+    for change in changes {
+        let (name, value) = match change {
+            ConfigChange::Set(k, v) => {
+                validate(k, v)?;
+                result.insert(k.clone(), v.trim().to_owned());
+                (k, Some(v.trim().to_owned()))
+            }
+            ConfigChange::Delete(k) => {
+                if result.remove(k).is_none() {
+                    continue;
+                }
+                (k, None)
+            }
+        };
+        records.push(MetadataRecord::BrokerConfig { resource: resource.to_owned(), name: name.clone(), value });
+    }
+    Ok(records)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn apply(image: &mut MetadataImage, resource: &str, changes: &[ConfigChange]) {
+        for r in alter(image, resource, changes).unwrap() {
+            image.apply(&r);
+        }
+    }
+
+    #[test]
+    fn a_brokers_own_value_wins_over_the_cluster_default_which_wins_over_unlimited() {
+        let mut image = MetadataImage::default();
+        let rate = LEADER_REPLICATION_THROTTLED_RATE;
+        assert_eq!(effective(&image, 1, rate), (UNLIMITED_RATE, DynamicSource::Default));
+        apply(&mut image, "", &[ConfigChange::Set(rate.into(), "5000".into())]);
+        assert_eq!(effective(&image, 1, rate), (5000, DynamicSource::ClusterDefault));
+        apply(&mut image, "1", &[ConfigChange::Set(rate.into(), " 100 ".into())]);
+        assert_eq!(effective(&image, 1, rate), (100, DynamicSource::Broker));
+        assert_eq!(effective(&image, 2, rate), (5000, DynamicSource::ClusterDefault));
+        assert_eq!(effective(&image, 1, FOLLOWER_REPLICATION_THROTTLED_RATE).1, DynamicSource::Default);
+        apply(&mut image, "1", &[ConfigChange::Delete(rate.into())]);
+        assert_eq!(effective(&image, 1, rate), (5000, DynamicSource::ClusterDefault));
+        // The snapshot carries them.
+        let again = MetadataImage::from_records(&image.to_records(), image.offset);
+        assert_eq!(again.broker_configs, image.broker_configs);
+    }
+
+    #[test]
+    fn refused_changes_write_nothing_and_say_why_in_kafkas_terms() {
+        let image = MetadataImage::default();
+        let set = |k: &str, v: &str| vec![ConfigChange::Set(k.into(), v.into())];
+        let rate = FOLLOWER_REPLICATION_THROTTLED_RATE;
+        assert!(matches!(alter(&image, "1", &set("broker.id", "7")), Err(ControllerError::InvalidRequest(_))));
+        assert!(
+            matches!(alter(&image, "1", &set(rate, "abc")), Err(ControllerError::InvalidRequest(m)) if m.contains("LONG"))
+        );
+        assert!(
+            matches!(alter(&image, "1", &set(rate, "-5")), Err(ControllerError::InvalidRequest(m)) if m.contains("at least 0"))
+        );
+        assert!(matches!(alter(&image, "x", &set(rate, "5")), Err(ControllerError::InvalidRequest(_))));
+        // One bad change refuses them all.
+        let mixed = vec![ConfigChange::Set(rate.into(), "5".into()), ConfigChange::Set("log.dirs".into(), "/x".into())];
+        assert!(alter(&image, "1", &mixed).is_err());
+        // Deleting what is not set changes nothing (`kafka-reassign-partitions --verify`
+        // clears throttles that may never have been set).
+        assert_eq!(alter(&image, "1", &[ConfigChange::Delete(rate.into())]).unwrap(), vec![]);
+    }
+}
