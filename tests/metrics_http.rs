@@ -244,6 +244,9 @@ async fn health_ready_and_metrics_after_real_traffic() {
     {
         assert_eq!(value(&m, zero, &[]), 0.0, "{zero}");
     }
+    for side in ["leader", "follower"] {
+        assert_eq!(value(&m, "replication_throttled_bytes_total", &[("side", side)]), 0.0, "{side}");
+    }
     let disk = value(&m, "broker_disk_used_ratio", &[]);
     assert!((0.0..=1.0).contains(&disk), "{disk}");
 

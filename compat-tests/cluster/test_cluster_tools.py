@@ -4,7 +4,8 @@ describes the controller quorum and follows a controller failover, `kafka-topics
 --describe` shows leaders, replicas and ISRs as they change, and `kafka-leader-election`
 moves leadership back to the preferred replica after a broker's restart;
 `kafka-reassign-partitions` moves a partition's replicas to another broker with its
-records."""
+records, and with `--throttle` holds the new replica's copying to the bound it sets
+(dynamic broker configs, which `kafka-configs` shows and lifts)."""
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import pytest
 
 import netns
 from cluster_fixtures import cluster3, franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
-from kafka_tools import TOPICS, describe, run_tool
+from kafka_tools import CONFIGS, PRODUCER_PERF_TEST, TOPICS, describe, run_tool
 
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"   # kafka-metadata-quorum.sh
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
@@ -154,3 +155,76 @@ def test_reassign_partitions_tool_moves_a_replica_with_its_records(cluster3, fra
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr[-3000:]
     assert len(out.stdout.splitlines()) == 500, out.stdout[-2000:]
+
+
+def log_bytes(node, partition_dir):
+    """The bytes of a replica's segment files."""
+    d = node.data_dir / partition_dir
+    return sum(f.stat().st_size for f in d.glob("*.log")) if d.exists() else 0
+
+
+def test_reassign_with_a_throttle_holds_the_new_replica_back_until_the_throttle_is_lifted(cluster3, tmp_path):
+    net, nodes = cluster3
+    servers = bootstrap(nodes)
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "slow",
+                    "--partitions", "1", "--replication-factor", "2", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    # 6 MB: far more than the one fetch (1 MiB) a throttled replica gets before the quota
+    # (10 kB/s, measured over up to 11 s) holds it back.
+    proc = run_tool(PRODUCER_PERF_TEST, "--topic", "slow", "--num-records", "600", "--record-size", "10000",
+                    "--throughput", "-1", "--producer-props", f"bootstrap.servers={servers}", "acks=all",
+                    timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    leader, replicas, _ = partitions(servers, "slow")[0]
+    outsider = ({1, 2, 3} - set(replicas)).pop()
+    plan = tmp_path / "plan.json"
+    target = [leader, outsider]
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "slow", "partition": 0, "replicas": target}]}))
+
+    proc = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--execute",
+                    "--throttle", "10000", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    assert "The inter-broker throttle limit was set to 10000 B/s" in proc.stdout, describe(proc)
+    assert "Successfully started partition reassignment for slow-0" in proc.stdout, describe(proc)
+    # The tool set the rates on each broker of the move, and the throttled replicas on the topic.
+    for node_id in sorted(set(replicas) | {outsider}):
+        proc = run_tool(CONFIGS, "--bootstrap-server", servers, "--describe", "--entity-type", "brokers",
+                        "--entity-name", str(node_id), timeout=60)
+        assert proc.returncode == 0, describe(proc)
+        for side in ("leader", "follower"):
+            assert f"{side}.replication.throttled.rate=10000 sensitive=false" in proc.stdout, describe(proc)
+    proc = run_tool(CONFIGS, "--bootstrap-server", servers, "--describe", "--entity-type", "topics",
+                    "--entity-name", "slow", timeout=60)
+    assert f"follower.replication.throttled.replicas=0:{outsider}" in proc.stdout, describe(proc)
+    sources = ",".join(sorted(f"0:{r}" for r in replicas))
+    assert f"leader.replication.throttled.replicas={sources} " in proc.stdout, describe(proc)
+
+    # The new replica gets a first fetch's worth and is then held back.
+    full = log_bytes(nodes[leader - 1], "slow-0")
+    assert full >= 6_000_000, full
+    wait_for("the new replica's first records", lambda: log_bytes(nodes[outsider - 1], "slow-0") > 0)
+    time.sleep(3)
+    copied = log_bytes(nodes[outsider - 1], "slow-0")
+    assert copied < full // 2, f"the throttled replica copied {copied} of {full} bytes"
+    proc = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--verify",
+                    timeout=60)
+    assert "Reassignment of partition slow-0 is still in progress." in proc.stdout, describe(proc)
+
+    # The operator lifts the throttle on the brokers: the move completes, and --verify
+    # clears the throttled replicas from the topic.
+    for node_id in sorted(set(replicas) | {outsider}):
+        proc = run_tool(CONFIGS, "--bootstrap-server", servers, "--alter", "--entity-type", "brokers",
+                        "--entity-name", str(node_id), "--delete-config",
+                        "leader.replication.throttled.rate,follower.replication.throttled.rate", timeout=60)
+        assert proc.returncode == 0, describe(proc)
+
+    def verified():
+        p = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--verify",
+                     timeout=60)
+        return p.returncode == 0 and "Reassignment of partition slow-0 is completed." in p.stdout and p
+    done = wait_for("the reassignment to complete", verified)
+    assert "Clearing topic-level throttles on topic slow" in done.stdout, describe(done)
+    proc = run_tool(CONFIGS, "--bootstrap-server", servers, "--describe", "--entity-type", "topics",
+                    "--entity-name", "slow", timeout=60)
+    assert "throttled.replicas" not in proc.stdout, describe(proc)
+    assert log_bytes(nodes[outsider - 1], "slow-0") == full

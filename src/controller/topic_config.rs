@@ -143,7 +143,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         &[],
         |_| String::new(),
-        "Replicas whose replication is throttled on the follower side; accepted and kept, but runnel does not throttle replication."
+        "A list of replicas for which log replication should be throttled on the follower side, in the format [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or the wildcard '*' to throttle all replicas of this topic; the bound is the follower.replication.throttled.rate broker config."
     ),
     def!(
         "index.interval.bytes",
@@ -163,7 +163,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         None,
         &[],
         |_| String::new(),
-        "Replicas whose replication is throttled on the leader side; accepted and kept, but runnel does not throttle replication."
+        "A list of replicas for which log replication should be throttled on the leader side, in the format [PartitionId]:[BrokerId],[PartitionId]:[BrokerId]:... or the wildcard '*' to throttle all replicas of this topic; the bound is the leader.replication.throttled.rate broker config."
     ),
     def!(
         "max.compaction.lag.ms",
@@ -367,6 +367,22 @@ impl TopicConfigDef {
                 }
                 None
             }
+            ConfigType::List if self.name.ends_with(".replication.throttled.replicas") => {
+                // Kafka's ThrottledReplicaListValidator.
+                let pair = |item: &str| {
+                    item.is_empty()
+                        || item.split_once(':').is_some_and(|(p, b)| {
+                            [p, b].iter().all(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+                        })
+                };
+                if value.trim() != "*" && !value.split(',').map(str::trim).all(pair) {
+                    return bad(format!(
+                        "{} must be the literal '*' or a list of replicas in the following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...",
+                        self.name
+                    ));
+                }
+                None
+            }
             ConfigType::List => {
                 for item in value.split(',').map(str::trim) {
                     if !self.choices.is_empty() && !self.choices.contains(&item) {
@@ -417,6 +433,12 @@ mod tests {
         assert!(validate("preallocate", "maybe").is_err());
         assert!(validate("min.cleanable.dirty.ratio", "1.5").is_err());
         assert!(validate("no.such.config", "1").unwrap_err().contains("Unknown"));
+        for ok in ["*", "0:1,1:2", " 0:1 , 3:4", ""] {
+            assert!(validate("leader.replication.throttled.replicas", ok).is_ok(), "{ok}");
+        }
+        for bad in ["0", "a:1", "0:1,*", "-1:2", "0:1:2"] {
+            assert!(validate("follower.replication.throttled.replicas", bad).is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -642,3 +642,5 @@ async fn a_partition_whose_leader_is_behind_is_retried_without_waiting_for_the_f
     .await;
     fetchers.shutdown().await;
 }
+
+mod throttle;

@@ -95,11 +95,15 @@ impl Fetcher {
                 self.delayed.retain(|k, d| d.until > now && epochs.get(k) == Some(&d.leader_epoch));
                 self.lagging.retain(|k, _| epochs.contains_key(k));
             }
-            let ready: Followed = followed.into_iter().filter(|(p, s)| !self.is_delayed(p, s)).collect();
+            let mut ready: Followed = followed.into_iter().filter(|(p, s)| !self.is_delayed(p, s)).collect();
             let far = now + Duration::from_secs(3600);
+            let throttled = self.hold_back_throttled(&mut ready, now);
             if ready.is_empty() {
-                // Nothing to fetch now: wait for a partition to come back or to change.
-                let wake = self.delayed.values().map(|d| d.until).min().unwrap_or(far);
+                // Nothing to fetch now: wait for a partition to come back or to change,
+                // or (throttled) for the replication quota to make room, as Kafka's
+                // fetcher does: it backs off when it has nothing to ask for.
+                let quota_wait = throttled.then(|| now + self.backoff);
+                let wake = self.delayed.values().map(|d| d.until).chain(quota_wait).min().unwrap_or(far);
                 tokio::select! {
                     _ = tokio::time::sleep_until(wake) => {}
                     changed = roles.changed() => if changed.is_err() { break },
@@ -146,6 +150,19 @@ impl Fetcher {
             }
         }
         tracing::info!(leader = self.leader, "replica fetcher stopped");
+    }
+
+    /// Leaves out of `ready` the partitions the follower's replication quota holds back
+    /// (throttled here, not in the ISR, quota exceeded); returns whether it left any out.
+    fn hold_back_throttled(&self, ready: &mut Followed, now: Instant) -> bool {
+        let quota = &self.manager.quotas().follower;
+        if !quota.is_bounded() || !quota.is_exceeded(now) {
+            return false;
+        }
+        let node_id = self.manager.node_id();
+        let before = ready.len();
+        ready.retain(|(p, _)| !p.follower_throttled_out_of_sync(node_id));
+        ready.len() != before
     }
 
     /// The partitions this broker follows on this leader, with their fetch positions.
@@ -280,6 +297,9 @@ impl Fetcher {
         let mut now_at = *state;
         if !data.records.is_empty() {
             now_at.log_end_offset = p.append_as_follower(state, &data.records, self.manager.now_ms())?;
+            if p.follower_throttled(self.manager.node_id()) {
+                self.manager.quotas().follower.record(data.records.len() as u64, Instant::now());
+            }
         }
         if p.set_follower_high_watermark(&now_at, data.high_watermark).is_some() {
             self.manager.purgatory().wake(p.key());

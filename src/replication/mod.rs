@@ -19,6 +19,8 @@
 //!   reaching the leader through `leader_endpoint.rs`'s `LeaderEndpoint` (implemented over
 //!   TCP in `protocol/replica_client.rs`; in process in the tests).
 //! * `replica_selector.rs`: KIP-392's choice of the replica a consumer reads from.
+//! * `replication_quota.rs`: the leader's and the follower's replication throttles
+//!   (KIP-73), which hold back catching-up replicas of throttled partitions.
 //! * `partition_config.rs`: a topic's configs, typed once per image.
 //! * `validated.rs`, `blocking_pool.rs`, `producer_state.rs`: batch contents checks, the
 //!   pool for CPU-heavy work, idempotent-producer sequences.
@@ -37,6 +39,7 @@ pub mod purgatory;
 pub mod replica_fetch;
 pub mod replica_manager;
 pub mod replica_selector;
+pub mod replication_quota;
 pub mod validated;
 
 pub use blocking_pool::{BlockingPool, PoolError};

@@ -23,6 +23,52 @@ pub struct PartitionConfig {
     pub timestamp_before_max_ms: i64,
     /// `message.timestamp.after.max.ms`: how far in the future.
     pub timestamp_after_max_ms: i64,
+    /// `leader.replication.throttled.replicas`: replicas whose leader-side replication
+    /// counts against the leader's replication quota (`replication_quota.rs`).
+    pub leader_throttled: ThrottledReplicas,
+    /// `follower.replication.throttled.replicas`: the same on the follower's side.
+    pub follower_throttled: ThrottledReplicas,
+}
+
+/// A throttled-replicas list, parsed: Kafka's "partition:broker" pairs, or `*` for every
+/// replica of the topic.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ThrottledReplicas {
+    #[default]
+    None,
+    All,
+    Listed(Vec<(i32, i32)>),
+}
+
+impl ThrottledReplicas {
+    /// Items that do not parse (the table refuses them; an older release may have kept
+    /// one) throttle nothing.
+    pub fn parse(value: &str) -> ThrottledReplicas {
+        if value.trim() == "*" {
+            return ThrottledReplicas::All;
+        }
+        let pairs: Vec<(i32, i32)> = value
+            .split(',')
+            .filter_map(|item| {
+                let (p, b) = item.trim().split_once(':')?;
+                Some((p.trim().parse().ok()?, b.trim().parse().ok()?))
+            })
+            .collect();
+        if pairs.is_empty() {
+            ThrottledReplicas::None
+        } else {
+            ThrottledReplicas::Listed(pairs)
+        }
+    }
+
+    /// Whether broker `broker`'s replica of `partition` is throttled.
+    pub fn covers(&self, partition: i32, broker: i32) -> bool {
+        match self {
+            ThrottledReplicas::None => false,
+            ThrottledReplicas::All => true,
+            ThrottledReplicas::Listed(pairs) => pairs.contains(&(partition, broker)),
+        }
+    }
 }
 
 impl PartitionConfig {
@@ -59,6 +105,8 @@ impl PartitionConfig {
             min_insync_replicas: long("min.insync.replicas").max(1) as usize,
             timestamp_before_max_ms: long("message.timestamp.before.max.ms"),
             timestamp_after_max_ms: long("message.timestamp.after.max.ms"),
+            leader_throttled: ThrottledReplicas::parse(&value("leader.replication.throttled.replicas")),
+            follower_throttled: ThrottledReplicas::parse(&value("follower.replication.throttled.replicas")),
         }
     }
 
@@ -128,6 +176,20 @@ mod tests {
         assert!(limits.require_keys);
         assert_eq!(limits.max_message_bytes, 5000);
         assert_eq!(limits.timestamps.unwrap().before_max_ms, 1000);
+    }
+
+    #[test]
+    fn throttled_replicas_name_partition_broker_pairs_or_all() {
+        let c = resolve(&[
+            ("leader.replication.throttled.replicas", "0:1, 0:2,1:3"),
+            ("follower.replication.throttled.replicas", "*"),
+        ]);
+        assert!(c.leader_throttled.covers(0, 1) && c.leader_throttled.covers(0, 2) && c.leader_throttled.covers(1, 3));
+        assert!(!c.leader_throttled.covers(1, 1) && !c.leader_throttled.covers(0, 3));
+        assert!(c.follower_throttled.covers(7, 9));
+        let none = resolve(&[]);
+        assert!(!none.leader_throttled.covers(0, 1) && !none.follower_throttled.covers(0, 1));
+        assert_eq!(ThrottledReplicas::parse("x:1,junk"), ThrottledReplicas::None);
     }
 
     /// Every name `resolve` reads is in the config table, and writing the table's defaults

@@ -145,6 +145,12 @@ impl ReplicaManager {
     fn replica_read_once(&self, req: &ReplicaFetchRequest, now_ms: i64) -> Vec<ReplicaPartitionRead> {
         let mut remaining = req.max_bytes.min(LEADER_FETCH_MAX_BYTES);
         let mut total = 0usize;
+        // The leader's replication throttle (`replication_quota.rs`): judged once per
+        // pass, as Kafka judges once per response, and charged with what the pass sends.
+        let quota = &self.quotas().leader;
+        let now = Instant::now();
+        let hold_back = quota.is_exceeded(now);
+        let mut throttled_bytes = 0usize;
         let mut out = Vec::with_capacity(req.partitions.len());
         for pf in &req.partitions {
             let Some(p) = self.partition(&pf.topic_id, pf.partition) else {
@@ -162,8 +168,12 @@ impl ReplicaManager {
                 now_ms,
             );
             let result = result.map(|mut r| {
-                if total > 0 && r.records.len() > remaining {
+                let held_back = r.leader_throttled && hold_back && !r.in_sync;
+                if held_back || (total > 0 && r.records.len() > remaining) {
                     r.records = Default::default();
+                }
+                if r.leader_throttled {
+                    throttled_bytes += r.records.len();
                 }
                 r
             });
@@ -177,6 +187,7 @@ impl ReplicaManager {
             self.send_isr_proposal(&p, p.take_isr_proposal());
             out.push(ReplicaPartitionRead { partition: Some(p), result });
         }
+        quota.record(throttled_bytes as u64, now);
         out
     }
 }

@@ -27,8 +27,10 @@ use super::leadership_counters::{Before, LeadershipCounters};
 use super::partition::{AppendResult, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
 use super::purgatory::{DelayedOperations, WaitOutcome};
+use super::replication_quota::ReplicationQuotas;
 use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
+use crate::controller::broker_config;
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, PartitionImage, TopicImage};
 use crate::storage::file_cache::{self, FileCache};
 use crate::storage::log_dirs::{LogDirs, LogDirsError};
@@ -72,6 +74,9 @@ pub struct ReplicaManager {
     /// The high watermarks read from the log directories at start, and what was last
     /// written there (`high_watermarks`).
     hw_checkpoints: HighWatermarkCheckpoints,
+    /// The leader's and the follower's replication throttles; their bounds follow the
+    /// dynamic broker configs of each image.
+    quotas: ReplicationQuotas,
 }
 
 /// Wall-clock milliseconds.
@@ -183,6 +188,7 @@ impl ReplicaManager {
             leadership: LeadershipCounters::default(),
             moves: Arc::new(Mutex::new(HashMap::new())),
             hw_checkpoints,
+            quotas: ReplicationQuotas::default(),
         })
     }
 
@@ -294,6 +300,7 @@ impl ReplicaManager {
     /// `delta` names, so they match `image`. The only place partitions are opened,
     /// changed or closed. A partition is local when this broker is one of its replicas.
     pub fn apply_delta(&self, image: &MetadataImage, delta: &MetadataDelta, now_ms: i64) -> Result<(), PartitionError> {
+        self.set_quota_bounds(image);
         let mut map = self.partitions.write().unwrap_or_else(|e| e.into_inner());
         let mut roles_changed = false;
         for id in &delta.removed_topics {
@@ -350,6 +357,19 @@ impl ReplicaManager {
             self.roles.send_modify(|generation| *generation += 1);
         }
         Ok(())
+    }
+
+    /// This broker's `leader.replication.throttled.rate` and
+    /// `follower.replication.throttled.rate` in `image`.
+    fn set_quota_bounds(&self, image: &MetadataImage) {
+        let rate = |name| broker_config::effective(image, self.node_id, name).0;
+        self.quotas.leader.set_bound(rate(broker_config::LEADER_REPLICATION_THROTTLED_RATE));
+        self.quotas.follower.set_bound(rate(broker_config::FOLLOWER_REPLICATION_THROTTLED_RATE));
+    }
+
+    /// The replication throttles.
+    pub fn quotas(&self) -> &ReplicationQuotas {
+        &self.quotas
     }
 
     fn is_local(&self, pi: &PartitionImage) -> bool {

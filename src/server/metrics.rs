@@ -179,6 +179,16 @@ impl Collector for BrokerCollector {
             "Elections that made this broker leader from outside the ISR",
             one(leadership.unclean_elections()),
         )?;
+        let quotas = ctx.replicas.quotas();
+        counters(
+            &mut enc,
+            "replication_throttled_bytes",
+            "Bytes of throttled partitions (leader/follower.replication.throttled.replicas) moved, by the side that counted them",
+            [
+                (labels([("side", "leader".to_owned())]), quotas.leader.total_bytes()),
+                (labels([("side", "follower".to_owned())]), quotas.follower.total_bytes()),
+            ],
+        )?;
         if let Some(ratio) = disk_used_ratio(&ctx.config.data_dir) {
             gauges(
                 &mut enc,

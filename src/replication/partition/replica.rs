@@ -36,6 +36,12 @@ pub struct ReplicaRead {
     pub diverging_epoch: Option<(i32, i64)>,
     /// The follower's position moved the high watermark (what waits on it may proceed).
     pub high_watermark_moved: bool,
+    /// The follower was in the ISR when it fetched (an in-sync replica is never
+    /// throttled).
+    pub in_sync: bool,
+    /// `leader.replication.throttled.replicas` names this leader's replica: the bytes
+    /// count against the leader's replication quota.
+    pub leader_throttled: bool,
 }
 
 impl Partition {
@@ -196,6 +202,8 @@ impl Partition {
         }
         let log_start_offset = s.log.log_start_offset();
         let log_end_offset = s.log.log_end_offset();
+        let in_sync = s.isr.isr().contains(&replica);
+        let leader_throttled = s.config.leader_throttled.covers(self.index, s.isr.leader());
         if let Some(epoch) = last_fetched_epoch {
             let Some((end_epoch, end_offset)) = s.end_offset_for_epoch(epoch) else {
                 return Err(
@@ -210,6 +218,8 @@ impl Partition {
                     log_end_offset,
                     diverging_epoch: Some((end_epoch, end_offset)),
                     high_watermark_moved: false,
+                    in_sync,
+                    leader_throttled,
                 });
             }
         }
@@ -223,7 +233,22 @@ impl Partition {
             log_end_offset,
             diverging_epoch: None,
             high_watermark_moved: moved.is_some(),
+            in_sync,
+            leader_throttled,
         })
+    }
+
+    /// Whether this follower's replica is throttled
+    /// (`follower.replication.throttled.replicas` names broker `node_id`'s replica) and
+    /// not in the ISR the metadata gives: what a follower's replication quota holds back.
+    pub fn follower_throttled_out_of_sync(&self, node_id: i32) -> bool {
+        let s = self.lock();
+        s.config.follower_throttled.covers(self.index, node_id) && !s.metadata_isr.contains(&node_id)
+    }
+
+    /// Whether `follower.replication.throttled.replicas` names broker `node_id`'s replica.
+    pub fn follower_throttled(&self, node_id: i32) -> bool {
+        self.lock().config.follower_throttled.covers(self.index, node_id)
     }
 
     /// An ISR change proposed since the last call, to hand to the controller.
