@@ -2,6 +2,8 @@
 kafka-log-dirs --describe lists every directory with its partitions, and
 kafka-reassign-partitions moves a partition to another directory ("log_dirs" in the plan)
 with --execute, then --verify reports it completed, while the records stay readable.
+With --replica-alter-log-dirs-throttle the move copies a chunk and waits until the broker's
+rate is lifted.
 """
 
 import json
@@ -10,7 +12,9 @@ import time
 import pytest
 
 from conftest import RunnelProcess
-from kafka_tools import CONSOLE_CONSUMER, CONSOLE_PRODUCER, create_topic, describe, run_tool
+from kafka_tools import (
+    CONFIGS, CONSOLE_CONSUMER, CONSOLE_PRODUCER, PRODUCER_PERF_TEST, create_topic, describe, run_tool,
+)
 
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"  # kafka-log-dirs.sh
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
@@ -80,3 +84,50 @@ def test_log_dirs_describe_and_a_reassign_partitions_move_between_dirs(two_dir_r
     assert proc.returncode == 0, describe(proc)
     got = proc.stdout.splitlines()
     assert sorted(got) == sorted([f"before-{i}" for i in range(20)] + [f"during-{i}" for i in range(20)]), got
+
+
+def test_a_throttled_move_between_dirs_waits_until_the_throttle_is_lifted(two_dir_runnel, topic_name, tmp_path):
+    broker, dirs = two_dir_runnel
+    b = broker.bootstrap
+    create_topic(b, topic_name, 1)
+    # 4 MB: four chunks of the copy; the first is copied, then the 10 kB/s bound holds it.
+    proc = run_tool(PRODUCER_PERF_TEST, "--topic", topic_name, "--num-records", "400", "--record-size", "10000",
+                    "--throughput", "-1", "--producer-props", f"bootstrap.servers={b}", timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    source = next(d for d in dirs if (d / f"{topic_name}-0").exists())
+    dest = next(d for d in dirs if d != source)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [1], "log_dirs": [str(dest)]}]}))
+    proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--execute",
+                    "--replica-alter-log-dirs-throttle", "10000")
+    assert proc.returncode == 0, describe(proc)
+    assert "The replica-alter-dir throttle limit was set to 10000 B/s" in proc.stdout, describe(proc)
+    proc = run_tool(CONFIGS, "--bootstrap-server", b, "--describe", "--entity-type", "brokers", "--entity-name", "1")
+    assert "replica.alter.log.dirs.io.max.bytes.per.second=10000 sensitive=false" in proc.stdout, describe(proc)
+
+    future = dest / f"{topic_name}-0-future"
+    deadline = time.monotonic() + 30
+    while not (future.exists() and any(f.stat().st_size for f in future.glob("*.log"))):
+        assert time.monotonic() < deadline, "the move never started copying"
+        time.sleep(0.2)
+    time.sleep(3)
+    copied = sum(f.stat().st_size for f in future.glob("*.log"))
+    full = sum(f.stat().st_size for f in (source / f"{topic_name}-0").glob("*.log"))
+    assert copied < full // 2, f"the throttled move copied {copied} of {full} bytes"
+    proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--verify")
+    assert "completed successfully" not in proc.stdout, describe(proc)
+
+    proc = run_tool(CONFIGS, "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-name", "1",
+                    "--delete-config", "replica.alter.log.dirs.io.max.bytes.per.second")
+    assert proc.returncode == 0, describe(proc)
+    verified = None
+    for _ in range(60):
+        proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--verify")
+        if proc.returncode == 0 and f"Reassignment of replica {topic_name}-0-1 completed successfully." in proc.stdout:
+            verified = proc
+            break
+        time.sleep(0.5)
+    assert verified is not None, describe(proc)
+    assert (dest / f"{topic_name}-0").exists() and not (source / f"{topic_name}-0").exists()
+    assert sum(f.stat().st_size for f in (dest / f"{topic_name}-0").glob("*.log")) == full

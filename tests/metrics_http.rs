@@ -244,7 +244,7 @@ async fn health_ready_and_metrics_after_real_traffic() {
     {
         assert_eq!(value(&m, zero, &[]), 0.0, "{zero}");
     }
-    for side in ["leader", "follower"] {
+    for side in ["leader", "follower", "alter_log_dirs"] {
         assert_eq!(value(&m, "replication_throttled_bytes_total", &[("side", side)]), 0.0, "{side}");
     }
     let disk = value(&m, "broker_disk_used_ratio", &[]);

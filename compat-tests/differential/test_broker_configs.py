@@ -13,6 +13,8 @@ SRC_DYNAMIC_BROKER, SRC_DYNAMIC_DEFAULT_BROKER = 2, 3
 LONG = 5
 LEADER_RATE = "leader.replication.throttled.rate"
 FOLLOWER_RATE = "follower.replication.throttled.rate"
+LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+RATES = (LEADER_RATE, FOLLOWER_RATE, LOG_DIRS_RATE)
 
 
 def node_id(conn):
@@ -43,7 +45,7 @@ def settled(conn, resource, want, timeout=20.0):
     while True:
         code, configs = describe(conn, resource)
         assert code == 0
-        got = {n: (c["value"], c["config_source"]) for n, c in configs.items() if n in (LEADER_RATE, FOLLOWER_RATE)}
+        got = {n: (c["value"], c["config_source"]) for n, c in configs.items() if n in RATES}
         if got == want or time.monotonic() > deadline:
             return got, configs
 
@@ -53,26 +55,28 @@ def clean(conn):
     """Rates cleared before and after: the reference broker outlives one test."""
     me = str(node_id(conn))
     for resource in (me, ""):
-        assert alter(conn, resource, [(DELETE, LEADER_RATE, None), (DELETE, FOLLOWER_RATE, None)])[0] == 0
+        assert alter(conn, resource, [(DELETE, r, None) for r in RATES])[0] == 0
     yield me
     for resource in (me, ""):
-        alter(conn, resource, [(DELETE, LEADER_RATE, None), (DELETE, FOLLOWER_RATE, None)])
+        alter(conn, resource, [(DELETE, r, None) for r in RATES])
 
 
 def test_a_rate_set_on_the_broker_is_listed_as_a_dynamic_broker_config(conn, clean):
     me = clean
     got, _ = settled(conn, me, {})
     assert got == {}, "a rate that is not set is not listed"
-    assert alter(conn, me, [(SET, LEADER_RATE, "1000"), (SET, FOLLOWER_RATE, "2000")]) == (0, None)
-    got, configs = settled(conn, me, {LEADER_RATE: ("1000", SRC_DYNAMIC_BROKER),
-                                      FOLLOWER_RATE: ("2000", SRC_DYNAMIC_BROKER)})
-    assert got == {LEADER_RATE: ("1000", SRC_DYNAMIC_BROKER), FOLLOWER_RATE: ("2000", SRC_DYNAMIC_BROKER)}
+    assert alter(conn, me, [(SET, LEADER_RATE, "1000"), (SET, FOLLOWER_RATE, "2000"),
+                            (SET, LOG_DIRS_RATE, "3000")]) == (0, None)
+    want = {LEADER_RATE: ("1000", SRC_DYNAMIC_BROKER), FOLLOWER_RATE: ("2000", SRC_DYNAMIC_BROKER),
+            LOG_DIRS_RATE: ("3000", SRC_DYNAMIC_BROKER)}
+    got, configs = settled(conn, me, want)
+    assert got == want
     entry = configs[LEADER_RATE]
     assert entry["config_type"] == LONG
     assert [(s["name"], s["value"], s["source"]) for s in entry["synonyms"]] == \
         [(LEADER_RATE, "1000", SRC_DYNAMIC_BROKER)]
     # Deleted: gone again.
-    assert alter(conn, me, [(DELETE, LEADER_RATE, None)])[0] == 0
+    assert alter(conn, me, [(DELETE, LEADER_RATE, None), (DELETE, LOG_DIRS_RATE, None)])[0] == 0
     got, _ = settled(conn, me, {FOLLOWER_RATE: ("2000", SRC_DYNAMIC_BROKER)})
     assert got == {FOLLOWER_RATE: ("2000", SRC_DYNAMIC_BROKER)}
 

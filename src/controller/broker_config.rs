@@ -19,7 +19,10 @@ pub const LEADER_REPLICATION_THROTTLED_RATE: &str = "leader.replication.throttle
 /// Bytes per second a follower fetches for throttled replicas.
 pub const FOLLOWER_REPLICATION_THROTTLED_RATE: &str = "follower.replication.throttled.rate";
 
-/// Kafka's default for both rates, `Long.MAX_VALUE`: no throttle.
+/// Bytes per second a broker copies moving partitions between its log directories.
+pub const REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
+
+/// Kafka's default for the rates, `Long.MAX_VALUE`: no throttle.
 pub const UNLIMITED_RATE: i64 = i64::MAX;
 
 /// A config that can change at runtime: its name and documentation (all are LONG ≥ 0
@@ -29,7 +32,7 @@ pub struct DynamicBrokerConfigDef {
     pub doc: &'static str,
 }
 
-pub const DYNAMIC_BROKER_CONFIGS: [DynamicBrokerConfigDef; 2] = [
+pub const DYNAMIC_BROKER_CONFIGS: [DynamicBrokerConfigDef; 3] = [
     DynamicBrokerConfigDef {
         name: LEADER_REPLICATION_THROTTLED_RATE,
         doc: "A long representing the upper bound (bytes/sec) on replication traffic for leaders enumerated in the property leader.replication.throttled.replicas (for each topic).",
@@ -37,6 +40,10 @@ pub const DYNAMIC_BROKER_CONFIGS: [DynamicBrokerConfigDef; 2] = [
     DynamicBrokerConfigDef {
         name: FOLLOWER_REPLICATION_THROTTLED_RATE,
         doc: "A long representing the upper bound (bytes/sec) on replication traffic for followers enumerated in the property follower.replication.throttled.replicas (for each topic).",
+    },
+    DynamicBrokerConfigDef {
+        name: REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND,
+        doc: "A long representing the upper bound (bytes/sec) on disk IO used for moving replicas between log directories on the same broker.",
     },
 ];
 

@@ -113,6 +113,11 @@ impl DelayedOperations {
         }
     }
 
+    /// Whether [`Self::close`] was called (the broker is stopping).
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
     /// How many times a parked operation was woken by an event on one of its keys.
     pub fn wakeups(&self) -> u64 {
         self.wakeups.load(Ordering::Relaxed)

@@ -79,6 +79,9 @@ pub struct ReplicaManager {
     quotas: ReplicationQuotas,
 }
 
+/// How often a throttled log-dir move looks again at its quota.
+const LOG_DIR_MOVE_THROTTLE_POLL: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Wall-clock milliseconds.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
@@ -243,7 +246,8 @@ impl ReplicaManager {
                 return;
             };
             let dest = manager.log_dirs.dirs()[to].clone();
-            match partition.move_to(&dest, manager.now_ms(), &manager.files) {
+            let mut pace = |bytes| manager.pace_log_dir_move(&partition, bytes);
+            match partition.move_to(&dest, manager.now_ms(), &manager.files, &mut pace) {
                 Ok(_) if partition.is_deleted() => {}
                 Ok(dir) => {
                     manager.log_dirs.moved(&name, to);
@@ -261,6 +265,24 @@ impl ReplicaManager {
                 return;
             }
         });
+    }
+
+    /// Counts `bytes` a log-dir move of `partition` copied, then holds the copy while
+    /// `replica.alter.log.dirs.io.max.bytes.per.second` is exceeded. The move is
+    /// abandoned (its copy removed) if the partition is deleted or the broker stops
+    /// meanwhile.
+    fn pace_log_dir_move(&self, partition: &Partition, bytes: u64) -> std::io::Result<()> {
+        let quota = &self.quotas.alter_log_dirs;
+        quota.record(bytes, Instant::now());
+        while quota.is_exceeded(Instant::now()) {
+            if partition.is_deleted() || self.purgatory.is_closed() {
+                return Err(std::io::Error::other(
+                    "move abandoned: the partition was deleted or the broker is stopping",
+                ));
+            }
+            std::thread::sleep(LOG_DIR_MOVE_THROTTLE_POLL);
+        }
+        Ok(())
     }
 
     /// The open-file cache shared by the local partitions.
@@ -365,6 +387,7 @@ impl ReplicaManager {
         let rate = |name| broker_config::effective(image, self.node_id, name).0;
         self.quotas.leader.set_bound(rate(broker_config::LEADER_REPLICATION_THROTTLED_RATE));
         self.quotas.follower.set_bound(rate(broker_config::FOLLOWER_REPLICATION_THROTTLED_RATE));
+        self.quotas.alter_log_dirs.set_bound(rate(broker_config::REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND));
     }
 
     /// The replication throttles.

@@ -143,11 +143,14 @@ impl QuotaState {
     }
 }
 
-/// Both sides' quotas of one broker.
+/// One broker's quotas: both sides of replication, and moves between its log
+/// directories (`replica.alter.log.dirs.io.max.bytes.per.second`, which bounds every
+/// move's copying).
 #[derive(Debug, Default)]
 pub struct ReplicationQuotas {
     pub leader: ReplicationQuota,
     pub follower: ReplicationQuota,
+    pub alter_log_dirs: ReplicationQuota,
 }
 
 #[cfg(test)]

@@ -183,10 +183,11 @@ impl Collector for BrokerCollector {
         counters(
             &mut enc,
             "replication_throttled_bytes",
-            "Bytes of throttled partitions (leader/follower.replication.throttled.replicas) moved, by the side that counted them",
+            "Bytes of throttled partitions (leader/follower.replication.throttled.replicas) moved, by the side that counted them; alter_log_dirs: bytes copied moving partitions between log directories",
             [
                 (labels([("side", "leader".to_owned())]), quotas.leader.total_bytes()),
                 (labels([("side", "follower".to_owned())]), quotas.follower.total_bytes()),
+                (labels([("side", "alter_log_dirs".to_owned())]), quotas.alter_log_dirs.total_bytes()),
             ],
         )?;
         if let Some(ratio) = disk_used_ratio(&ctx.config.data_dir) {

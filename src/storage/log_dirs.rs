@@ -25,7 +25,7 @@
 
 use std::collections::HashMap;
 use std::fs::File;
-use std::io::{self, Seek, SeekFrom, Write};
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -226,7 +226,10 @@ impl DirCopy {
     /// since the last pass (same inode, longer: an active segment, which is append-only)
     /// gets its new tail; a replaced one (a new inode: a checkpoint, a cleaned segment,
     /// a truncated tail) is copied whole. Returns the bytes copied.
-    pub fn sync(&mut self, src: &Path, dst: &Path) -> io::Result<u64> {
+    ///
+    /// `pace` hears of every [`COPY_CHUNK`] (or less) copied, and may hold the copy there
+    /// (a throttle) or end it with an error.
+    pub fn sync(&mut self, src: &Path, dst: &Path, pace: &mut dyn FnMut(u64) -> io::Result<()>) -> io::Result<u64> {
         std::fs::create_dir_all(dst)?;
         let mut bytes = 0;
         let mut seen = Vec::new();
@@ -244,8 +247,8 @@ impl DirCopy {
             };
             match grown_from {
                 Some(from) if from == len => {}
-                Some(from) => bytes += copy_range(&e.path(), &dst.join(&name), from)?,
-                None => bytes += copy_range(&e.path(), &dst.join(&name), 0)?,
+                Some(from) => bytes += copy_range(&e.path(), &dst.join(&name), from, pace)?,
+                None => bytes += copy_range(&e.path(), &dst.join(&name), 0, pace)?,
             }
             self.copied.insert(name.clone(), (ino, len));
             seen.push(name);
@@ -262,15 +265,27 @@ impl DirCopy {
     }
 }
 
+/// What [`DirCopy::sync`] copies between two calls of its `pace`.
+pub const COPY_CHUNK: u64 = 1 << 20;
+
 /// Copies `src` from byte `from` on into `dst` at the same position, truncating `dst`
-/// there first (so a whole copy, `from` 0, replaces it). Returns the bytes copied.
-fn copy_range(src: &Path, dst: &Path, from: u64) -> io::Result<u64> {
+/// there first (so a whole copy, `from` 0, replaces it), [`COPY_CHUNK`] at a time.
+/// Returns the bytes copied.
+fn copy_range(src: &Path, dst: &Path, from: u64, pace: &mut dyn FnMut(u64) -> io::Result<()>) -> io::Result<u64> {
     let mut input = File::open(src)?;
     let mut output = std::fs::OpenOptions::new().create(true).write(true).truncate(false).open(dst)?;
     output.set_len(from)?;
     input.seek(SeekFrom::Start(from))?;
     output.seek(SeekFrom::Start(from))?;
-    let copied = io::copy(&mut input, &mut output)?;
+    let mut copied = 0;
+    loop {
+        let n = io::copy(&mut (&mut input).take(COPY_CHUNK), &mut output)?;
+        if n == 0 {
+            break;
+        }
+        copied += n;
+        pace(n)?;
+    }
     output.flush()?;
     Ok(copied)
 }
@@ -347,6 +362,27 @@ mod tests {
     }
 
     #[test]
+    fn dir_copy_tells_its_pace_of_each_chunk_and_stops_when_the_pace_says_so() {
+        let root = tempfile::tempdir().unwrap();
+        let (src, dst) = (root.path().join("s"), root.path().join("d"));
+        std::fs::create_dir_all(&src).unwrap();
+        let len = 2 * COPY_CHUNK + COPY_CHUNK / 2;
+        std::fs::write(src.join("seg.log"), vec![7u8; len as usize]).unwrap();
+        let mut chunks = Vec::new();
+        let copied = DirCopy::default()
+            .sync(&src, &dst, &mut |n| {
+                chunks.push(n);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!((copied, chunks), (len, vec![COPY_CHUNK, COPY_CHUNK, COPY_CHUNK / 2]));
+        assert_eq!(std::fs::read(dst.join("seg.log")).unwrap(), vec![7u8; len as usize]);
+        let stop = DirCopy::default().sync(&src, &root.path().join("d2"), &mut |_| Err(io::Error::other("stop")));
+        assert_eq!(stop.unwrap_err().to_string(), "stop");
+        assert_eq!(std::fs::metadata(root.path().join("d2/seg.log")).unwrap().len(), COPY_CHUNK);
+    }
+
+    #[test]
     fn dir_copy_appends_tails_and_recopies_replaced_files() {
         let root = tempfile::tempdir().unwrap();
         let (src, dst) = (root.path().join("s"), root.path().join("d"));
@@ -354,20 +390,20 @@ mod tests {
         std::fs::write(src.join("seg.log"), b"abc").unwrap();
         std::fs::write(src.join("gone"), b"x").unwrap();
         let mut copy = DirCopy::default();
-        assert_eq!(copy.sync(&src, &dst).unwrap(), 4);
+        assert_eq!(copy.sync(&src, &dst, &mut |_| Ok(())).unwrap(), 4);
         std::fs::OpenOptions::new().append(true).open(src.join("seg.log")).unwrap().write_all(b"de").unwrap();
         std::fs::remove_file(src.join("gone")).unwrap();
         // Replaced by rename: a new inode.
         std::fs::write(src.join("cp.tmp"), b"77").unwrap();
         std::fs::rename(src.join("cp.tmp"), src.join("cp")).unwrap();
-        assert_eq!(copy.sync(&src, &dst).unwrap(), 2 + 2);
+        assert_eq!(copy.sync(&src, &dst, &mut |_| Ok(())).unwrap(), 2 + 2);
         assert_eq!(std::fs::read(dst.join("seg.log")).unwrap(), b"abcde");
         assert_eq!(std::fs::read(dst.join("cp")).unwrap(), b"77");
         assert!(!dst.join("gone").exists());
         std::fs::write(src.join("seg.log.new"), b"z").unwrap();
         std::fs::rename(src.join("seg.log.new"), src.join("seg.log")).unwrap();
-        copy.sync(&src, &dst).unwrap();
+        copy.sync(&src, &dst, &mut |_| Ok(())).unwrap();
         assert_eq!(std::fs::read(dst.join("seg.log")).unwrap(), b"z");
-        assert_eq!(copy.sync(&src, &dst).unwrap(), 0);
+        assert_eq!(copy.sync(&src, &dst, &mut |_| Ok(())).unwrap(), 0);
     }
 }

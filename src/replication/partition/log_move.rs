@@ -29,7 +29,17 @@ impl Partition {
     /// Moves the partition's directory into `dest_root` (a log directory), returning
     /// the new directory. Blocking file I/O: run it on a blocking thread. A partition
     /// deleted meanwhile is not moved (its future copy is removed).
-    pub fn move_to(&self, dest_root: &Path, now_ms: i64, files: &Arc<FileCache>) -> Result<PathBuf, PartitionError> {
+    ///
+    /// `pace` hears of each chunk the passes without the lock copy, and may hold the copy
+    /// there (`replica.alter.log.dirs.io.max.bytes.per.second`) or abandon the move with an
+    /// error. The last pass, under the lock, is not paced: produce and fetch wait for it.
+    pub fn move_to(
+        &self,
+        dest_root: &Path,
+        now_ms: i64,
+        files: &Arc<FileCache>,
+        pace: &mut dyn FnMut(u64) -> std::io::Result<()>,
+    ) -> Result<PathBuf, PartitionError> {
         let (src, truncations) = {
             let s = self.lock();
             if s.deleted {
@@ -61,7 +71,7 @@ impl Partition {
         }
         let mut copy = DirCopy::default();
         for _ in 0..MAX_PASSES {
-            let copied = copy.sync(&src, &future).map_err(io).map_err(discard_future)?;
+            let copied = copy.sync(&src, &future, pace).map_err(io).map_err(discard_future)?;
             if copied < CATCH_UP_BYTES {
                 break;
             }
@@ -76,7 +86,7 @@ impl Partition {
             if s.log.truncations() != truncations {
                 copy.reset();
             }
-            copy.sync(&src, &future).map_err(io)?;
+            copy.sync(&src, &future, &mut |_| Ok(())).map_err(io)?;
             sync_all_files(&future).map_err(io)?;
             sync_dir(dest_root).map_err(io)?;
             Ok(())

@@ -208,3 +208,69 @@ fn new_partitions_open_in_parallel_and_come_back_in_order() {
     assert!(threads.lock().unwrap().len() > 1);
     assert_eq!(super::open_in_parallel(&[7], |j| *j), vec![7]);
 }
+
+/// `replica.alter.log.dirs.io.max.bytes.per.second` holds a move between log
+/// directories after a chunk while its quota is exceeded; lifting it lets the move
+/// finish, with every record in the new directory.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_throttled_log_dir_move_waits_for_its_quota_and_finishes_when_the_bound_is_lifted() {
+    use crate::controller::broker_config::REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND as RATE;
+    use crate::controller::{MetadataDelta, MetadataImage, MetadataRecord};
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dirs[0].clone();
+    broker.log_dirs = dirs.to_vec();
+    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
+    let topic_id = Uuid::from_u128(9);
+    let mut image = MetadataImage::default();
+    image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id });
+    image.apply(&MetadataRecord::Partition {
+        topic_id,
+        partition: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+    image.apply(&MetadataRecord::BrokerConfig { resource: "1".into(), name: RATE.into(), value: Some("1000".into()) });
+    manager.apply_image(&image, NOW).unwrap();
+    let p = manager.partition(&topic_id, 0).unwrap();
+    let from = manager.log_dirs().index_holding("t-0").unwrap();
+    let value = vec![b'x'; 64 * 1024];
+    for _ in 0..48 {
+        // 3 MiB and more: three chunks of the copy.
+        let recs: Vec<TestRecord> =
+            (0..1).map(|_| TestRecord { key: None, value: Some(&value), timestamp: NOW }).collect();
+        let batch = BytesMut::from(&build_records_batch(0, &recs, -1)[..]);
+        manager.append(&p, batch, Acks::Leader, far(), NOW).await.unwrap();
+    }
+    let end = p.log_end_offset();
+    let future = dirs[1 - from].join("t-0-future");
+    let copied = || std::fs::metadata(future.join("00000000000000000000.log")).map_or(0, |m| m.len());
+    manager.move_partition(&p, 1 - from);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while copied() == 0 {
+        assert!(Instant::now() < deadline, "the move never started copying");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let held = copied();
+    assert_eq!(held, crate::storage::log_dirs::COPY_CHUNK, "one chunk, then held by the quota");
+    assert_eq!(manager.log_dirs().index_holding("t-0"), Some(from), "not moved while throttled");
+    assert_eq!(manager.quotas().alter_log_dirs.total_bytes(), held);
+
+    let mut lifted = image.clone();
+    lifted.apply(&MetadataRecord::BrokerConfig { resource: "1".into(), name: RATE.into(), value: None });
+    manager.apply_delta(&lifted, &MetadataDelta::default(), NOW).unwrap();
+    while manager.log_dirs().index_holding("t-0") != Some(1 - from) {
+        assert!(Instant::now() < deadline + Duration::from_secs(20), "the move never finished");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(!future.exists());
+    assert_eq!(p.log_end_offset(), end);
+    assert_eq!(p.fetch(0, usize::MAX).unwrap().records.read().unwrap().len() as u64, p.size_bytes());
+}
