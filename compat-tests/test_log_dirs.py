@@ -43,6 +43,16 @@ def produce(bootstrap: str, topic: str, values):
     assert proc.returncode == 0, describe(proc)
 
 
+def wait_verified(bootstrap: str, plan, topic: str):
+    """kafka-reassign-partitions --verify, until it says the move of partition 0 completed."""
+    for _ in range(60):
+        proc = run_tool(REASSIGN, "--bootstrap-server", bootstrap, "--reassignment-json-file", plan, "--verify")
+        if proc.returncode == 0 and f"Reassignment of replica {topic}-0-1 completed successfully." in proc.stdout:
+            return proc
+        time.sleep(0.5)
+    raise AssertionError(describe(proc))
+
+
 def test_log_dirs_describe_and_a_reassign_partitions_move_between_dirs(two_dir_runnel, topic_name, tmp_path):
     broker, dirs = two_dir_runnel
     b = broker.bootstrap
@@ -66,14 +76,7 @@ def test_log_dirs_describe_and_a_reassign_partitions_move_between_dirs(two_dir_r
     assert proc.returncode == 0, describe(proc)
     produce(b, topic_name, [f"during-{i}" for i in range(20)])
 
-    verified = None
-    for _ in range(60):
-        proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--verify")
-        if proc.returncode == 0 and f"Reassignment of replica {topic_name}-0-1 completed successfully." in proc.stdout:
-            verified = proc
-            break
-        time.sleep(0.5)
-    assert verified is not None, describe(proc)
+    wait_verified(b, plan, topic_name)
     info = log_dirs_json(b, topic_name)
     listed = {d["logDir"]: {p["partition"] for p in d["partitions"]} for d in info["brokers"][0]["logDirs"]}
     assert f"{topic_name}-0" in listed[dest] and f"{topic_name}-0" not in listed[source], listed
@@ -121,13 +124,6 @@ def test_a_throttled_move_between_dirs_waits_until_the_throttle_is_lifted(two_di
     proc = run_tool(CONFIGS, "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-name", "1",
                     "--delete-config", "replica.alter.log.dirs.io.max.bytes.per.second")
     assert proc.returncode == 0, describe(proc)
-    verified = None
-    for _ in range(60):
-        proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--verify")
-        if proc.returncode == 0 and f"Reassignment of replica {topic_name}-0-1 completed successfully." in proc.stdout:
-            verified = proc
-            break
-        time.sleep(0.5)
-    assert verified is not None, describe(proc)
+    wait_verified(b, plan, topic_name)
     assert (dest / f"{topic_name}-0").exists() and not (source / f"{topic_name}-0").exists()
     assert sum(f.stat().st_size for f in (dest / f"{topic_name}-0").glob("*.log")) == full
