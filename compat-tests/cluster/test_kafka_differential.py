@@ -23,9 +23,10 @@ import pytest
 import netns
 from cluster_fixtures import franz_bin, runnel_bin, start_cluster, start_kafka  # noqa: F401 (fixtures)
 from differential import kwire
-from kafka_tools import TOPICS, describe, run_tool
+from kafka_tools import CONFIGS, PRODUCER_PERF_TEST, TOPICS, describe, run_tool
 
 ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election.sh
+REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
 NOT_ENOUGH_REPLICAS = 19
 REQUEST_TIMED_OUT = 7
 
@@ -241,4 +242,71 @@ def test_leader_kill_describe_and_preferred_election(tmp_path, runnel_bin, franz
     assert k["election runs (exit, stdout)"] == [
         [0, "Successfully completed leader election (PREFERRED) for partitions T-P"],
         [0, "Valid replica already elected for partitions T-P"]], k
+    assert got["runnel"] == k, got
+
+
+def test_reassign_with_a_throttle(tmp_path, runnel_bin):
+    """`kafka-reassign-partitions --execute --throttle 10000` moves a replica of a 6 MB
+    partition to the third broker. The new replica gets a first fetch's worth and is then
+    held back: 3 s after its first bytes it holds less than half, and `--verify` says the
+    move is in progress. `kafka-configs --delete-config` lifts the rates on the brokers;
+    the move completes and `--verify` clears the topic throttles."""
+    topic = "slow"
+
+    def log_bytes(node):
+        d = node.data_dir / f"{topic}-0"
+        return sum(f.stat().st_size for f in d.glob("*.log")) if d.exists() else 0
+
+    def scenario(net, nodes):
+        out = {}
+        servers = ",".join(n.address for n in nodes)
+        proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", topic,
+                        "--partitions", "1", "--replication-factor", "2", timeout=90)
+        assert proc.returncode == 0, describe(proc)
+        wait_for("the topic led", lambda: (m := partition_md(nodes, topic, 0)) and m["leader_id"] >= 1)
+        proc = run_tool(PRODUCER_PERF_TEST, "--topic", topic, "--num-records", "600", "--record-size", "10000",
+                        "--throughput", "-1", "--producer-props", f"bootstrap.servers={servers}", "acks=all",
+                        timeout=180)
+        assert proc.returncode == 0, describe(proc)
+        md = partition_md(nodes, topic, 0)
+        leader, replicas = md["leader_id"], md["replica_nodes"]
+        outsider = ({1, 2, 3} - set(replicas)).pop()
+        plan = tmp_path / f"plan-{len(list(tmp_path.glob('plan-*')))}.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": topic, "partition": 0, "replicas": [leader, outsider]}]}))
+        proc = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--execute",
+                        "--throttle", "10000", timeout=90)
+        out["execute exit"] = proc.returncode
+        out["throttle line"] = "The inter-broker throttle limit was set to 10000 B/s" in proc.stdout
+        full = log_bytes(nodes[leader - 1])
+        wait_for("the new replica's first bytes", lambda: log_bytes(nodes[outsider - 1]) > 0)
+        time.sleep(3)
+        copied = log_bytes(nodes[outsider - 1])
+        print(f"held back: copied {copied} of {full} bytes 3 s after the first")
+        out["held back (under half copied after 3 s)"] = copied < full // 2
+        proc = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--verify",
+                        timeout=90)
+        out["verify while held"] = "Reassignment of partition slow-0 is still in progress." in proc.stdout
+        for node_id in sorted(set(replicas) | {outsider}):
+            proc = run_tool(CONFIGS, "--bootstrap-server", servers, "--alter", "--entity-type", "brokers",
+                            "--entity-name", str(node_id), "--delete-config",
+                            "leader.replication.throttled.rate,follower.replication.throttled.rate", timeout=90)
+            assert proc.returncode == 0, describe(proc)
+        started = time.monotonic()
+
+        def verified():
+            p = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--verify",
+                         timeout=90)
+            return "Reassignment of partition slow-0 is completed." in p.stdout and p
+        done = wait_for("the move to complete", verified, timeout=120)
+        print(f"completed {time.monotonic() - started:.1f} s after the rates were lifted")
+        out["verify clears topic throttles"] = "Clearing topic-level throttles on topic slow" in done.stdout
+        out["new replica holds every byte"] = log_bytes(nodes[outsider - 1]) == full
+        return out
+
+    got = both(tmp_path, runnel_bin, scenario)
+    k = got["kafka"]
+    assert k == {"execute exit": 0, "throttle line": True, "held back (under half copied after 3 s)": True,
+                 "verify while held": True, "verify clears topic throttles": True,
+                 "new replica holds every byte": True}, k
     assert got["runnel"] == k, got
