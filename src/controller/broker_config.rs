@@ -67,16 +67,20 @@ pub fn resource_of(node_id: i32) -> String {
     node_id.to_string()
 }
 
+/// The values of config `name` set for broker `node_id` (`None`: only the cluster
+/// default's), most specific first: what DescribeConfigs lists as synonyms.
+pub fn set_values<'a>(image: &'a MetadataImage, node_id: Option<i32>, name: &str) -> Vec<(DynamicSource, &'a String)> {
+    let set = |resource: &str| image.broker_configs.get(resource).and_then(|c| c.get(name));
+    let own = node_id.and_then(|id| set(&resource_of(id))).map(|v| (DynamicSource::Broker, v));
+    own.into_iter().chain(set("").map(|v| (DynamicSource::ClusterDefault, v))).collect()
+}
+
 /// A dynamic config's value on broker `node_id` and where it comes from.
 pub fn effective(image: &MetadataImage, node_id: i32, name: &str) -> (i64, DynamicSource) {
-    let set = |resource: &str| image.broker_configs.get(resource).and_then(|c| c.get(name)).and_then(|v| parse(v));
-    if let Some(v) = set(&resource_of(node_id)) {
-        (v, DynamicSource::Broker)
-    } else if let Some(v) = set("") {
-        (v, DynamicSource::ClusterDefault)
-    } else {
-        (UNLIMITED_RATE, DynamicSource::Default)
-    }
+    set_values(image, Some(node_id), name)
+        .into_iter()
+        .find_map(|(source, v)| Some((parse(v)?, source)))
+        .unwrap_or((UNLIMITED_RATE, DynamicSource::Default))
 }
 
 fn parse(value: &str) -> Option<i64> {

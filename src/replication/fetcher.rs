@@ -156,7 +156,7 @@ impl Fetcher {
     /// (throttled here, not in the ISR, quota exceeded); returns whether it left any out.
     fn hold_back_throttled(&self, ready: &mut Followed, now: Instant) -> bool {
         let quota = &self.manager.quotas().follower;
-        if !quota.is_bounded() || !quota.is_exceeded(now) {
+        if !quota.is_exceeded(now) {
             return false;
         }
         let node_id = self.manager.node_id();

@@ -381,8 +381,9 @@ impl ReplicaManager {
         Ok(())
     }
 
-    /// This broker's `leader.replication.throttled.rate` and
-    /// `follower.replication.throttled.rate` in `image`.
+    /// This broker's `leader.replication.throttled.rate`,
+    /// `follower.replication.throttled.rate` and
+    /// `replica.alter.log.dirs.io.max.bytes.per.second` in `image`.
     fn set_quota_bounds(&self, image: &MetadataImage) {
         let rate = |name| broker_config::effective(image, self.node_id, name).0;
         self.quotas.leader.set_bound(rate(broker_config::LEADER_REPLICATION_THROTTLED_RATE));

@@ -77,12 +77,6 @@ impl ReplicationQuota {
         self.lock().bound = bytes_per_second;
     }
 
-    /// Whether a bound is set at all: without one nothing is ever held back, and the
-    /// read paths skip the per-partition checks.
-    pub fn is_bounded(&self) -> bool {
-        self.lock().bound != UNLIMITED_RATE
-    }
-
     /// Counts `bytes` of throttled partitions moved at `now`.
     pub fn record(&self, bytes: u64, now: Instant) {
         if bytes == 0 {
@@ -162,7 +156,6 @@ mod tests {
         let q = ReplicationQuota::default();
         let t = Instant::now();
         q.record(u64::MAX / 4, t);
-        assert!(!q.is_bounded());
         assert!(!q.is_exceeded(t));
     }
 

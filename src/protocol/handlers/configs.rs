@@ -12,7 +12,7 @@ use kafka_protocol::messages::{
 };
 
 use super::str_bytes;
-use crate::controller::broker_config::{self, DYNAMIC_BROKER_CONFIGS};
+use crate::controller::broker_config::{self, DynamicSource, DYNAMIC_BROKER_CONFIGS};
 use crate::controller::client_metrics;
 use crate::controller::topic_config::{self, ConfigType, TOPIC_CONFIGS};
 use crate::controller::{ConfigChange, ControllerError, TopicImage};
@@ -168,19 +168,19 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
 /// value as synonyms. As in Kafka, a throttle rate that is not set is not listed.
 fn dynamic_broker_entries(ctx: &Ctx, node: Option<i32>) -> Vec<ConfigEntry> {
     let image = ctx.image();
-    let set_at = |resource: &str, name: &str| image.broker_configs.get(resource).and_then(|c| c.get(name)).cloned();
     DYNAMIC_BROKER_CONFIGS
         .iter()
         .filter_map(|def| {
-            let mut synonyms = Vec::new();
-            if let Some(id) = node {
-                if let Some(v) = set_at(&broker_config::resource_of(id), def.name) {
-                    synonyms.push((def.name.to_owned(), v, SOURCE_DYNAMIC_BROKER));
-                }
-            }
-            if let Some(v) = set_at("", def.name) {
-                synonyms.push((def.name.to_owned(), v, SOURCE_DYNAMIC_DEFAULT_BROKER));
-            }
+            let synonyms: Vec<(String, String, i8)> = broker_config::set_values(&image, node, def.name)
+                .into_iter()
+                .map(|(source, v)| {
+                    let source = match source {
+                        DynamicSource::Broker => SOURCE_DYNAMIC_BROKER,
+                        _ => SOURCE_DYNAMIC_DEFAULT_BROKER,
+                    };
+                    (def.name.to_owned(), v.clone(), source)
+                })
+                .collect();
             let (_, value, source) = synonyms.first()?.clone();
             Some(ConfigEntry {
                 name: def.name.to_owned(),
