@@ -39,6 +39,7 @@ pub fn partition_error(e: &PartitionError) -> ResponseError {
         PartitionError::DeleteNotAllowed => ResponseError::PolicyViolation,
         PartitionError::Pool(_) => ResponseError::UnknownServerError,
         PartitionError::NotEnoughReplicas { .. } => ResponseError::NotEnoughReplicas,
+        PartitionError::NotEnoughReplicasAfterAppend { .. } => ResponseError::NotEnoughReplicasAfterAppend,
         // Kafka's DelayedProduce answers REQUEST_TIMED_OUT when acks=all is not met in time.
         PartitionError::ReplicationTimedOut(_) => ResponseError::RequestTimedOut,
         PartitionError::FlushFailed(_) | PartitionError::LogDirOffline => ResponseError::KafkaStorageError,

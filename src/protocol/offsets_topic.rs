@@ -194,9 +194,9 @@ fn append_error(e: PartitionError) -> OffsetsWriteError {
     tracing::error!(error = %e, "appending to __consumer_offsets failed");
     match e {
         PartitionError::InvalidBatch(_) => OffsetsWriteError::Rejected,
-        PartitionError::NotEnoughReplicas { .. } | PartitionError::ReplicationTimedOut(_) => {
-            OffsetsWriteError::Unavailable
-        }
+        PartitionError::NotEnoughReplicas { .. }
+        | PartitionError::NotEnoughReplicasAfterAppend { .. }
+        | PartitionError::ReplicationTimedOut(_) => OffsetsWriteError::Unavailable,
         PartitionError::NotLeaderOrFollower
         | PartitionError::NotAReplica(_)
         | PartitionError::FencedLeaderEpoch { .. } => OffsetsWriteError::NotCoordinator,

@@ -97,6 +97,11 @@ impl IsrState {
             && followers.into_iter().all(|r| self.followers.contains_key(r))
     }
 
+    /// The replicas of the partition, the leader included.
+    pub fn replica_count(&self) -> usize {
+        self.followers.len() + 1
+    }
+
     /// Whether `replica` is one of this leader's followers.
     pub fn is_replica(&self, replica: i32) -> bool {
         self.followers.contains_key(&replica)

@@ -42,6 +42,8 @@ pub enum PartitionError {
     Pool(#[from] super::blocking_pool::PoolError),
     #[error("the size of the current ISR {isr} is insufficient to satisfy the min.isr requirement of {min_isr}")]
     NotEnoughReplicas { isr: usize, min_isr: usize },
+    #[error("the records were appended, but the ISR shrank to {isr}, below the min.isr requirement of {min_isr}")]
+    NotEnoughReplicasAfterAppend { isr: usize, min_isr: usize },
     #[error("the write was not replicated to the in-sync replicas within {0:?}")]
     ReplicationTimedOut(Duration),
     #[error("fsync failed: {0}")]
@@ -267,18 +269,30 @@ impl Partition {
     }
 
     /// The settings a produce is checked against, refusing an acks=all write while the
-    /// ISR is smaller than `min.insync.replicas` (Kafka checks this at append time, under
-    /// the same lock that guards the ISR).
+    /// ISR is smaller than the effective `min.insync.replicas` (Kafka checks this at
+    /// append time, under the same lock that guards the ISR).
     pub fn produce_config(&self, acks_all: bool) -> Result<PartitionConfig, PartitionError> {
         let s = self.lock();
         if s.role != Role::Leader {
             return Err(PartitionError::NotLeaderOrFollower);
         }
-        let isr = s.isr.isr().len();
-        if acks_all && isr < s.config.min_insync_replicas {
-            return Err(PartitionError::NotEnoughReplicas { isr, min_isr: s.config.min_insync_replicas });
+        if acks_all {
+            if let Some((isr, min_isr)) = s.under_min_isr() {
+                return Err(PartitionError::NotEnoughReplicas { isr, min_isr });
+            }
         }
         Ok(s.config.clone())
+    }
+
+    /// After an acks=all write was replicated to the ISR: whether that ISR still meets
+    /// the effective `min.insync.replicas`. If it shrank below it meanwhile, the write is
+    /// in the log but not as durable as asked: NOT_ENOUGH_REPLICAS_AFTER_APPEND, as
+    /// Kafka's DelayedProduce answers (the producer retries; idempotence keeps one copy).
+    pub fn check_min_isr_after_append(&self) -> Result<(), PartitionError> {
+        match self.lock().under_min_isr() {
+            Some((isr, min_isr)) => Err(PartitionError::NotEnoughReplicasAfterAppend { isr, min_isr }),
+            None => Ok(()),
+        }
     }
 
     /// A follower fetched from `offset` (its log end offset). Returns the new high
@@ -702,6 +716,16 @@ impl PartitionState {
             Role::Leader => self.isr.high_watermark(),
             Role::Follower { .. } => self.follower_high_watermark,
         }
+    }
+
+    /// `(ISR size, effective min.insync.replicas)` when the ISR is below it. The effective
+    /// value is `min.insync.replicas` capped at the partition's replica count, as Kafka's
+    /// `Partition.effectiveMinIsr`: a setting no ISR of this size could meet does not stop
+    /// acks=all writes.
+    fn under_min_isr(&self) -> Option<(usize, usize)> {
+        let min_isr = self.config.min_insync_replicas.min(self.isr.replica_count());
+        let isr = self.isr.isr().len();
+        (isr < min_isr).then_some((isr, min_isr))
     }
 
     /// Keeps `proposal` to be sent, unless it was already proposed.

@@ -584,7 +584,9 @@ impl ReplicaManager {
     /// The second half of [`ReplicaManager::append`]: waits until the appended records
     /// meet `acks`: nothing more for acks=0 and acks=1; for acks=all the high watermark
     /// past them (at once on a single node; followers move it otherwise), failing with
-    /// [`PartitionError::ReplicationTimedOut`] at `deadline`; and in `flush_mode: fsync`
+    /// [`PartitionError::ReplicationTimedOut`] at `deadline`, and with
+    /// [`PartitionError::NotEnoughReplicasAfterAppend`] if the ISR that got them is
+    /// smaller than `min.insync.replicas` by then; and in `flush_mode: fsync`
     /// (acks 1 and all) an fsync that covers them, shared with concurrent producers.
     pub async fn complete(
         &self,
@@ -608,6 +610,7 @@ impl ReplicaManager {
                 {
                     return Err(PartitionError::NotLeaderOrFollower)
                 }
+                WaitOutcome::Satisfied if partition.is_leader() => partition.check_min_isr_after_append()?,
                 WaitOutcome::Satisfied => {}
                 WaitOutcome::TimedOut => {
                     return Err(PartitionError::ReplicationTimedOut(deadline.saturating_duration_since(Instant::now())))

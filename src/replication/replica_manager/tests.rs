@@ -119,6 +119,55 @@ async fn acks_all_below_min_insync_replicas_is_refused_before_the_append() {
     assert_eq!(p.log_end_offset(), 1);
 }
 
+/// An acks=all write that waited for its ISR answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when
+/// that ISR shrank below `min.insync.replicas` before the write was safe (Kafka's
+/// DelayedProduce): replicated to the leader alone is not what acks=all with
+/// min.insync.replicas=2 promised. Shrunk to two, it is.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrank_below_the_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
+    p.set_leadership(&leadership(&[1, 2, 3], &[1, 2, 3]), REPLICA_LAG_TIME_MAX_MS, 0);
+    let write = |n| {
+        let (manager, p) = (manager.clone(), p.clone());
+        tokio::spawn(async move { manager.append(&p, records(n), Acks::All, far(), NOW).await })
+    };
+    let first = write(2);
+    parked(&manager, &first).await;
+    // Followers 2 and 3 fall out of the ISR (the controller committed the shrink): the
+    // leader alone now makes the high watermark, so the write is replicated to the ISR.
+    manager.set_role(&p, &leadership(&[1, 2, 3], &[1]), NOW);
+    let err = first.await.unwrap().unwrap_err();
+    assert!(matches!(err, PartitionError::NotEnoughReplicasAfterAppend { isr: 1, min_isr: 2 }), "{err:?}");
+    assert_eq!((p.log_end_offset(), p.high_watermark()), (2, 2), "appended, as in Kafka");
+    // The next acks=all write is refused before it is appended.
+    let err = manager.append(&p, records(1), Acks::All, far(), NOW).await.unwrap_err();
+    assert!(matches!(err, PartitionError::NotEnoughReplicas { isr: 1, min_isr: 2 }), "{err:?}");
+
+    // Follower 2 back in the ISR and caught up: two in sync meet the minimum.
+    manager.set_role(&p, &leadership(&[1, 2, 3], &[1, 2]), NOW);
+    manager.follower_fetched(&p, 2, 2, NOW);
+    let second = write(1);
+    parked(&manager, &second).await;
+    manager.follower_fetched(&p, 2, 3, NOW);
+    assert_eq!(second.await.unwrap().unwrap().last_offset, 2);
+}
+
+/// As in Kafka (`Partition.effectiveMinIsr`), `min.insync.replicas` counts at most the
+/// partition's replicas: on a partition of one replica, min.insync.replicas=2 does not
+/// stop acks=all writes; on two replicas with one in sync, it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn min_insync_replicas_is_capped_at_the_replica_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
+    manager.set_role(&p, &leadership(&[1], &[1]), NOW);
+    let result = manager.append(&p, records(1), Acks::All, far(), NOW).await.unwrap();
+    assert_eq!(result.last_offset, 0);
+    manager.set_role(&p, &leadership(&[1, 2], &[1]), NOW);
+    let err = manager.append(&p, records(1), Acks::All, far(), NOW).await.unwrap_err();
+    assert!(matches!(err, PartitionError::NotEnoughReplicas { isr: 1, min_isr: 2 }), "{err:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fsync_mode_answers_after_the_fsync_and_moves_what_is_flushed() {
     let dir = tempfile::tempdir().unwrap();
