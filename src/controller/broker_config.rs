@@ -4,14 +4,18 @@
 //! (resource name = its node id) over the cluster-wide default (resource name "") over
 //! the static default.
 //!
-//! Only the configs below can change this way; the rest of a broker's settings come
-//! from its config file, and a request to change one is refused with Kafka's words.
+//! Two kinds of config can change this way, as in Kafka: the rates below, and the
+//! broker-wide defaults of topic configs (`log.retention.ms` for every topic without its
+//! own `retention.ms`; Kafka's `DynamicLogConfig`), typed and checked by the topic
+//! config table. The rest of a broker's settings come from its config file, and a
+//! request to change one is refused with Kafka's words.
 
 use std::collections::BTreeMap;
 
 use super::image::MetadataImage;
 use super::operations::ConfigChange;
 use super::records::MetadataRecord;
+use super::topic_config::{self, TOPIC_CONFIGS};
 use super::ControllerError;
 
 /// Bytes per second a leader sends to throttled replicas, summed over its partitions.
@@ -87,12 +91,41 @@ fn parse(value: &str) -> Option<i64> {
     value.trim().parse::<i64>().ok().filter(|v| *v >= 0)
 }
 
-/// Kafka's check of one value: a LONG, at least 0. Kafka's broker refuses any bad dynamic
-/// broker config with INVALID_REQUEST.
+/// Topic config name → the value its broker-wide default has on broker `node_id`, for
+/// each default set dynamically (for that broker, else for the cluster). What a topic
+/// without its own value of that config gets instead of the static default.
+pub type TopicDefaults = BTreeMap<&'static str, String>;
+
+pub fn topic_defaults(image: &MetadataImage, node_id: i32) -> TopicDefaults {
+    if image.broker_configs.is_empty() {
+        return TopicDefaults::new();
+    }
+    TOPIC_CONFIGS
+        .iter()
+        .filter_map(|def| {
+            let (_, value) = set_values(image, Some(node_id), def.server_default()?).into_iter().next()?;
+            Some((def.name, value.clone()))
+        })
+        .collect()
+}
+
+/// Whether a change to broker config `name` changes the settings of topics (so every
+/// topic's typed settings are worked out again).
+pub fn is_topic_default(name: &str) -> bool {
+    topic_config::by_server_default(name).is_some()
+}
+
+/// Kafka's check of one value: a rate is a LONG, at least 0; a topic config's default is
+/// checked as that topic config is. Kafka's broker refuses any bad dynamic broker config
+/// with INVALID_REQUEST.
 fn validate(name: &str, value: &str) -> Result<(), ControllerError> {
+    if let Some(def) = topic_config::by_server_default(name) {
+        return def.validate_as(name, value).map_err(ControllerError::InvalidRequest);
+    }
     if find(name).is_none() {
         return Err(ControllerError::InvalidRequest(format!(
-            "Cannot update these configs dynamically: Set({name}); runnel updates only {} at runtime",
+            "Cannot update these configs dynamically: Set({name}); runnel updates only {} and the broker-wide \
+             defaults of topic configs (log.retention.ms, ...) at runtime",
             DYNAMIC_BROKER_CONFIGS.iter().map(|d| d.name).collect::<Vec<_>>().join(", ")
         )));
     }
@@ -163,6 +196,38 @@ mod tests {
         // The snapshot carries them.
         let again = MetadataImage::from_records(&image.to_records(), image.offset);
         assert_eq!(again.broker_configs, image.broker_configs);
+    }
+
+    #[test]
+    fn a_topic_configs_broker_wide_default_is_checked_as_that_config_and_named_by_topic_config() {
+        let mut image = MetadataImage::default();
+        let set = |k: &str, v: &str| vec![ConfigChange::Set(k.into(), v.into())];
+        for (name, bad, why) in [
+            ("log.retention.ms", "abc", "LONG"),
+            ("log.cleanup.policy", "shred", "must be one of"),
+            ("min.insync.replicas", "0", "at least 1"),
+            ("log.roll.ms", "0", "at least 1"),
+        ] {
+            match alter(&image, "", &set(name, bad)) {
+                Err(ControllerError::InvalidRequest(m)) => {
+                    assert!(m.contains(name) && m.contains(why), "{name}={bad}: {m}")
+                }
+                other => panic!("{name}={bad}: {other:?}"),
+            }
+        }
+        assert_eq!(topic_defaults(&image, 1), TopicDefaults::new());
+        apply(&mut image, "", &set("log.retention.ms", "1000"));
+        apply(&mut image, "", &set("log.cleanup.policy", "compact,delete"));
+        apply(&mut image, "1", &set("log.retention.ms", " 50 "));
+        apply(&mut image, "1", &set(LEADER_REPLICATION_THROTTLED_RATE, "7"));
+        let on = |node| topic_defaults(&image, node);
+        assert_eq!(
+            on(1),
+            TopicDefaults::from([("cleanup.policy", "compact,delete".to_owned()), ("retention.ms", "50".into())])
+        );
+        assert_eq!(on(2)["retention.ms"], "1000");
+        assert!(is_topic_default("message.max.bytes") && is_topic_default("log.roll.ms"));
+        assert!(!is_topic_default(LEADER_REPLICATION_THROTTLED_RATE) && !is_topic_default("log.retention.hours"));
     }
 
     #[test]

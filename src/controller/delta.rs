@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use uuid::Uuid;
 
-use super::image::MetadataImage;
+use super::broker_config;
+use super::image::{MetadataImage, TopicImage};
 use super::records::MetadataRecord;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -18,6 +19,9 @@ pub struct MetadataDelta {
     pub changed_partitions: BTreeSet<(Uuid, i32)>,
     /// Topics deleted.
     pub removed_topics: BTreeSet<Uuid>,
+    /// A broker-wide default of topic configs (`log.retention.ms`, ...) changed, which
+    /// may change the settings of every topic.
+    pub topic_defaults_changed: bool,
 }
 
 impl MetadataDelta {
@@ -40,11 +44,23 @@ impl MetadataDelta {
                 | MetadataRecord::BrokerFenced { .. }
                 | MetadataRecord::BrokerControlledShutdown { .. }
                 | MetadataRecord::ProducerIds { .. }
-                | MetadataRecord::ClientMetricsConfig { .. }
-                | MetadataRecord::BrokerConfig { .. } => {}
+                | MetadataRecord::ClientMetricsConfig { .. } => {}
+                MetadataRecord::BrokerConfig { name, .. } => {
+                    d.topic_defaults_changed |= broker_config::is_topic_default(name);
+                }
             }
         }
         d
+    }
+
+    /// The topics of `image` whose settings or partitions may have changed: those
+    /// `changed_topics` names, or all of them after a change to a broker-wide default.
+    pub fn reconfigured_topics<'a>(&'a self, image: &'a MetadataImage) -> Vec<&'a Arc<TopicImage>> {
+        if self.topic_defaults_changed {
+            image.topics.values().collect()
+        } else {
+            self.changed_topics.iter().filter_map(|id| image.topic_by_id(id)).collect()
+        }
     }
 
     /// Everything in `image`, as if it had just been created (a subscriber's first view).
@@ -103,5 +119,20 @@ mod tests {
         assert_eq!(d.changed_topics, BTreeSet::from([a]));
         assert_eq!(d.changed_partitions, BTreeSet::from([(a, 0)]));
         assert_eq!(d.removed_topics, BTreeSet::from([b]));
+        assert!(!d.topic_defaults_changed);
+    }
+
+    #[test]
+    fn a_broker_wide_topic_default_reconfigures_every_topic_and_a_rate_none() {
+        let mut image = MetadataImage::default();
+        for (i, name) in ["a", "b"].iter().enumerate() {
+            image.apply(&MetadataRecord::Topic { name: (*name).into(), topic_id: Uuid::from_u128(i as u128 + 1) });
+        }
+        let set = |name: &str| MetadataRecord::BrokerConfig { resource: String::new(), name: name.into(), value: None };
+        let d = MetadataDelta::of(&[set("log.retention.ms")]);
+        assert!(d.topic_defaults_changed && d.changed_topics.is_empty());
+        assert_eq!(d.reconfigured_topics(&image).len(), 2);
+        let d = MetadataDelta::of(&[set("leader.replication.throttled.rate")]);
+        assert!(!d.topic_defaults_changed && d.reconfigured_topics(&image).is_empty());
     }
 }

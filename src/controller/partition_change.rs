@@ -16,6 +16,7 @@
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::broker_config;
 use super::image::{MetadataImage, PartitionImage, TopicImage};
 use super::records::MetadataRecord;
 
@@ -86,8 +87,14 @@ fn shrink(isr: &[i32], gone: &dyn Fn(i32) -> bool) -> Vec<i32> {
     }
 }
 
-fn unclean_allowed(topic: &TopicImage) -> bool {
-    topic.configs.get("unclean.leader.election.enable").is_some_and(|v| v == "true")
+/// `unclean.leader.election.enable`: the topic's own value, else the cluster-wide
+/// default set at runtime, else false. (Kafka's controller also consults its own node's
+/// dynamic value between the two; here a decision depends on the image alone, not on
+/// which node leads the quorum.)
+fn unclean_allowed(image: &MetadataImage, topic: &TopicImage) -> bool {
+    const NAME: &str = "unclean.leader.election.enable";
+    let cluster = || broker_config::set_values(image, None, NAME).into_iter().next().map(|(_, v)| v);
+    topic.configs.get(NAME).or_else(cluster).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
 /// Broker `node` is fenced (missed its heartbeats) or shutting down: it leaves every ISR
@@ -100,7 +107,7 @@ pub fn remove_broker(image: &MetadataImage, node: i32, alive: &dyn Fn(i32) -> bo
     for topic in image.topics.values() {
         for pi in topic.partitions.iter().filter(|p| p.replicas.contains(&node)) {
             let isr = shrink(&pi.isr, &gone);
-            let target = elect(pi, isr, &eligible, unclean_allowed(topic));
+            let target = elect(pi, isr, &eligible, unclean_allowed(image, topic));
             out.extend(record(topic.topic_id, pi, target));
         }
     }
@@ -129,7 +136,7 @@ pub fn remove_offline_replicas(
         if !pi.replicas.contains(&node) {
             continue;
         }
-        let target = elect(pi, shrink(&pi.isr, &gone), &eligible, unclean_allowed(topic));
+        let target = elect(pi, shrink(&pi.isr, &gone), &eligible, unclean_allowed(image, topic));
         if target.leader == NO_LEADER && pi.leader == node {
             continue;
         }
@@ -144,7 +151,7 @@ pub fn elect_leaderless(image: &MetadataImage, alive: &dyn Fn(i32) -> bool) -> V
     let mut out = Vec::new();
     for topic in image.topics.values() {
         for pi in topic.partitions.iter().filter(|p| p.leader == NO_LEADER) {
-            let target = elect(pi, pi.isr.clone(), alive, unclean_allowed(topic));
+            let target = elect(pi, pi.isr.clone(), alive, unclean_allowed(image, topic));
             out.extend(record(topic.topic_id, pi, target));
         }
     }
@@ -414,6 +421,23 @@ mod tests {
         assert_eq!(parts(&remove_broker(&clean, 1, &|_| true))[0].2, NO_LEADER);
         let unclean = image(&[(&[1, 2], &[1], 1)], &[("unclean.leader.election.enable", "true")]);
         assert_eq!(parts(&remove_broker(&unclean, 1, &|_| true)), vec![(0, vec![2], 2, 6, 10)]);
+    }
+
+    #[test]
+    fn the_cluster_wide_default_allows_unclean_election_unless_the_topic_says_no() {
+        let default = |configs: &[(&str, &str)], resource: &str| {
+            let mut img = image(&[(&[1, 2], &[1], 1)], configs);
+            img.apply(&MetadataRecord::BrokerConfig {
+                resource: resource.into(),
+                name: "unclean.leader.election.enable".into(),
+                value: Some("TRUE".into()),
+            });
+            parts(&remove_broker(&img, 1, &|_| true))[0].2
+        };
+        assert_eq!(default(&[], ""), 2);
+        assert_eq!(default(&[("unclean.leader.election.enable", "false")], ""), NO_LEADER);
+        // One broker's value is that broker's, not the controller's.
+        assert_eq!(default(&[], "2"), NO_LEADER);
     }
 
     #[test]

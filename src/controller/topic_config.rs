@@ -331,14 +331,41 @@ pub fn find(name: &str) -> Option<&'static TopicConfigDef> {
     TOPIC_CONFIGS.iter().find(|d| d.name == name)
 }
 
+/// The topic config whose broker-wide default is broker config `name` (Kafka's
+/// `ServerTopicConfigSynonyms`, first synonym): `log.retention.ms` for `retention.ms`.
+pub fn by_server_default(name: &str) -> Option<&'static TopicConfigDef> {
+    TOPIC_CONFIGS.iter().find(|d| d.server_default() == Some(name))
+}
+
 impl TopicConfigDef {
     pub fn default_value(&self, broker: &BrokerConfig) -> String {
         (self.default)(broker)
     }
 
+    /// The broker config that sets this topic config's default for every topic without
+    /// an override, and that can change at runtime as a dynamic broker config (Kafka's
+    /// first synonym in `ServerTopicConfigSynonyms`). Four of them are not in
+    /// `broker_synonym`, since Kafka's static default for them is an hour-based config,
+    /// so they are named here. The throttled-replica lists have none.
+    pub fn server_default(&self) -> Option<&'static str> {
+        self.broker_synonym.or(match self.name {
+            "flush.ms" => Some("log.flush.interval.ms"),
+            "retention.ms" => Some("log.retention.ms"),
+            "segment.jitter.ms" => Some("log.roll.jitter.ms"),
+            "segment.ms" => Some("log.roll.ms"),
+            _ => None,
+        })
+    }
+
     /// Check a value; the error text follows Kafka's ConfigException wording.
     pub fn validate(&self, value: &str) -> Result<(), String> {
-        let bad = |why: String| Err(format!("Invalid value {value} for configuration {}: {why}", self.name));
+        self.validate_as(self.name, value)
+    }
+
+    /// The same check, its words naming config `shown` (a broker config that sets this
+    /// one's default).
+    pub fn validate_as(&self, shown: &str, value: &str) -> Result<(), String> {
+        let bad = |why: String| Err(format!("Invalid value {value} for configuration {shown}: {why}"));
         let number = match self.ty {
             ConfigType::Boolean => {
                 if !value.eq_ignore_ascii_case("true") && !value.eq_ignore_ascii_case("false") {

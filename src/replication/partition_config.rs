@@ -1,5 +1,6 @@
 //! A topic's settings, typed once per metadata image: each of Kafka's topic configs is
-//! the topic's override (a string in the image) or else the default the config table
+//! the topic's override (a string in the image), else the broker-wide default set at
+//! runtime (a dynamic broker config in the image), else the default the config table
 //! gives for this broker (`controller/topic_config.rs`: names, types, defaults and
 //! validation in one place). Partitions and the produce path read these fields; nothing
 //! below this file parses a config string.
@@ -8,6 +9,7 @@ use std::collections::BTreeMap;
 
 use super::validated::ProduceLimits;
 use crate::config::BrokerConfig;
+use crate::controller::broker_config::TopicDefaults;
 use crate::controller::topic_config;
 use crate::storage::{LogConfig, TimestampBounds};
 
@@ -72,9 +74,16 @@ impl ThrottledReplicas {
 }
 
 impl PartitionConfig {
-    /// The broker's defaults with `overrides` (a topic's configs) applied.
-    pub fn resolve(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> PartitionConfig {
-        let value = |name: &str| -> String { overrides.get(name).cloned().unwrap_or_else(|| default_of(broker, name)) };
+    /// `overrides` (a topic's configs) over `dynamic` (the broker-wide defaults set at
+    /// runtime, by topic config name) over the broker's static defaults.
+    pub fn resolve(
+        broker: &BrokerConfig,
+        dynamic: &TopicDefaults,
+        overrides: &BTreeMap<String, String>,
+    ) -> PartitionConfig {
+        let value = |name: &str| -> String {
+            overrides.get(name).or_else(|| dynamic.get(name)).cloned().unwrap_or_else(|| default_of(broker, name))
+        };
         // What reaches an image was validated against the table; a value that still does
         // not parse (a config written by an older release) falls back to the default.
         let long = |name: &str| -> i64 {
@@ -137,7 +146,7 @@ mod tests {
     fn resolve(pairs: &[(&str, &str)]) -> PartitionConfig {
         let broker = BrokerConfig::build(&[]).unwrap();
         let overrides = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        PartitionConfig::resolve(&broker, &overrides)
+        PartitionConfig::resolve(&broker, &TopicDefaults::new(), &overrides)
     }
 
     #[test]
@@ -176,6 +185,17 @@ mod tests {
         assert!(limits.require_keys);
         assert_eq!(limits.max_message_bytes, 5000);
         assert_eq!(limits.timestamps.unwrap().before_max_ms, 1000);
+    }
+
+    #[test]
+    fn a_dynamic_default_applies_where_the_topic_has_no_value_of_its_own() {
+        let broker = BrokerConfig::build(&[]).unwrap();
+        let dynamic = TopicDefaults::from([("retention.ms", "1000".to_owned()), ("min.insync.replicas", "2".into())]);
+        let own = BTreeMap::from([("retention.ms".to_owned(), "5".to_owned())]);
+        let c = PartitionConfig::resolve(&broker, &dynamic, &BTreeMap::new());
+        assert_eq!((c.log.retention_ms, c.min_insync_replicas), (1000, 2));
+        let c = PartitionConfig::resolve(&broker, &dynamic, &own);
+        assert_eq!((c.log.retention_ms, c.min_insync_replicas), (5, 2));
     }
 
     #[test]

@@ -30,7 +30,7 @@ use super::purgatory::{DelayedOperations, WaitOutcome};
 use super::replication_quota::ReplicationQuotas;
 use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
-use crate::controller::broker_config;
+use crate::controller::broker_config::{self, TopicDefaults};
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, PartitionImage, TopicImage};
 use crate::storage::file_cache::{self, FileCache};
 use crate::storage::log_dirs::{LogDirs, LogDirsError};
@@ -96,9 +96,10 @@ impl MetadataListener for ReplicaManager {
         let now_ms = (self.clock)();
         let map = self.partitions.read().unwrap_or_else(|e| e.into_inner());
         let mut new: Vec<(&TopicImage, &PartitionImage, PartitionConfig)> = Vec::new();
-        for topic in delta.changed_topics.iter().filter_map(|id| image.topic_by_id(id)) {
+        let dynamic = broker_config::topic_defaults(image, self.node_id);
+        for topic in delta.reconfigured_topics(image) {
             let existing = map.get(&topic.topic_id);
-            let config = self.config_for(topic);
+            let config = self.config_for(&dynamic, topic);
             new.extend(
                 topic
                     .partitions
@@ -304,9 +305,10 @@ impl ReplicaManager {
             .unwrap_or_else(|| self.log_dirs.dirs()[0].join(&name))
     }
 
-    /// A topic's settings, typed: its overrides over the broker defaults.
-    pub fn config_for(&self, topic: &TopicImage) -> PartitionConfig {
-        PartitionConfig::resolve(&self.broker, &topic.configs)
+    /// A topic's settings, typed: its overrides over the broker defaults (`dynamic`:
+    /// this broker's [`broker_config::topic_defaults`] in the same image).
+    pub fn config_for(&self, dynamic: &TopicDefaults, topic: &TopicImage) -> PartitionConfig {
+        PartitionConfig::resolve(&self.broker, dynamic, &topic.configs)
     }
 
     /// At start: open every partition `image` has (and drop any it no longer has).
@@ -334,8 +336,9 @@ impl ReplicaManager {
                 }
             }
         }
-        for topic in delta.changed_topics.iter().filter_map(|id| image.topic_by_id(id)) {
-            let config = self.config_for(topic);
+        let dynamic = broker_config::topic_defaults(image, self.node_id);
+        for topic in delta.reconfigured_topics(image) {
+            let config = self.config_for(&dynamic, topic);
             let parts = map.entry(topic.topic_id).or_default();
             for pi in &topic.partitions {
                 let changed = delta.changed_partitions.contains(&(topic.topic_id, pi.partition));

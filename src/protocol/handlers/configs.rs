@@ -15,7 +15,7 @@ use super::str_bytes;
 use crate::controller::broker_config::{self, DynamicSource, DYNAMIC_BROKER_CONFIGS};
 use crate::controller::client_metrics;
 use crate::controller::topic_config::{self, ConfigType, TOPIC_CONFIGS};
-use crate::controller::{ConfigChange, ControllerError, TopicImage};
+use crate::controller::{ConfigChange, ControllerError, MetadataImage, TopicImage};
 use crate::protocol::errors::controller_error;
 use crate::protocol::Ctx;
 
@@ -40,18 +40,24 @@ pub struct ConfigEntry {
     pub synonyms: Vec<(String, String, i8)>,
 }
 
-/// Every config of a topic with its effective value and where that value comes from.
+/// Every config of a topic with its effective value and where that value comes from:
+/// the topic's own, else the broker-wide default set at runtime (this broker's, else the
+/// cluster's), else the static default.
 pub fn topic_config_entries(ctx: &Ctx, topic: &TopicImage) -> Vec<ConfigEntry> {
+    let image = ctx.image();
     TOPIC_CONFIGS
         .iter()
         .map(|def| {
             let default = def.default_value(&ctx.config);
             let mut synonyms = Vec::new();
-            let (value, source) = match topic.configs.get(def.name) {
-                Some(v) => {
-                    synonyms.push((def.name.to_owned(), v.clone(), SOURCE_TOPIC));
-                    (v.clone(), SOURCE_TOPIC)
-                }
+            if let Some(v) = topic.configs.get(def.name) {
+                synonyms.push((def.name.to_owned(), v.clone(), SOURCE_TOPIC));
+            }
+            if let Some(server) = def.server_default() {
+                synonyms.extend(dynamic_levels(&image, Some(ctx.config.node_id), server));
+            }
+            let (value, source) = match synonyms.first() {
+                Some((_, v, source)) => (v.clone(), *source),
                 // A broker setting that differs from Kafka's default is a static broker config.
                 None if default != def.default_value(&crate::config::BrokerConfig::default()) => {
                     (default.clone(), SOURCE_STATIC_BROKER)
@@ -62,6 +68,21 @@ pub fn topic_config_entries(ctx: &Ctx, topic: &TopicImage) -> Vec<ConfigEntry> {
                 synonyms.push((syn.to_owned(), default, SOURCE_DEFAULT));
             }
             ConfigEntry { name: def.name.to_owned(), value, source, config_type: def.ty.code(), doc: def.doc, synonyms }
+        })
+        .collect()
+}
+
+/// The values dynamic broker config `name` is set to for broker `node` (`None`: only
+/// the cluster default's), most specific first, as DescribeConfigs synonyms.
+fn dynamic_levels(image: &MetadataImage, node: Option<i32>, name: &str) -> Vec<(String, String, i8)> {
+    broker_config::set_values(image, node, name)
+        .into_iter()
+        .map(|(source, v)| {
+            let source = match source {
+                DynamicSource::Broker => SOURCE_DYNAMIC_BROKER,
+                _ => SOURCE_DYNAMIC_DEFAULT_BROKER,
+            };
+            (name.to_owned(), v.clone(), source)
         })
         .collect()
 }
@@ -158,38 +179,36 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
             doc: "",
         })
         .collect();
-    entries.extend(dynamic_broker_entries(ctx, Some(c.node_id)));
+    // A value set at runtime wins over the static one, which stays as its last synonym.
+    for dynamic in dynamic_broker_entries(ctx, Some(c.node_id)) {
+        match entries.iter_mut().find(|e| e.name == dynamic.name) {
+            Some(e) => {
+                let statics = std::mem::replace(&mut e.synonyms, dynamic.synonyms);
+                e.synonyms.extend(statics);
+                (e.value, e.source) = (dynamic.value, dynamic.source);
+            }
+            None => entries.push(dynamic),
+        }
+    }
     entries.sort_by(|a, b| a.name.cmp(&b.name));
     entries
 }
 
 /// The dynamic broker configs set for broker `node` or as the cluster default (`None`:
 /// the cluster default resource, which lists only its own), with the levels under each
-/// value as synonyms. As in Kafka, a throttle rate that is not set is not listed.
+/// value as synonyms: the throttle rates, then the broker-wide defaults of topic configs.
+/// As in Kafka, a throttle rate that is not set is not listed.
 fn dynamic_broker_entries(ctx: &Ctx, node: Option<i32>) -> Vec<ConfigEntry> {
     let image = ctx.image();
-    DYNAMIC_BROKER_CONFIGS
-        .iter()
-        .filter_map(|def| {
-            let synonyms: Vec<(String, String, i8)> = broker_config::set_values(&image, node, def.name)
-                .into_iter()
-                .map(|(source, v)| {
-                    let source = match source {
-                        DynamicSource::Broker => SOURCE_DYNAMIC_BROKER,
-                        _ => SOURCE_DYNAMIC_DEFAULT_BROKER,
-                    };
-                    (def.name.to_owned(), v.clone(), source)
-                })
-                .collect();
+    let rates = DYNAMIC_BROKER_CONFIGS.iter().map(|def| (def.name, ConfigType::Long, def.doc));
+    let topic_defaults =
+        TOPIC_CONFIGS.iter().filter_map(|def| def.server_default().map(|name| (name, def.ty, def.doc)));
+    rates
+        .chain(topic_defaults)
+        .filter_map(|(name, ty, doc)| {
+            let synonyms = dynamic_levels(&image, node, name);
             let (_, value, source) = synonyms.first()?.clone();
-            Some(ConfigEntry {
-                name: def.name.to_owned(),
-                value,
-                source,
-                config_type: ConfigType::Long.code(),
-                doc: def.doc,
-                synonyms,
-            })
+            Some(ConfigEntry { name: name.to_owned(), value, source, config_type: ty.code(), doc, synonyms })
         })
         .collect()
 }
@@ -421,8 +440,12 @@ pub async fn incremental_alter(
                                 })?;
                                 (ty, String::new())
                             } else if r.resource_type == RESOURCE_BROKER {
-                                // Every dynamic broker config is a LONG.
-                                (ConfigType::Long, String::new())
+                                // A topic config's broker-wide default is typed as that topic
+                                // config; the rest (the rates) are LONGs.
+                                match topic_config::by_server_default(&key) {
+                                    Some(def) => (def.ty, def.default_value(&ctx.config)),
+                                    None => (ConfigType::Long, String::new()),
+                                }
                             } else {
                                 let def = topic_config::find(&key).ok_or_else(|| {
                                     (ResponseError::InvalidConfig, format!("Unknown topic config name: {key}"))

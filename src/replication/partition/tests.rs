@@ -8,7 +8,7 @@ use crate::storage::{LogConfig, StorageError};
 
 fn compacted() -> PartitionConfig {
     let broker = crate::config::BrokerConfig::build(&[]).unwrap();
-    let mut config = PartitionConfig::resolve(&broker, &Default::default());
+    let mut config = PartitionConfig::resolve(&broker, &Default::default(), &Default::default());
     config.log = LogConfig {
         segment_bytes: 1,
         cleanup_delete: false,

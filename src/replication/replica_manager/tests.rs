@@ -12,7 +12,7 @@ fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManag
     broker.data_dir = dir.to_owned();
     tweak(&mut broker);
     let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
-    let config = PartitionConfig::resolve(&broker, &Default::default());
+    let config = PartitionConfig::resolve(&broker, &Default::default(), &Default::default());
     let id = PartitionId { topic: "t", topic_id: Uuid::new_v4(), index: 0 };
     let partition =
         Arc::new(Partition::open(id, dir.join("t-0"), config, 0, NOW, &crate::storage::FileCache::private()).unwrap());
@@ -227,6 +227,56 @@ fn a_new_leader_epoch_reaches_an_open_partition() {
     manager.apply_delta(&image, &MetadataDelta::of(&elected), NOW).unwrap();
     assert!(Arc::ptr_eq(&p, &manager.partition(&topic_id, 0).unwrap()), "the same partition, not reopened");
     assert_eq!(p.leader_epoch(), 3);
+}
+
+/// A broker-wide default of a topic config set at runtime reaches the open partitions of
+/// every topic without its own value, this broker's value over the cluster's, and goes
+/// when it is deleted.
+#[test]
+fn a_broker_wide_topic_default_reaches_open_partitions_of_topics_without_their_own() {
+    use crate::controller::{MetadataImage, MetadataRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.path().to_owned();
+    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap();
+    let (plain, own) = (Uuid::from_u128(1), Uuid::from_u128(2));
+    let mut image = MetadataImage::default();
+    let mut created = vec![];
+    for (name, topic_id) in [("plain", plain), ("own", own)] {
+        created.push(MetadataRecord::Topic { name: name.into(), topic_id });
+        created.push(MetadataRecord::Partition {
+            topic_id,
+            partition: 0,
+            replicas: vec![1],
+            isr: vec![1],
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
+        });
+    }
+    created.push(MetadataRecord::TopicConfig { topic_id: own, name: "retention.ms".into(), value: Some("5".into()) });
+    let mut commit = |records: &[MetadataRecord]| {
+        records.iter().for_each(|r| image.apply(r));
+        manager.apply_delta(&image, &MetadataDelta::of(records), NOW).unwrap();
+    };
+    commit(&created);
+    let retention = |id| manager.partition(&id, 0).unwrap().config().log.retention_ms;
+    assert_eq!((retention(plain), retention(own)), (broker.log_retention_ms, 5));
+    let set = |resource: &str, value: Option<&str>| MetadataRecord::BrokerConfig {
+        resource: resource.into(),
+        name: "log.retention.ms".into(),
+        value: value.map(Into::into),
+    };
+    commit(&[set("", Some("1000"))]);
+    assert_eq!((retention(plain), retention(own)), (1000, 5));
+    commit(&[set("1", Some("300"))]);
+    assert_eq!(retention(plain), 300);
+    commit(&[set("2", Some("7"))]);
+    assert_eq!(retention(plain), 300, "another broker's value is that broker's");
+    commit(&[set("1", None), set("", None)]);
+    assert_eq!((retention(plain), retention(own)), (broker.log_retention_ms, 5));
 }
 
 /// Only partition directories of topics the image does not have are removed: a directory
