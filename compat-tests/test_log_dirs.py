@@ -89,7 +89,12 @@ def test_log_dirs_describe_and_a_reassign_partitions_move_between_dirs(two_dir_r
     assert sorted(got) == sorted([f"before-{i}" for i in range(20)] + [f"during-{i}" for i in range(20)]), got
 
 
-def test_a_throttled_move_between_dirs_waits_until_the_throttle_is_lifted(two_dir_runnel, topic_name, tmp_path):
+@pytest.mark.parametrize("interrupted", [None, "stop", "kill"],
+                         ids=["", "across-a-restart", "across-a-kill"])
+def test_a_throttled_move_between_dirs_waits_until_the_throttle_is_lifted(two_dir_runnel, topic_name, tmp_path,
+                                                                         interrupted):
+    """With `interrupted`, the broker stops (SIGTERM) or dies (SIGKILL) while the move is
+    held, and starts again: the move is taken up again, as Kafka resumes its future log."""
     broker, dirs = two_dir_runnel
     b = broker.bootstrap
     create_topic(b, topic_name, 1)
@@ -118,8 +123,20 @@ def test_a_throttled_move_between_dirs_waits_until_the_throttle_is_lifted(two_di
     copied = sum(f.stat().st_size for f in future.glob("*.log"))
     full = sum(f.stat().st_size for f in (source / f"{topic_name}-0").glob("*.log"))
     assert copied < full // 2, f"the throttled move copied {copied} of {full} bytes"
+    in_progress = f"Reassignment of replica {topic_name}-0-1 is still in progress."
     proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--verify")
-    assert "completed successfully" not in proc.stdout, describe(proc)
+    assert in_progress in proc.stdout, describe(proc)
+
+    if interrupted:
+        if interrupted == "stop":
+            broker.stop()
+        else:
+            broker.kill()
+        assert future.exists(), "the copy made so far is kept"
+        broker.start()
+        assert "resuming a move between log dirs" in broker.log_text()
+        proc = run_tool(REASSIGN, "--bootstrap-server", b, "--reassignment-json-file", plan, "--verify")
+        assert in_progress in proc.stdout, describe(proc)
 
     proc = run_tool(CONFIGS, "--bootstrap-server", b, "--alter", "--entity-type", "brokers", "--entity-name", "1",
                     "--delete-config", "replica.alter.log.dirs.io.max.bytes.per.second")

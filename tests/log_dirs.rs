@@ -257,7 +257,8 @@ async fn a_full_log_dir_goes_offline_and_the_other_keeps_serving() {
 }
 
 /// A crash in the middle of a move: before its commit point the source stays the
-/// partition (the half-made copy is dropped at start); after it, start finishes the move.
+/// partition and the next start takes the move up again (as Kafka resumes its future
+/// log); after it, start finishes the move.
 #[tokio::test]
 async fn a_move_interrupted_by_a_crash_reopens_correctly() {
     let data = tempfile::tempdir().unwrap();
@@ -288,19 +289,27 @@ async fn a_move_interrupted_by_a_crash_reopens_correctly() {
         }
     };
 
-    // Crashed while copying: a partial future copy (one file, cut short).
+    // Crashed while copying: a partial future copy (one file, cut short). The source
+    // serves, and the move is made again from it.
     let future = dirs[to].join("crashy-0-future");
     std::fs::create_dir_all(&future).unwrap();
     std::fs::write(future.join("00000000000000000000.log"), b"partial").unwrap();
     let broker = runnel::Broker::start(config.clone()).await.unwrap();
     let mut c = common::Client::connect(broker.local_addr()).await;
-    assert_eq!(holder(&dirs, "crashy", 0), vec![from]);
-    assert!(!future.exists(), "the half-made copy is dropped");
+    assert_eq!(read_all(&mut c, "crashy").await, expected);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while holder(&dirs, "crashy", 0) != vec![to] || future.exists() {
+        assert!(std::time::Instant::now() < deadline, "the interrupted move was not taken up again");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
     assert_eq!(read_all(&mut c, "crashy").await, expected);
     drop(c);
     broker.shutdown().await;
 
-    // Crashed after the commit point: a complete copy, the source renamed to -delete.
+    // Crashed after the commit point of a move back: a complete copy, the source renamed
+    // to -delete.
+    let (from, to) = (to, from);
+    let future = dirs[to].join("crashy-0-future");
     copy_dir(&dirs[from].join("crashy-0"), &future);
     std::fs::rename(dirs[from].join("crashy-0"), dirs[from].join("crashy-0-delete")).unwrap();
     let broker = runnel::Broker::start(config.clone()).await.unwrap();

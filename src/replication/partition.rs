@@ -738,6 +738,7 @@ impl PartitionState {
 }
 
 mod log_move;
+pub use log_move::MovePaused;
 mod replica;
 pub use replica::{FollowerFetchState, ReplicaRead};
 

@@ -24,7 +24,7 @@ use uuid::Uuid;
 use super::blocking_pool::BlockingPool;
 use super::isr_sink::{IsrChange, IsrChangeSink, LoggingIsrChangeSink};
 use super::leadership_counters::{Before, LeadershipCounters};
-use super::partition::{AppendResult, Partition, PartitionError, PartitionId};
+use super::partition::{AppendResult, MovePaused, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
 use super::purgatory::{DelayedOperations, WaitOutcome};
 use super::replication_quota::ReplicationQuotas;
@@ -33,7 +33,7 @@ use crate::config::{BrokerConfig, FlushMode};
 use crate::controller::broker_config::{self, TopicDefaults};
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, PartitionImage, TopicImage};
 use crate::storage::file_cache::{self, FileCache};
-use crate::storage::log_dirs::{LogDirs, LogDirsError};
+use crate::storage::log_dirs::{LogDirs, LogDirsError, FUTURE_SUFFIX};
 
 /// Kafka's `replica.lag.time.max.ms` default: a follower not caught up for this long
 /// leaves the ISR.
@@ -268,18 +268,40 @@ impl ReplicaManager {
         });
     }
 
+    /// At start, once the partitions are open: starts again every move between log
+    /// directories that a restart or crash interrupted (`LogDirs::take_pending_moves`), as
+    /// Kafka resumes its future logs; the copy of a partition that is no longer local is
+    /// removed.
+    pub fn resume_log_dir_moves(self: &Arc<Self>) {
+        for (name, to) in self.log_dirs.take_pending_moves() {
+            let found = self.all_partitions().into_iter().find(|p| p.dir().file_name() == Some(name.as_ref()));
+            match found {
+                Some(p) => {
+                    tracing::info!(topic = %p.topic, partition = p.index, dest = %self.log_dirs.dirs()[to].display(), "resuming a move between log dirs interrupted by a restart");
+                    self.move_partition(&p, to);
+                }
+                None => {
+                    let future = self.log_dirs.dirs()[to].join(format!("{name}{FUTURE_SUFFIX}"));
+                    tracing::warn!(dir = %future.display(), "removing the copy of an interrupted move: the partition is no longer here");
+                    remove_dir(&future);
+                }
+            }
+        }
+    }
+
     /// Counts `bytes` a log-dir move of `partition` copied, then holds the copy while
     /// `replica.alter.log.dirs.io.max.bytes.per.second` is exceeded. The move is
-    /// abandoned (its copy removed) if the partition is deleted or the broker stops
-    /// meanwhile.
+    /// abandoned (its copy removed) if the partition is deleted meanwhile, and paused (its
+    /// copy kept for the next start) if the broker stops.
     fn pace_log_dir_move(&self, partition: &Partition, bytes: u64) -> std::io::Result<()> {
         let quota = &self.quotas.alter_log_dirs;
         quota.record(bytes, Instant::now());
         while quota.is_exceeded(Instant::now()) {
-            if partition.is_deleted() || self.purgatory.is_closed() {
-                return Err(std::io::Error::other(
-                    "move abandoned: the partition was deleted or the broker is stopping",
-                ));
+            if partition.is_deleted() {
+                return Err(std::io::Error::other("move abandoned: the partition was deleted"));
+            }
+            if self.purgatory.is_closed() {
+                return Err(MovePaused::error());
             }
             std::thread::sleep(LOG_DIR_MOVE_THROTTLE_POLL);
         }

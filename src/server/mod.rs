@@ -177,6 +177,7 @@ impl Broker {
             replicas.remove_orphans(image);
             replicas.apply_image(image, clock())
         })?;
+        replicas.resume_log_dir_moves();
         let limits = GroupLimits {
             min_session_timeout_ms: config.group_min_session_timeout_ms,
             max_session_timeout_ms: config.group_max_session_timeout_ms,

@@ -12,9 +12,12 @@
 //!
 //! A move commits by renaming the source to `-delete` (after the future copy is complete
 //! and on disk), then the future copy to its plain name, then removing the `-delete`
-//! directory. So at start, [`LogDirs::open`] finishes or forgets every move a crash
-//! interrupted: a `-future` directory with no `-delete` beside it anywhere was not
-//! complete and is removed (the source still holds the partition); a `-delete` directory
+//! directory. So at start, [`LogDirs::open`] finishes or takes up again every move a
+//! crash or restart interrupted: a `-future` directory with no `-delete` beside it
+//! anywhere was not complete (the source still holds the partition), so the move is
+//! pending: [`LogDirs::take_pending_moves`] names it, and the replica manager starts it
+//! again once the partition is open, as Kafka resumes its future log (the copy is made
+//! afresh); a `-future` directory whose source is gone is removed. A `-delete` directory
 //! means the future copy was complete, so the future copy is renamed to its plain name if
 //! that had not happened, and the `-delete` directory removed.
 //!
@@ -58,6 +61,9 @@ pub struct LogDirs {
     placed: Mutex<HashMap<String, usize>>,
     /// Per log directory: offline after an I/O error in it (set by its partitions).
     offline: Vec<Arc<AtomicBool>>,
+    /// Moves found interrupted at start: partition directory name → index of the
+    /// destination holding its incomplete `-future` copy.
+    pending_moves: Mutex<Vec<(String, usize)>>,
 }
 
 impl LogDirs {
@@ -114,12 +120,19 @@ impl LogDirs {
             }
         }
         let mut placed: HashMap<String, usize> = HashMap::new();
+        let mut pending_moves: Vec<(String, usize)> = Vec::new();
         for i in 0..absolute.len() {
             for name in listing(i)? {
                 if let Some(partition) = name.strip_suffix(FUTURE_SUFFIX).filter(|p| is_partition_name(p)) {
                     let dir = absolute[i].join(&name);
-                    tracing::warn!(dir = %dir.display(), partition, "removing an incomplete partition move (the source copy is kept)");
-                    std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+                    let source = (0..absolute.len()).any(|j| j != i && absolute[j].join(partition).is_dir());
+                    if source && !pending_moves.iter().any(|(p, _)| p == partition) {
+                        tracing::info!(dir = %dir.display(), partition, "an interrupted partition move; it starts again once the partition is open");
+                        pending_moves.push((partition.to_owned(), i));
+                    } else {
+                        tracing::warn!(dir = %dir.display(), partition, "removing a partition copy with no source to move from");
+                        std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
+                    }
                     continue;
                 }
                 if !is_partition_name(&name) || skip.contains(&name.as_str()) {
@@ -136,7 +149,14 @@ impl LogDirs {
             }
         }
         let offline = absolute.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
-        Ok(LogDirs { dirs: absolute, placed: Mutex::new(placed), offline })
+        Ok(LogDirs { dirs: absolute, placed: Mutex::new(placed), offline, pending_moves: Mutex::new(pending_moves) })
+    }
+
+    /// The moves [`LogDirs::open`] found interrupted (partition directory name, index of
+    /// the destination), once: whoever takes them starts them again or removes their
+    /// `-future` copies.
+    pub fn take_pending_moves(&self) -> Vec<(String, usize)> {
+        std::mem::take(&mut *self.pending_moves.lock().unwrap_or_else(|e| e.into_inner()))
     }
 
     /// The log directories, absolute, in configured order.
@@ -338,12 +358,14 @@ mod tests {
     }
 
     #[test]
-    fn interrupted_moves_are_finished_or_forgotten() {
+    fn interrupted_moves_are_finished_or_taken_up_again() {
         let root = tempfile::tempdir().unwrap();
         let dirs = mkdirs(root.path(), 2);
-        // Incomplete copy: forgotten, the source stays.
+        // Incomplete copy: the source stays the partition, and the move is pending.
         std::fs::create_dir_all(dirs[0].join("a-0")).unwrap();
         std::fs::create_dir_all(dirs[1].join("a-0-future")).unwrap();
+        // A copy whose source is gone (never the order a move commits in): removed.
+        std::fs::create_dir_all(dirs[1].join("d-0-future")).unwrap();
         // Complete copy, source renamed, future not yet renamed: finished.
         std::fs::create_dir_all(dirs[0].join("b-0-delete")).unwrap();
         std::fs::create_dir_all(dirs[1].join("b-0-future")).unwrap();
@@ -353,7 +375,11 @@ mod tests {
         std::fs::create_dir_all(dirs[1].join("c-0")).unwrap();
         let ld = LogDirs::open(&dirs, &[]).unwrap();
         assert_eq!(ld.index_holding("a-0"), Some(0));
-        assert!(!dirs[1].join("a-0-future").exists());
+        assert_eq!(ld.take_pending_moves(), vec![("a-0".to_owned(), 1)]);
+        assert_eq!(ld.take_pending_moves(), vec![], "taken once");
+        assert!(dirs[1].join("a-0-future").exists());
+        assert!(!dirs[1].join("d-0-future").exists());
+        assert_eq!(ld.index_holding("d-0"), None);
         assert_eq!(ld.index_holding("b-0"), Some(1));
         assert!(dirs[1].join("b-0/00000000000000000000.log").exists());
         assert!(!dirs[0].join("b-0-delete").exists());

@@ -8,8 +8,8 @@
 //! the copy, and the commit renames of `storage::log_dirs` (source to `-delete`, future to
 //! its plain name), and the log is reopened from its new place. Producer state, leader
 //! epoch, ISR and high watermark stay in memory, untouched. A crash at any point leaves
-//! either the source as the partition (the future copy is removed at start) or a
-//! complete, fsynced copy that start finishes moving.
+//! either the source as the partition (the next start moves it again) or a complete,
+//! fsynced copy that start finishes moving.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +18,29 @@ use super::{Partition, PartitionError};
 use crate::storage::checkpoint::sync_dir;
 use crate::storage::log_dirs::{sync_all_files, DirCopy, DELETE_SUFFIX, FUTURE_SUFFIX};
 use crate::storage::{FileCache, PartitionLog, StorageError};
+
+/// What a move's `pace` answers when the broker is stopping: the move stops and its
+/// `-future` copy stays, for the next start to take up again (`storage::log_dirs`).
+#[derive(Debug)]
+pub struct MovePaused;
+
+impl std::fmt::Display for MovePaused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("move paused: the broker is stopping; it resumes at the next start")
+    }
+}
+
+impl std::error::Error for MovePaused {}
+
+impl MovePaused {
+    pub fn error() -> std::io::Error {
+        std::io::Error::other(MovePaused)
+    }
+
+    fn is(e: &std::io::Error) -> bool {
+        e.get_ref().is_some_and(|inner| inner.is::<MovePaused>())
+    }
+}
 
 /// Copy passes without the lock stop once one copies less than this…
 const CATCH_UP_BYTES: u64 = 1 << 20;
@@ -32,7 +55,8 @@ impl Partition {
     ///
     /// `pace` hears of each chunk the passes without the lock copy, and may hold the copy
     /// there (`replica.alter.log.dirs.io.max.bytes.per.second`) or abandon the move with an
-    /// error. The last pass, under the lock, is not paced: produce and fetch wait for it.
+    /// error ([`MovePaused`]: keeping the copy made so far). The last pass, under the
+    /// lock, is not paced: produce and fetch wait for it.
     pub fn move_to(
         &self,
         dest_root: &Path,
@@ -71,7 +95,11 @@ impl Partition {
         }
         let mut copy = DirCopy::default();
         for _ in 0..MAX_PASSES {
-            let copied = copy.sync(&src, &future, pace).map_err(io).map_err(discard_future)?;
+            let copied = match copy.sync(&src, &future, pace) {
+                Ok(copied) => copied,
+                Err(e) if MovePaused::is(&e) => return Err(io(e)),
+                Err(e) => return Err(discard_future(io(e))),
+            };
             if copied < CATCH_UP_BYTES {
                 break;
             }

@@ -373,3 +373,78 @@ async fn a_throttled_log_dir_move_waits_for_its_quota_and_finishes_when_the_boun
     assert_eq!(p.log_end_offset(), end);
     assert_eq!(p.fetch(0, usize::MAX).unwrap().records.read().unwrap().len() as u64, p.size_bytes());
 }
+
+/// A move between log directories that the broker's stop interrupted (here held by its
+/// throttle) keeps its copy, and the next start takes the move up again and finishes it,
+/// as Kafka resumes its future log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_log_dir_move_interrupted_by_a_stop_is_taken_up_again_at_the_next_start() {
+    use crate::controller::broker_config::REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND as RATE;
+    use crate::controller::{MetadataImage, MetadataRecord};
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dirs[0].clone();
+    broker.log_dirs = dirs.to_vec();
+    let topic_id = Uuid::from_u128(9);
+    let mut image = MetadataImage::default();
+    image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id });
+    image.apply(&MetadataRecord::Partition {
+        topic_id,
+        partition: 0,
+        replicas: vec![1],
+        isr: vec![1],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+    let mut throttled = image.clone();
+    throttled.apply(&MetadataRecord::BrokerConfig {
+        resource: "1".into(),
+        name: RATE.into(),
+        value: Some("1000".into()),
+    });
+    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
+    manager.apply_image(&throttled, NOW).unwrap();
+    let p = manager.partition(&topic_id, 0).unwrap();
+    let from = manager.log_dirs().index_holding("t-0").unwrap();
+    let value = vec![b'x'; 64 * 1024];
+    for _ in 0..48 {
+        let recs = [TestRecord { key: None, value: Some(&value), timestamp: NOW }];
+        let batch = BytesMut::from(&build_records_batch(0, &recs, -1)[..]);
+        manager.append(&p, batch, Acks::Leader, far(), NOW).await.unwrap();
+    }
+    let (end, size) = (p.log_end_offset(), p.size_bytes());
+    let future = dirs[1 - from].join("t-0-future");
+    let copied = || std::fs::metadata(future.join("00000000000000000000.log")).map_or(0, |m| m.len());
+    manager.move_partition(&p, 1 - from);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while copied() == 0 {
+        assert!(Instant::now() < deadline, "the move never started copying");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    // The broker stops mid-move.
+    manager.purgatory().close();
+    while !manager.moving().is_empty() {
+        assert!(Instant::now() < deadline, "the move did not stop with the broker");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(copied(), crate::storage::log_dirs::COPY_CHUNK, "the copy made so far is kept");
+    assert_eq!(manager.log_dirs().index_holding("t-0"), Some(from));
+    drop((p, manager));
+
+    // The next start, without the throttle: the move resumes and finishes.
+    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
+    manager.apply_image(&image, NOW).unwrap();
+    manager.resume_log_dir_moves();
+    while manager.log_dirs().index_holding("t-0") != Some(1 - from) {
+        assert!(Instant::now() < deadline + Duration::from_secs(20), "the move was not taken up again");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let p = manager.partition(&topic_id, 0).unwrap();
+    assert!(!future.exists() && !dirs[from].join("t-0").exists());
+    assert_eq!((p.log_end_offset(), p.size_bytes()), (end, size));
+    assert_eq!(p.fetch(0, usize::MAX).unwrap().records.read().unwrap().len() as u64, size);
+}
