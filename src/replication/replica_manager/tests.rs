@@ -4,7 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::*;
-use crate::controller::PartitionImage;
+use crate::controller::{MetadataImage, MetadataRecord, PartitionImage};
 use crate::storage::test_util::{build_records_batch, TestRecord};
 
 fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManager>, Arc<Partition>) {
@@ -195,17 +195,10 @@ async fn shutdown_releases_a_waiting_acks_all_write_with_a_retriable_error() {
     assert!(matches!(write.await.unwrap(), Err(PartitionError::ShuttingDown)));
 }
 
-/// A partition record for a partition already open (a new leader epoch, as after an
-/// election) reaches the local partition: its epoch is what Produce and Fetch check.
-#[test]
-fn a_new_leader_epoch_reaches_an_open_partition() {
-    use crate::controller::{MetadataImage, MetadataRecord};
-    let dir = tempfile::tempdir().unwrap();
-    let mut broker = BrokerConfig::build(&[]).unwrap();
-    broker.data_dir = dir.path().to_owned();
-    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap();
-    let topic_id = Uuid::new_v4();
-    let partition = |leader_epoch| MetadataRecord::Partition {
+/// The record of partition 0 of `topic_id`, with broker 1 its only replica and leader in
+/// `leader_epoch`.
+fn solo_partition(topic_id: Uuid, leader_epoch: i32) -> MetadataRecord {
+    MetadataRecord::Partition {
         topic_id,
         partition: 0,
         replicas: vec![1],
@@ -215,14 +208,25 @@ fn a_new_leader_epoch_reaches_an_open_partition() {
         partition_epoch: leader_epoch,
         adding_replicas: vec![],
         removing_replicas: vec![],
-    };
+    }
+}
+
+/// A partition record for a partition already open (a new leader epoch, as after an
+/// election) reaches the local partition: its epoch is what Produce and Fetch check.
+#[test]
+fn a_new_leader_epoch_reaches_an_open_partition() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.path().to_owned();
+    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap();
+    let topic_id = Uuid::new_v4();
     let mut image = MetadataImage::default();
-    let created = [MetadataRecord::Topic { name: "t".into(), topic_id }, partition(0)];
+    let created = [MetadataRecord::Topic { name: "t".into(), topic_id }, solo_partition(topic_id, 0)];
     created.iter().for_each(|r| image.apply(r));
     manager.apply_delta(&image, &MetadataDelta::of(&created), NOW).unwrap();
     let p = manager.partition(&topic_id, 0).unwrap();
     assert_eq!(p.leader_epoch(), 0);
-    let elected = [partition(3)];
+    let elected = [solo_partition(topic_id, 3)];
     elected.iter().for_each(|r| image.apply(r));
     manager.apply_delta(&image, &MetadataDelta::of(&elected), NOW).unwrap();
     assert!(Arc::ptr_eq(&p, &manager.partition(&topic_id, 0).unwrap()), "the same partition, not reopened");
@@ -234,7 +238,6 @@ fn a_new_leader_epoch_reaches_an_open_partition() {
 /// when it is deleted.
 #[test]
 fn a_broker_wide_topic_default_reaches_open_partitions_of_topics_without_their_own() {
-    use crate::controller::{MetadataImage, MetadataRecord};
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.path().to_owned();
@@ -244,17 +247,7 @@ fn a_broker_wide_topic_default_reaches_open_partitions_of_topics_without_their_o
     let mut created = vec![];
     for (name, topic_id) in [("plain", plain), ("own", own)] {
         created.push(MetadataRecord::Topic { name: name.into(), topic_id });
-        created.push(MetadataRecord::Partition {
-            topic_id,
-            partition: 0,
-            replicas: vec![1],
-            isr: vec![1],
-            leader: 1,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: vec![],
-            removing_replicas: vec![],
-        });
+        created.push(solo_partition(topic_id, 0));
     }
     created.push(MetadataRecord::TopicConfig { topic_id: own, name: "retention.ms".into(), value: Some("5".into()) });
     let mut commit = |records: &[MetadataRecord]| {
@@ -308,68 +301,103 @@ fn new_partitions_open_in_parallel_and_come_back_in_order() {
     assert_eq!(super::open_in_parallel(&[7], |j| *j), vec![7]);
 }
 
+/// A broker with two log directories and topic "t" (one partition, led here), for the
+/// moves between them.
+struct TwoDirs {
+    _root: tempfile::TempDir,
+    dirs: [PathBuf; 2],
+    broker: BrokerConfig,
+    topic_id: Uuid,
+    /// The metadata without a throttle…
+    image: MetadataImage,
+    /// …and with `replica.alter.log.dirs.io.max.bytes.per.second` at 1000 B/s.
+    throttled: MetadataImage,
+}
+
+impl TwoDirs {
+    fn new() -> TwoDirs {
+        use crate::controller::broker_config::REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND as RATE;
+        let root = tempfile::tempdir().unwrap();
+        let dirs = [root.path().join("a"), root.path().join("b")];
+        let mut broker = BrokerConfig::build(&[]).unwrap();
+        broker.data_dir = dirs[0].clone();
+        broker.log_dirs = dirs.to_vec();
+        let topic_id = Uuid::from_u128(9);
+        let mut image = MetadataImage::default();
+        image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id });
+        image.apply(&solo_partition(topic_id, 0));
+        let mut throttled = image.clone();
+        let rate = Some("1000".into());
+        throttled.apply(&MetadataRecord::BrokerConfig { resource: "1".into(), name: RATE.into(), value: rate });
+        TwoDirs { _root: root, dirs, broker, topic_id, image, throttled }
+    }
+
+    /// A replica manager started on `image`, and its partition of "t".
+    fn start(&self, image: &MetadataImage) -> (Arc<ReplicaManager>, Arc<Partition>) {
+        let manager = Arc::new(ReplicaManager::new(&self.broker, Arc::new(|| NOW)).unwrap());
+        manager.apply_image(image, NOW).unwrap();
+        let p = manager.partition(&self.topic_id, 0).unwrap();
+        (manager, p)
+    }
+
+    /// Writes 3 MiB and more to `p` (three chunks of a move's copy), starts moving it to
+    /// the other directory, and waits until the copy holds bytes. Returns the index of the
+    /// directory it moves from.
+    async fn fill_and_start_moving(&self, manager: &Arc<ReplicaManager>, p: &Arc<Partition>) -> usize {
+        let from = manager.log_dirs().index_holding("t-0").unwrap();
+        let value = vec![b'x'; 64 * 1024];
+        for _ in 0..48 {
+            let recs = [TestRecord { key: None, value: Some(&value), timestamp: NOW }];
+            let batch = BytesMut::from(&build_records_batch(0, &recs, -1)[..]);
+            manager.append(p, batch, Acks::Leader, far(), NOW).await.unwrap();
+        }
+        manager.move_partition(p, 1 - from);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.copied(1 - from) == 0 {
+            assert!(Instant::now() < deadline, "the move never started copying");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        from
+    }
+
+    /// The `-future` copy of "t-0" in directory `to`.
+    fn future(&self, to: usize) -> PathBuf {
+        self.dirs[to].join("t-0-future")
+    }
+
+    /// Bytes of the first segment's copy in directory `to`.
+    fn copied(&self, to: usize) -> u64 {
+        std::fs::metadata(self.future(to).join("00000000000000000000.log")).map_or(0, |m| m.len())
+    }
+
+    /// Until "t-0" is in directory `to`, at most 20 s.
+    async fn wait_moved(&self, manager: &ReplicaManager, to: usize) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while manager.log_dirs().index_holding("t-0") != Some(to) {
+            assert!(Instant::now() < deadline, "the move never finished");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
 /// `replica.alter.log.dirs.io.max.bytes.per.second` holds a move between log
 /// directories after a chunk while its quota is exceeded; lifting it lets the move
 /// finish, with every record in the new directory.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_throttled_log_dir_move_waits_for_its_quota_and_finishes_when_the_bound_is_lifted() {
-    use crate::controller::broker_config::REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND as RATE;
-    use crate::controller::{MetadataDelta, MetadataImage, MetadataRecord};
-    let root = tempfile::tempdir().unwrap();
-    let dirs = [root.path().join("a"), root.path().join("b")];
-    let mut broker = BrokerConfig::build(&[]).unwrap();
-    broker.data_dir = dirs[0].clone();
-    broker.log_dirs = dirs.to_vec();
-    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
-    let topic_id = Uuid::from_u128(9);
-    let mut image = MetadataImage::default();
-    image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id });
-    image.apply(&MetadataRecord::Partition {
-        topic_id,
-        partition: 0,
-        replicas: vec![1],
-        isr: vec![1],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    });
-    image.apply(&MetadataRecord::BrokerConfig { resource: "1".into(), name: RATE.into(), value: Some("1000".into()) });
-    manager.apply_image(&image, NOW).unwrap();
-    let p = manager.partition(&topic_id, 0).unwrap();
-    let from = manager.log_dirs().index_holding("t-0").unwrap();
-    let value = vec![b'x'; 64 * 1024];
-    for _ in 0..48 {
-        // 3 MiB and more: three chunks of the copy.
-        let recs: Vec<TestRecord> =
-            (0..1).map(|_| TestRecord { key: None, value: Some(&value), timestamp: NOW }).collect();
-        let batch = BytesMut::from(&build_records_batch(0, &recs, -1)[..]);
-        manager.append(&p, batch, Acks::Leader, far(), NOW).await.unwrap();
-    }
+    let t = TwoDirs::new();
+    let (manager, p) = t.start(&t.throttled);
+    let from = t.fill_and_start_moving(&manager, &p).await;
     let end = p.log_end_offset();
-    let future = dirs[1 - from].join("t-0-future");
-    let copied = || std::fs::metadata(future.join("00000000000000000000.log")).map_or(0, |m| m.len());
-    manager.move_partition(&p, 1 - from);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while copied() == 0 {
-        assert!(Instant::now() < deadline, "the move never started copying");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     tokio::time::sleep(Duration::from_secs(1)).await;
-    let held = copied();
+    let held = t.copied(1 - from);
     assert_eq!(held, crate::storage::log_dirs::COPY_CHUNK, "one chunk, then held by the quota");
     assert_eq!(manager.log_dirs().index_holding("t-0"), Some(from), "not moved while throttled");
     assert_eq!(manager.quotas().alter_log_dirs.total_bytes(), held);
 
-    let mut lifted = image.clone();
-    lifted.apply(&MetadataRecord::BrokerConfig { resource: "1".into(), name: RATE.into(), value: None });
-    manager.apply_delta(&lifted, &MetadataDelta::default(), NOW).unwrap();
-    while manager.log_dirs().index_holding("t-0") != Some(1 - from) {
-        assert!(Instant::now() < deadline + Duration::from_secs(20), "the move never finished");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    assert!(!future.exists());
+    manager.apply_delta(&t.image, &MetadataDelta::default(), NOW).unwrap();
+    t.wait_moved(&manager, 1 - from).await;
+    assert!(!t.future(1 - from).exists());
     assert_eq!(p.log_end_offset(), end);
     assert_eq!(p.fetch(0, usize::MAX).unwrap().records.read().unwrap().len() as u64, p.size_bytes());
 }
@@ -379,72 +407,26 @@ async fn a_throttled_log_dir_move_waits_for_its_quota_and_finishes_when_the_boun
 /// as Kafka resumes its future log.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_log_dir_move_interrupted_by_a_stop_is_taken_up_again_at_the_next_start() {
-    use crate::controller::broker_config::REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND as RATE;
-    use crate::controller::{MetadataImage, MetadataRecord};
-    let root = tempfile::tempdir().unwrap();
-    let dirs = [root.path().join("a"), root.path().join("b")];
-    let mut broker = BrokerConfig::build(&[]).unwrap();
-    broker.data_dir = dirs[0].clone();
-    broker.log_dirs = dirs.to_vec();
-    let topic_id = Uuid::from_u128(9);
-    let mut image = MetadataImage::default();
-    image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id });
-    image.apply(&MetadataRecord::Partition {
-        topic_id,
-        partition: 0,
-        replicas: vec![1],
-        isr: vec![1],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 0,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    });
-    let mut throttled = image.clone();
-    throttled.apply(&MetadataRecord::BrokerConfig {
-        resource: "1".into(),
-        name: RATE.into(),
-        value: Some("1000".into()),
-    });
-    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
-    manager.apply_image(&throttled, NOW).unwrap();
-    let p = manager.partition(&topic_id, 0).unwrap();
-    let from = manager.log_dirs().index_holding("t-0").unwrap();
-    let value = vec![b'x'; 64 * 1024];
-    for _ in 0..48 {
-        let recs = [TestRecord { key: None, value: Some(&value), timestamp: NOW }];
-        let batch = BytesMut::from(&build_records_batch(0, &recs, -1)[..]);
-        manager.append(&p, batch, Acks::Leader, far(), NOW).await.unwrap();
-    }
+    let t = TwoDirs::new();
+    let (manager, p) = t.start(&t.throttled);
+    let from = t.fill_and_start_moving(&manager, &p).await;
     let (end, size) = (p.log_end_offset(), p.size_bytes());
-    let future = dirs[1 - from].join("t-0-future");
-    let copied = || std::fs::metadata(future.join("00000000000000000000.log")).map_or(0, |m| m.len());
-    manager.move_partition(&p, 1 - from);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while copied() == 0 {
-        assert!(Instant::now() < deadline, "the move never started copying");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
     // The broker stops mid-move.
     manager.purgatory().close();
+    let deadline = Instant::now() + Duration::from_secs(20);
     while !manager.moving().is_empty() {
         assert!(Instant::now() < deadline, "the move did not stop with the broker");
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    assert_eq!(copied(), crate::storage::log_dirs::COPY_CHUNK, "the copy made so far is kept");
+    assert_eq!(t.copied(1 - from), crate::storage::log_dirs::COPY_CHUNK, "the copy made so far is kept");
     assert_eq!(manager.log_dirs().index_holding("t-0"), Some(from));
     drop((p, manager));
 
     // The next start, without the throttle: the move resumes and finishes.
-    let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
-    manager.apply_image(&image, NOW).unwrap();
+    let (manager, p) = t.start(&t.image);
     manager.resume_log_dir_moves();
-    while manager.log_dirs().index_holding("t-0") != Some(1 - from) {
-        assert!(Instant::now() < deadline + Duration::from_secs(20), "the move was not taken up again");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    let p = manager.partition(&topic_id, 0).unwrap();
-    assert!(!future.exists() && !dirs[from].join("t-0").exists());
+    t.wait_moved(&manager, 1 - from).await;
+    assert!(!t.future(1 - from).exists() && !t.dirs[from].join("t-0").exists());
     assert_eq!((p.log_end_offset(), p.size_bytes()), (end, size));
     assert_eq!(p.fetch(0, usize::MAX).unwrap().records.read().unwrap().len() as u64, size);
 }
