@@ -180,6 +180,37 @@ def test_acks_all_as_followers_die(tmp_path, runnel_bin):
     assert got["runnel"] == got["kafka"], got
 
 
+def test_acks_all_while_the_isr_shrinks_below_the_minimum(tmp_path, runnel_bin):
+    """RF=3, min.insync.replicas=3. A follower is killed and an acks=all write sent to the
+    leader at once, before the ISR knows: the leader appends it and waits for the dead
+    follower until the controller fences it (the session timeout) and the ISR shrinks to
+    two. Below the minimum the high watermark does not move (Kafka 4, KIP-966), so the
+    write is never answered as safe: REQUEST_TIMED_OUT, and readers do not see it. The
+    next acks=all write is refused before its append: NOT_ENOUGH_REPLICAS."""
+    def scenario(net, nodes):
+        out = {}
+        create_rf3(nodes, "ae", min_isr=3)
+        md = partition_md(nodes, "ae", 0)
+        leader = nodes[md["leader_id"] - 1]
+        follower = next(nodes[i - 1] for i in md["replica_nodes"] if i != md["leader_id"])
+        follower.kill()
+        out["acks=all while the ISR shrinks"] = produce_code(leader, "ae", 0, -1, 20000)
+        out["isr after"] = len(partition_md(nodes, "ae", 0)["isr_nodes"])
+        with kwire.Conn(leader.address) as c:
+            r = c.call("ListOffsets", 7, replica_id=-1, isolation_level=0, topics=[{
+                "name": "ae", "partitions": [{"partition_index": 0, "timestamp": -1, "current_leader_epoch": -1}]}])
+        out["high watermark"] = r["topics"][0]["partitions"][0]["offset"]
+        out["next acks=all"] = produce_code(leader, "ae", 0, -1, 5000)
+        return out
+
+    got = both(tmp_path, runnel_bin, scenario)
+    assert got["kafka"] == {
+        "acks=all while the ISR shrinks": REQUEST_TIMED_OUT, "isr after": 2,
+        "high watermark": 0, "next acks=all": NOT_ENOUGH_REPLICAS,
+    }, got
+    assert got["runnel"] == got["kafka"], got
+
+
 def test_leader_kill_describe_and_preferred_election(tmp_path, runnel_bin, franz_bin):
     """A partition leader (not the active controller) is killed: Metadata and
     `kafka-topics --describe` name a new leader from the ISR, the same replicas, an ISR

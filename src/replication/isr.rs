@@ -41,11 +41,15 @@ pub struct IsrState {
     isr: Vec<i32>,
     high_watermark: i64,
     lag_time_max_ms: i64,
+    /// `min.insync.replicas`: the high watermark does not move while fewer replicas than
+    /// this (at most all of them) are in sync.
+    min_isr: usize,
 }
 
 impl IsrState {
     /// A new leadership: `replicas` and `isr` as the metadata gives them. Followers count
     /// as caught up at `now` (Kafka gives them a full lag window after an election).
+    #[allow(clippy::too_many_arguments)]
     pub fn new(
         leader: i32,
         replicas: &[i32],
@@ -53,6 +57,7 @@ impl IsrState {
         log_end_offset: i64,
         high_watermark: i64,
         lag_time_max_ms: i64,
+        min_isr: usize,
         now_ms: i64,
     ) -> IsrState {
         let followers = replicas
@@ -71,6 +76,7 @@ impl IsrState {
             isr,
             high_watermark: high_watermark.min(log_end_offset),
             lag_time_max_ms,
+            min_isr: min_isr.max(1),
         };
         s.advance_high_watermark();
         s
@@ -78,7 +84,7 @@ impl IsrState {
 
     /// The leader alone: the single-node case.
     pub fn single(leader: i32, log_end_offset: i64) -> IsrState {
-        IsrState::new(leader, &[leader], &[leader], log_end_offset, log_end_offset, i64::MAX, 0)
+        IsrState::new(leader, &[leader], &[leader], log_end_offset, log_end_offset, i64::MAX, 1, 0)
     }
 
     pub fn high_watermark(&self) -> i64 {
@@ -97,9 +103,20 @@ impl IsrState {
             && followers.into_iter().all(|r| self.followers.contains_key(r))
     }
 
-    /// The replicas of the partition, the leader included.
-    pub fn replica_count(&self) -> usize {
-        self.followers.len() + 1
+    /// `(ISR size, effective min.insync.replicas)` when the ISR is below it. The effective
+    /// value is `min.insync.replicas` capped at the partition's replica count, as Kafka's
+    /// `Partition.effectiveMinIsr`: a setting no ISR of this size could meet does not stop
+    /// acks=all writes.
+    pub fn under_min_isr(&self) -> Option<(usize, usize)> {
+        let min_isr = self.min_isr.min(self.followers.len() + 1);
+        (self.isr.len() < min_isr).then_some((self.isr.len(), min_isr))
+    }
+
+    /// A new `min.insync.replicas`. Returns the new high watermark if it moved (a lower
+    /// minimum can release it).
+    pub fn set_min_isr(&mut self, min_isr: usize) -> Option<i64> {
+        self.min_isr = min_isr.max(1);
+        self.advance_high_watermark()
     }
 
     /// Whether `replica` is one of this leader's followers.
@@ -175,7 +192,14 @@ impl IsrState {
         self.advance_high_watermark()
     }
 
+    /// The high watermark is the smallest log end offset in the ISR, and does not move
+    /// while the ISR is smaller than the effective `min.insync.replicas` (Kafka 4's
+    /// `maybeIncrementLeaderHW`, KIP-966): no reader sees, and no acks=all write is
+    /// answered for, a record held by fewer replicas than the topic asks.
     fn advance_high_watermark(&mut self) -> Option<i64> {
+        if self.under_min_isr().is_some() {
+            return None;
+        }
         let min = self
             .isr
             .iter()
@@ -199,7 +223,7 @@ mod tests {
     const LAG: i64 = 30_000;
 
     fn three(now: i64) -> IsrState {
-        IsrState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0, LAG, now)
+        IsrState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0, LAG, 1, now)
     }
 
     #[test]
@@ -208,6 +232,23 @@ mod tests {
         assert_eq!(s.high_watermark(), 7);
         assert_eq!(s.on_leader_append(10), Some(10));
         assert_eq!(s.lagging(i64::MAX), None);
+    }
+
+    #[test]
+    fn high_watermark_stays_while_the_isr_is_below_the_minimum() {
+        let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0, LAG, 2, 0);
+        assert_eq!(s.on_leader_append(10), None);
+        assert_eq!(s.set_isr(&[1]), None, "the leader alone is below 2");
+        assert_eq!(s.under_min_isr(), Some((1, 2)));
+        assert_eq!(s.on_follower_fetch(2, 10, 5), (None, Some(IsrProposal::Expand { add: 2 })));
+        assert_eq!(s.set_isr(&[1, 2]), Some(10));
+        // The minimum counts at most the replicas.
+        let s = IsrState::new(1, &[1], &[1], 0, 0, LAG, 3, 0);
+        assert_eq!(s.under_min_isr(), None);
+        // A lower minimum releases it.
+        let mut s = IsrState::new(1, &[1, 2], &[1], 7, 0, LAG, 2, 0);
+        assert_eq!(s.high_watermark(), 0);
+        assert_eq!(s.set_min_isr(1), Some(7));
     }
 
     #[test]
@@ -236,7 +277,7 @@ mod tests {
 
     #[test]
     fn a_follower_that_reaches_the_high_watermark_is_proposed_back() {
-        let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 0);
+        let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
         assert_eq!(s.on_follower_fetch(2, 5, 100), (None, None));
         assert_eq!(s.on_follower_fetch(2, 10, 200), (None, Some(IsrProposal::Expand { add: 2 })));
     }
@@ -267,7 +308,7 @@ mod tests {
 
     #[test]
     fn read_candidates_are_in_sync_followers_holding_the_offset() {
-        let mut s = IsrState::new(1, &[1, 2, 3, 4], &[1, 2, 3], 0, 0, LAG, 0);
+        let mut s = IsrState::new(1, &[1, 2, 3, 4], &[1, 2, 3], 0, 0, LAG, 1, 0);
         s.on_leader_append(10);
         s.on_follower_fetch(2, 10, 100);
         s.on_follower_fetch(3, 6, 100);

@@ -205,12 +205,17 @@ impl Partition {
         PartitionKey { topic_id: self.topic_id, index: self.index }
     }
 
-    pub fn set_config(&self, config: PartitionConfig) {
+    /// New settings. Returns whether the high watermark moved (a lower
+    /// `min.insync.replicas` can release it): the caller wakes what waits on it.
+    pub fn set_config(&self, config: PartitionConfig) -> bool {
         let mut s = self.lock();
-        if s.config != config {
-            s.log.set_config(config.log.clone());
-            s.config = config;
+        if s.config == config {
+            return false;
         }
+        s.log.set_config(config.log.clone());
+        let moved = s.isr.set_min_isr(config.min_insync_replicas).is_some() && s.role == Role::Leader;
+        s.config = config;
+        moved
     }
 
     pub fn config(&self) -> PartitionConfig {
@@ -263,7 +268,8 @@ impl Partition {
         if same_leadership {
             s.isr.set_isr(&pi.isr);
         } else {
-            s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, now_ms);
+            let min_isr = s.config.min_insync_replicas;
+            s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, min_isr, now_ms);
         }
         (s.isr.high_watermark() != hw).then(|| s.isr.high_watermark())
     }
@@ -277,7 +283,7 @@ impl Partition {
             return Err(PartitionError::NotLeaderOrFollower);
         }
         if acks_all {
-            if let Some((isr, min_isr)) = s.under_min_isr() {
+            if let Some((isr, min_isr)) = s.isr.under_min_isr() {
                 return Err(PartitionError::NotEnoughReplicas { isr, min_isr });
             }
         }
@@ -289,7 +295,7 @@ impl Partition {
     /// in the log but not as durable as asked: NOT_ENOUGH_REPLICAS_AFTER_APPEND, as
     /// Kafka's DelayedProduce answers (the producer retries; idempotence keeps one copy).
     pub fn check_min_isr_after_append(&self) -> Result<(), PartitionError> {
-        match self.lock().under_min_isr() {
+        match self.lock().isr.under_min_isr() {
             Some((isr, min_isr)) => Err(PartitionError::NotEnoughReplicasAfterAppend { isr, min_isr }),
             None => Ok(()),
         }
@@ -716,16 +722,6 @@ impl PartitionState {
             Role::Leader => self.isr.high_watermark(),
             Role::Follower { .. } => self.follower_high_watermark,
         }
-    }
-
-    /// `(ISR size, effective min.insync.replicas)` when the ISR is below it. The effective
-    /// value is `min.insync.replicas` capped at the partition's replica count, as Kafka's
-    /// `Partition.effectiveMinIsr`: a setting no ISR of this size could meet does not stop
-    /// acks=all writes.
-    fn under_min_isr(&self) -> Option<(usize, usize)> {
-        let min_isr = self.config.min_insync_replicas.min(self.isr.replica_count());
-        let isr = self.isr.isr().len();
-        (isr < min_isr).then_some((isr, min_isr))
     }
 
     /// Keeps `proposal` to be sent, unless it was already proposed.

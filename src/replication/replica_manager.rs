@@ -366,7 +366,9 @@ impl ReplicaManager {
                 let changed = delta.changed_partitions.contains(&(topic.topic_id, pi.partition));
                 match (parts.get(&pi.partition), self.is_local(pi)) {
                     (Some(p), true) => {
-                        p.set_config(config.clone());
+                        if p.set_config(config.clone()) {
+                            self.purgatory.wake(p.key());
+                        }
                         if changed {
                             roles_changed |= self.set_role(p, pi, now_ms);
                         }

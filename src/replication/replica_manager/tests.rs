@@ -119,38 +119,73 @@ async fn acks_all_below_min_insync_replicas_is_refused_before_the_append() {
     assert_eq!(p.log_end_offset(), 1);
 }
 
-/// An acks=all write that waited for its ISR answers NOT_ENOUGH_REPLICAS_AFTER_APPEND when
-/// that ISR shrank below `min.insync.replicas` before the write was safe (Kafka's
-/// DelayedProduce): replicated to the leader alone is not what acks=all with
-/// min.insync.replicas=2 promised. Shrunk to two, it is.
+/// While the ISR is smaller than `min.insync.replicas` the high watermark does not move
+/// (Kafka 4, KIP-966): an acks=all write waiting when the ISR shrank below the minimum is
+/// not answered as safe (it times out, kept in the leader's log but invisible to readers),
+/// the next one is refused before its append, and once a follower is back in the ISR and
+/// has the records the high watermark moves past them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrank_below_the_minimum() {
+async fn the_high_watermark_waits_while_the_isr_is_below_the_minimum() {
     let dir = tempfile::tempdir().unwrap();
     let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
     p.set_leadership(&leadership(&[1, 2, 3], &[1, 2, 3]), REPLICA_LAG_TIME_MAX_MS, 0);
-    let write = |n| {
+    let write = {
         let (manager, p) = (manager.clone(), p.clone());
-        tokio::spawn(async move { manager.append(&p, records(n), Acks::All, far(), NOW).await })
+        let deadline = Instant::now() + Duration::from_millis(500);
+        tokio::spawn(async move { manager.append(&p, records(2), Acks::All, deadline, NOW).await })
     };
-    let first = write(2);
-    parked(&manager, &first).await;
+    parked(&manager, &write).await;
     // Followers 2 and 3 fall out of the ISR (the controller committed the shrink): the
-    // leader alone now makes the high watermark, so the write is replicated to the ISR.
+    // leader alone holds the write, fewer than the minimum.
     manager.set_role(&p, &leadership(&[1, 2, 3], &[1]), NOW);
-    let err = first.await.unwrap().unwrap_err();
-    assert!(matches!(err, PartitionError::NotEnoughReplicasAfterAppend { isr: 1, min_isr: 2 }), "{err:?}");
-    assert_eq!((p.log_end_offset(), p.high_watermark()), (2, 2), "appended, as in Kafka");
-    // The next acks=all write is refused before it is appended.
+    let err = write.await.unwrap().unwrap_err();
+    assert!(matches!(err, PartitionError::ReplicationTimedOut(_)), "{err:?}");
+    assert_eq!((p.log_end_offset(), p.high_watermark()), (2, 0), "kept, not visible");
     let err = manager.append(&p, records(1), Acks::All, far(), NOW).await.unwrap_err();
     assert!(matches!(err, PartitionError::NotEnoughReplicas { isr: 1, min_isr: 2 }), "{err:?}");
 
-    // Follower 2 back in the ISR and caught up: two in sync meet the minimum.
+    // Follower 2 back in the ISR with the records: two in sync meet the minimum.
     manager.set_role(&p, &leadership(&[1, 2, 3], &[1, 2]), NOW);
+    assert_eq!(p.high_watermark(), 0, "follower 2 has not fetched yet");
     manager.follower_fetched(&p, 2, 2, NOW);
-    let second = write(1);
-    parked(&manager, &second).await;
-    manager.follower_fetched(&p, 2, 3, NOW);
-    assert_eq!(second.await.unwrap().unwrap().last_offset, 2);
+    assert_eq!(p.high_watermark(), 2);
+}
+
+/// An acks=all write whose ISR shrinks below `min.insync.replicas` after the high
+/// watermark passed it, before its answer, gets NOT_ENOUGH_REPLICAS_AFTER_APPEND (Kafka's
+/// DelayedProduce checks the ISR when it completes). One thread, so that the shrink comes
+/// between the wake-up and the waiting write's check.
+#[tokio::test]
+async fn acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrank_before_the_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
+    p.set_leadership(&leadership(&[1, 2, 3], &[1, 2, 3]), REPLICA_LAG_TIME_MAX_MS, 0);
+    let write = {
+        let (manager, p) = (manager.clone(), p.clone());
+        tokio::spawn(async move { manager.append(&p, records(2), Acks::All, far(), NOW).await })
+    };
+    parked(&manager, &write).await;
+    manager.follower_fetched(&p, 2, 2, NOW);
+    manager.follower_fetched(&p, 3, 2, NOW);
+    assert_eq!(p.high_watermark(), 2);
+    manager.set_role(&p, &leadership(&[1, 2, 3], &[1]), NOW);
+    let err = write.await.unwrap().unwrap_err();
+    assert!(matches!(err, PartitionError::NotEnoughReplicasAfterAppend { isr: 1, min_isr: 2 }), "{err:?}");
+}
+
+/// A lower `min.insync.replicas` (a topic or broker-wide config change) releases a high
+/// watermark held by the old one, and the waiting acks=all write with it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lower_min_insync_replicas_releases_the_high_watermark() {
+    let dir = tempfile::tempdir().unwrap();
+    let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
+    p.set_leadership(&leadership(&[1, 2, 3], &[1]), REPLICA_LAG_TIME_MAX_MS, 0);
+    manager.append(&p, records(2), Acks::Leader, far(), NOW).await.unwrap();
+    assert_eq!(p.high_watermark(), 0);
+    let mut config = p.config();
+    config.min_insync_replicas = 1;
+    assert!(p.set_config(config), "the high watermark moved");
+    assert_eq!(p.high_watermark(), 2);
 }
 
 /// As in Kafka (`Partition.effectiveMinIsr`), `min.insync.replicas` counts at most the
