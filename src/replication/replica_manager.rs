@@ -255,6 +255,9 @@ impl ReplicaManager {
                     manager.attach_log_dir(&partition);
                     tracing::info!(topic = %partition.topic, partition = partition.index, dir = %dir.display(), "moved partition to another log dir");
                 }
+                Err(e) if MovePaused::ended(&e) => {
+                    tracing::info!(topic = %partition.topic, partition = partition.index, dest = %dest.display(), "move to another log dir paused by the broker's stop; it resumes at the next start");
+                }
                 Err(e) => {
                     tracing::error!(topic = %partition.topic, partition = partition.index, dest = %dest.display(), error = %e, "moving partition to another log dir failed");
                 }

@@ -126,13 +126,17 @@ impl LogDirs {
                 if let Some(partition) = name.strip_suffix(FUTURE_SUFFIX).filter(|p| is_partition_name(p)) {
                     let dir = absolute[i].join(&name);
                     let source = (0..absolute.len()).any(|j| j != i && absolute[j].join(partition).is_dir());
-                    if source && !pending_moves.iter().any(|(p, _)| p == partition) {
+                    let why = if !source {
+                        "removing a partition copy with no source to move from"
+                    } else if pending_moves.iter().any(|(p, _)| p == partition) {
+                        "removing a second copy of one interrupted partition move"
+                    } else {
                         tracing::info!(dir = %dir.display(), partition, "an interrupted partition move; it starts again once the partition is open");
                         pending_moves.push((partition.to_owned(), i));
-                    } else {
-                        tracing::warn!(dir = %dir.display(), partition, "removing a partition copy with no source to move from");
-                        std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
-                    }
+                        continue;
+                    };
+                    tracing::warn!(dir = %dir.display(), partition, "{why}");
+                    std::fs::remove_dir_all(&dir).map_err(io_err(&dir))?;
                     continue;
                 }
                 if !is_partition_name(&name) || skip.contains(&name.as_str()) {

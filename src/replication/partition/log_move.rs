@@ -40,6 +40,11 @@ impl MovePaused {
     fn is(e: &std::io::Error) -> bool {
         e.get_ref().is_some_and(|inner| inner.is::<MovePaused>())
     }
+
+    /// Whether a move ended with this pause (not a failure).
+    pub fn ended(e: &PartitionError) -> bool {
+        matches!(e, PartitionError::Storage(StorageError::Io(io)) if MovePaused::is(io))
+    }
 }
 
 /// Copy passes without the lock stop once one copies less than this…

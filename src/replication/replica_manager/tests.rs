@@ -31,6 +31,17 @@ fn far() -> Instant {
     Instant::now() + Duration::from_secs(60)
 }
 
+/// An acks=all write of `n` records to `p`, running on its own task until `deadline`.
+fn spawn_acks_all(
+    manager: &Arc<ReplicaManager>,
+    p: &Arc<Partition>,
+    n: usize,
+    deadline: Instant,
+) -> tokio::task::JoinHandle<Result<AppendResult, PartitionError>> {
+    let (manager, p) = (manager.clone(), p.clone());
+    tokio::spawn(async move { manager.append(&p, records(n), Acks::All, deadline, NOW).await })
+}
+
 /// Until `write` waits in the purgatory; a write that ended instead fails the test.
 async fn parked<T>(manager: &ReplicaManager, write: &tokio::task::JoinHandle<T>) {
     while manager.purgatory().parked() == 0 {
@@ -63,10 +74,7 @@ async fn acks_all_answers_only_once_the_high_watermark_passes_the_write() {
     let dir = tempfile::tempdir().unwrap();
     let (manager, p) = setup(dir.path(), |_| {});
     two_replicas(&p);
-    let write = {
-        let (manager, p) = (manager.clone(), p.clone());
-        tokio::spawn(async move { manager.append(&p, records(3), Acks::All, far(), NOW).await })
-    };
+    let write = spawn_acks_all(&manager, &p, 3, far());
     // The records are in the leader's log, but not yet safe.
     parked(&manager, &write).await;
     assert_eq!(p.log_end_offset(), 3);
@@ -129,11 +137,7 @@ async fn the_high_watermark_waits_while_the_isr_is_below_the_minimum() {
     let dir = tempfile::tempdir().unwrap();
     let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
     p.set_leadership(&leadership(&[1, 2, 3], &[1, 2, 3]), REPLICA_LAG_TIME_MAX_MS, 0);
-    let write = {
-        let (manager, p) = (manager.clone(), p.clone());
-        let deadline = Instant::now() + Duration::from_millis(500);
-        tokio::spawn(async move { manager.append(&p, records(2), Acks::All, deadline, NOW).await })
-    };
+    let write = spawn_acks_all(&manager, &p, 2, Instant::now() + Duration::from_millis(500));
     parked(&manager, &write).await;
     // Followers 2 and 3 fall out of the ISR (the controller committed the shrink): the
     // leader alone holds the write, fewer than the minimum.
@@ -160,10 +164,7 @@ async fn acks_all_answers_not_enough_replicas_after_append_when_the_isr_shrank_b
     let dir = tempfile::tempdir().unwrap();
     let (manager, p) = setup(dir.path(), |c| c.min_insync_replicas = 2);
     p.set_leadership(&leadership(&[1, 2, 3], &[1, 2, 3]), REPLICA_LAG_TIME_MAX_MS, 0);
-    let write = {
-        let (manager, p) = (manager.clone(), p.clone());
-        tokio::spawn(async move { manager.append(&p, records(2), Acks::All, far(), NOW).await })
-    };
+    let write = spawn_acks_all(&manager, &p, 2, far());
     parked(&manager, &write).await;
     manager.follower_fetched(&p, 2, 2, NOW);
     manager.follower_fetched(&p, 3, 2, NOW);
@@ -221,10 +222,7 @@ async fn shutdown_releases_a_waiting_acks_all_write_with_a_retriable_error() {
     let dir = tempfile::tempdir().unwrap();
     let (manager, p) = setup(dir.path(), |_| {});
     two_replicas(&p);
-    let write = {
-        let (manager, p) = (manager.clone(), p.clone());
-        tokio::spawn(async move { manager.append(&p, records(1), Acks::All, far(), NOW).await })
-    };
+    let write = spawn_acks_all(&manager, &p, 1, far());
     parked(&manager, &write).await;
     manager.purgatory().close();
     assert!(matches!(write.await.unwrap(), Err(PartitionError::ShuttingDown)));
