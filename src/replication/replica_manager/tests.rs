@@ -7,11 +7,17 @@ use super::*;
 use crate::controller::{MetadataImage, MetadataRecord, PartitionImage};
 use crate::storage::test_util::{build_records_batch, TestRecord};
 
-fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManager>, Arc<Partition>) {
+/// A replica manager for broker 1 with its data in `dir`, its settings changed by `tweak`.
+fn manager_in(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (BrokerConfig, Arc<ReplicaManager>) {
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.to_owned();
     tweak(&mut broker);
     let manager = Arc::new(ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap());
+    (broker, manager)
+}
+
+fn setup(dir: &Path, tweak: impl FnOnce(&mut BrokerConfig)) -> (Arc<ReplicaManager>, Arc<Partition>) {
+    let (broker, manager) = manager_in(dir, tweak);
     let config = PartitionConfig::resolve(&broker, &Default::default(), &Default::default());
     let id = PartitionId { topic: "t", topic_id: Uuid::new_v4(), index: 0 };
     let partition =
@@ -249,9 +255,7 @@ fn solo_partition(topic_id: Uuid, leader_epoch: i32) -> MetadataRecord {
 #[test]
 fn a_new_leader_epoch_reaches_an_open_partition() {
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = BrokerConfig::build(&[]).unwrap();
-    broker.data_dir = dir.path().to_owned();
-    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap();
+    let (_, manager) = manager_in(dir.path(), |_| {});
     let topic_id = Uuid::new_v4();
     let mut image = MetadataImage::default();
     let created = [MetadataRecord::Topic { name: "t".into(), topic_id }, solo_partition(topic_id, 0)];
@@ -272,9 +276,7 @@ fn a_new_leader_epoch_reaches_an_open_partition() {
 #[test]
 fn a_broker_wide_topic_default_reaches_open_partitions_of_topics_without_their_own() {
     let dir = tempfile::tempdir().unwrap();
-    let mut broker = BrokerConfig::build(&[]).unwrap();
-    broker.data_dir = dir.path().to_owned();
-    let manager = ReplicaManager::new(&broker, Arc::new(|| NOW)).unwrap();
+    let (broker, manager) = manager_in(dir.path(), |_| {});
     let (plain, own) = (Uuid::from_u128(1), Uuid::from_u128(2));
     let mut image = MetadataImage::default();
     let mut created = vec![];
