@@ -416,7 +416,8 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
         let now = cluster.node(1).image().topic("spread").unwrap().partitions[p.partition as usize].clone();
         if !now.isr.contains(&2) {
             let leader = cluster.node(now.leader);
-            leader.alter_partition(created.topic_id, p.partition, now.leader_epoch, vec![], Some(2)).unwrap();
+            let epochs = (now.leader_epoch, now.partition_epoch);
+            leader.alter_partition(created.topic_id, p.partition, epochs, vec![], Some(2)).unwrap();
         }
     }
     wait_until("leadership back on the preferred replicas", || {

@@ -62,7 +62,7 @@ pub fn decide(
                 out.fence(node, liveness);
             }
         }
-        ControllerOp::AlterPartition { broker, topic_id, partition, leader_epoch, remove, add } => {
+        ControllerOp::AlterPartition { broker, topic_id, partition, leader_epoch, partition_epoch, remove, add } => {
             let topic =
                 image.topic_by_id(topic_id).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
             let pi =
@@ -78,7 +78,7 @@ pub fn decide(
                 topic_id: *topic_id,
                 partition: *partition,
                 leader_epoch: *leader_epoch,
-                partition_epoch: pi.partition_epoch,
+                partition_epoch: partition_epoch.unwrap_or(pi.partition_epoch),
                 new_isr,
             };
             let may_join = |r: i32| liveness.may_join_isr(r) && !liveness.is_replica_offline(r, *topic_id, *partition);
@@ -243,9 +243,42 @@ mod tests {
             topic_id: T,
             partition: 0,
             leader_epoch: 1,
+            partition_epoch: None,
             remove: vec![],
             add: Some(1),
         }
+    }
+
+    /// Broker 1, leading partition 0 in leader epoch 0, proposes a change against the
+    /// ISR of `partition_epoch`.
+    fn alter_p0(partition_epoch: i32, remove: &[i32], add: Option<i32>) -> ControllerOp {
+        ControllerOp::AlterPartition {
+            broker: 1,
+            topic_id: T,
+            partition: 0,
+            leader_epoch: 0,
+            partition_epoch: Some(partition_epoch),
+            remove: remove.to_vec(),
+            add,
+        }
+    }
+
+    /// A proposal made against an older partition epoch (sent again after a lost answer,
+    /// say) must not commit: the leader stopped counting on it when the metadata moved
+    /// on. One that is already what the ISR is answers as done.
+    #[test]
+    fn an_alter_partition_made_in_an_older_partition_epoch_commits_nothing() {
+        let mut img = image();
+        let mut l = leader_that_heard_from_all(&mut img);
+        run(&mut img, &alter_p0(0, &[3], None), &mut l, 2);
+        assert_eq!(leaders(&img)[0], (1, vec![1, 2]));
+        let stale = alter_p0(0, &[], Some(3));
+        assert!(
+            matches!(decide(&img, &stale, &mut l, 3), Err(ControllerError::Refused(m)) if m.contains("InvalidUpdateVersion"))
+        );
+        assert!(run(&mut img, &alter_p0(0, &[3], None), &mut l, 4).is_empty(), "the committed shrink, again");
+        run(&mut img, &alter_p0(1, &[], Some(3)), &mut l, 5);
+        assert_eq!(leaders(&img)[0], (1, vec![1, 2, 3]));
     }
 
     fn leaders(img: &MetadataImage) -> Vec<(i32, Vec<i32>)> {
@@ -426,6 +459,7 @@ mod tests {
             topic_id: T,
             partition: 0,
             leader_epoch: 3,
+            partition_epoch: None,
             remove: vec![2],
             add: None,
         };

@@ -93,12 +93,16 @@ pub enum ControllerOp {
     /// The leader's periodic check: fence brokers whose session expired.
     ExpireBrokers,
     /// A partition leader asks to take `remove` out of the ISR or `add` into it
-    /// (Kafka's AlterPartition).
+    /// (Kafka's AlterPartition), against the ISR of `partition_epoch`: a proposal made
+    /// in an older partition epoch is refused (INVALID_UPDATE_VERSION) unless it is
+    /// already what the ISR is. (None, from a broker of an older release: the current.)
     AlterPartition {
         broker: i32,
         topic_id: Uuid,
         partition: i32,
         leader_epoch: i32,
+        #[serde(default)]
+        partition_epoch: Option<i32>,
         remove: Vec<i32>,
         add: Option<i32>,
     },

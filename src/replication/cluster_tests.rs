@@ -481,7 +481,7 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
 
     // The controller turns it down (the follower was still fenced, say): the next fetch
     // proposes it again.
-    manager.isr_change_not_committed(&changes[0]);
+    manager.isr_change_not_committed(&changes[0], true);
     manager.follower_fetched(&p, 3, 2, 43_000);
     let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
     assert_eq!(proposed, vec![IsrProposal::Expand { add: 3 }]);
@@ -504,6 +504,86 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     });
     manager.apply_image(&expanded, 43_000).unwrap();
     assert_eq!((counters.isr_shrinks(), counters.isr_expands(), counters.unclean_elections()), (1, 1, 0));
+}
+
+/// Kafka's maximal ISR (KIP-497): from the moment a follower is proposed for the ISR
+/// until the answer, the high watermark waits for it too, since the controller may
+/// commit it (and could then elect it) before this leader hears. Without that, records
+/// acknowledged to acks=all meanwhile could be missing from an ISR member.
+#[test]
+fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
+    use super::isr::IsrProposal;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.data_dir = dir.path().to_owned();
+    let manager = ReplicaManager::new(&broker, system_clock()).unwrap();
+    let sink = Arc::new(Proposals::default());
+    manager.set_isr_sink(sink.clone());
+    let partition_in = |epoch: i32, isr: &[i32]| {
+        let mut img = image(&[1, 2, 3], 1, 0);
+        img.apply(&MetadataRecord::Partition {
+            topic_id: TOPIC_ID,
+            partition: 0,
+            replicas: vec![1, 2, 3],
+            isr: isr.to_vec(),
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: epoch,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
+        });
+        img
+    };
+    manager.apply_image(&partition_in(1, &[1, 2]), 1_000).unwrap();
+    let p = manager.partition(&TOPIC_ID, 0).unwrap();
+    let append = |tag: &str| {
+        let mut records =
+            super::ValidatedRecords::validate(batch(tag, 2, 1_000), &p.config().produce_limits(1_000)).unwrap();
+        manager.append_validated(&p, &mut records, 1_000).unwrap();
+    };
+    let proposed = || sink.0.lock().unwrap().drain(..).collect::<Vec<super::IsrChange>>();
+    append("a");
+    manager.follower_fetched(&p, 2, 2, 1_100);
+    assert_eq!(p.high_watermark(), 2);
+
+    // Follower 3 reaches the high watermark: proposed, against partition epoch 1.
+    manager.follower_fetched(&p, 3, 2, 1_200);
+    let changes = proposed();
+    assert_eq!(changes.len(), 1);
+    assert_eq!((&changes[0].proposal, changes[0].partition_epoch), (&IsrProposal::Expand { add: 3 }, 1));
+    append("b");
+    manager.follower_fetched(&p, 2, 4, 1_300);
+    assert_eq!(p.high_watermark(), 2, "offsets 2 and 3 wait for follower 3 too");
+
+    // No answer (no controller leader, a lost reply): it may yet commit, so it is sent
+    // again, and the high watermark keeps waiting.
+    manager.isr_change_not_committed(&changes[0], false);
+    assert_eq!(proposed(), changes);
+    assert_eq!(p.high_watermark(), 2);
+    // One proposal at a time: a lagging follower 2 is not proposed out meanwhile.
+    manager.check_isr_lag(1_000_000);
+    assert!(proposed().is_empty());
+
+    // Refused: nothing waits for follower 3 any more.
+    manager.isr_change_not_committed(&changes[0], true);
+    assert_eq!(p.high_watermark(), 4);
+    assert!(proposed().is_empty());
+    manager.follower_fetched(&p, 3, 4, 1_400);
+    let again = proposed();
+    assert_eq!(again.iter().map(|c| &c.proposal).collect::<Vec<_>>(), vec![&IsrProposal::Expand { add: 3 }]);
+
+    // Committed: the new partition epoch answers it; an answer to the old one that
+    // arrives afterwards changes nothing and sends nothing.
+    manager.apply_image(&partition_in(2, &[1, 2, 3]), 1_500).unwrap();
+    manager.isr_change_not_committed(&again[0], false);
+    manager.isr_change_not_committed(&again[0], true);
+    assert!(proposed().is_empty());
+    append("c");
+    manager.follower_fetched(&p, 2, 6, 1_600);
+    assert_eq!(p.high_watermark(), 4, "3 is in the ISR");
+    manager.follower_fetched(&p, 3, 6, 1_700);
+    assert_eq!(p.high_watermark(), 6);
 }
 
 /// Broker 2 alone, its fetchers not started: the follower side of the endpoint tests.

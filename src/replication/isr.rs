@@ -10,7 +10,10 @@
 //!   offset; one that has not been caught up for `replica.lag.time.max.ms` is proposed
 //!   for removal from the ISR;
 //! * a follower outside the ISR whose log end offset reaches the high watermark is
-//!   proposed for addition.
+//!   proposed for addition, and from then until the answer the high watermark waits for
+//!   it as for an ISR member (Kafka's *maximal ISR*, KIP-497): the controller may commit
+//!   the addition before this leader hears of it, and every ISR member must hold every
+//!   record below the high watermark, or electing it would lose acknowledged writes.
 //!
 //! Proposals go to the controller (AlterPartition); the ISR here changes only when the
 //! committed metadata says so ([`IsrState::set_isr`]). On a single node the ISR is the
@@ -39,6 +42,8 @@ pub struct IsrState {
     followers: BTreeMap<i32, Follower>,
     /// In-sync replicas, the leader included.
     isr: Vec<i32>,
+    /// A follower proposed for the ISR whose answer has not come ([`IsrState::expanding`]).
+    adding: Option<i32>,
     high_watermark: i64,
     lag_time_max_ms: i64,
     /// `min.insync.replicas`: the high watermark does not move while fewer replicas than
@@ -74,6 +79,7 @@ impl IsrState {
             leader_log_end_offset: log_end_offset,
             followers,
             isr,
+            adding: None,
             high_watermark: high_watermark.min(log_end_offset),
             lag_time_max_ms,
             min_isr: min_isr.max(1),
@@ -183,8 +189,26 @@ impl IsrState {
         (!remove.is_empty()).then_some(IsrProposal::Shrink { remove })
     }
 
-    /// The committed ISR (from the metadata). Returns the new high watermark if it moved.
+    /// `add` was proposed for the ISR: until [`IsrState::set_isr`] or
+    /// [`IsrState::expansion_refused`], the high watermark waits for it too.
+    pub fn expanding(&mut self, add: i32) {
+        if self.followers.contains_key(&add) && !self.isr.contains(&add) {
+            self.adding = Some(add);
+        }
+    }
+
+    /// The controller turned the proposed addition down: it was not committed, so the
+    /// high watermark stops waiting for it. Returns the new high watermark if it moved.
+    pub fn expansion_refused(&mut self) -> Option<i64> {
+        self.adding = None;
+        self.advance_high_watermark()
+    }
+
+    /// The committed ISR (from the metadata, at a new partition epoch: a proposal made
+    /// at the previous one can no longer commit). Returns the new high watermark if it
+    /// moved.
     pub fn set_isr(&mut self, isr: &[i32]) -> Option<i64> {
+        self.adding = None;
         self.isr = isr.to_vec();
         if !self.isr.contains(&self.leader) {
             self.isr.push(self.leader);
@@ -192,10 +216,11 @@ impl IsrState {
         self.advance_high_watermark()
     }
 
-    /// The high watermark is the smallest log end offset in the ISR, and does not move
-    /// while the ISR is smaller than the effective `min.insync.replicas` (Kafka 4's
-    /// `maybeIncrementLeaderHW`, KIP-966): no reader sees, and no acks=all write is
-    /// answered for, a record held by fewer replicas than the topic asks.
+    /// The high watermark is the smallest log end offset in the ISR and the follower
+    /// being added to it, and does not move while the ISR is smaller than the effective
+    /// `min.insync.replicas` (Kafka 4's `maybeIncrementLeaderHW`, KIP-966): no reader
+    /// sees, and no acks=all write is answered for, a record held by fewer replicas than
+    /// the topic asks.
     fn advance_high_watermark(&mut self) -> Option<i64> {
         if self.under_min_isr().is_some() {
             return None;
@@ -203,6 +228,7 @@ impl IsrState {
         let min = self
             .isr
             .iter()
+            .chain(self.adding.iter())
             .map(|r| match self.followers.get(r) {
                 Some(f) => f.log_end_offset,
                 None => self.leader_log_end_offset,
@@ -280,6 +306,27 @@ mod tests {
         let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
         assert_eq!(s.on_follower_fetch(2, 5, 100), (None, None));
         assert_eq!(s.on_follower_fetch(2, 10, 200), (None, Some(IsrProposal::Expand { add: 2 })));
+    }
+
+    #[test]
+    fn the_high_watermark_waits_for_a_follower_proposed_for_the_isr_until_the_answer() {
+        let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2], 10, 10, LAG, 1, 0);
+        s.on_follower_fetch(2, 10, 1);
+        assert_eq!(s.on_follower_fetch(3, 10, 2), (None, Some(IsrProposal::Expand { add: 3 })));
+        s.expanding(3);
+        // The controller may have committed 3 already: offsets 10..20 wait for it.
+        s.on_leader_append(20);
+        assert_eq!(s.on_follower_fetch(2, 20, 3), (None, None));
+        assert_eq!(s.on_follower_fetch(3, 15, 4), (Some(15), Some(IsrProposal::Expand { add: 3 })));
+        assert_eq!(s.set_isr(&[1, 2, 3]), None, "committed: 3 is a member now");
+        assert_eq!(s.on_follower_fetch(3, 20, 5), (Some(20), None));
+        // Refused: nothing waits for it any more.
+        let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2], 10, 10, LAG, 1, 0);
+        s.on_follower_fetch(3, 10, 1);
+        s.expanding(3);
+        s.on_leader_append(20);
+        assert_eq!(s.on_follower_fetch(2, 20, 2), (None, None));
+        assert_eq!(s.expansion_refused(), Some(20));
     }
 
     #[test]

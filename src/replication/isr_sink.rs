@@ -6,13 +6,23 @@ use uuid::Uuid;
 
 use super::isr::IsrProposal;
 
-/// One proposal of the leader of `topic`-`partition` in `leader_epoch`.
+/// A leader's proposal with the epochs it was made in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IsrProposalAt {
+    pub proposal: IsrProposal,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+/// One proposal of the leader of `topic`-`partition` in `leader_epoch`, against the ISR
+/// of `partition_epoch` (the controller commits it only in that partition epoch).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IsrChange {
     pub topic: String,
     pub topic_id: Uuid,
     pub partition: i32,
     pub leader_epoch: i32,
+    pub partition_epoch: i32,
     pub proposal: IsrProposal,
 }
 

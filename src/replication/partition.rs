@@ -113,9 +113,16 @@ pub(super) struct PartitionState {
     high_watermark_known: bool,
     /// What the last checkpoint before this process recorded (see `high_watermark_known`).
     checkpointed_high_watermark: Option<i64>,
-    /// The last ISR change proposed, so a proposal is sent once until the metadata answers.
-    pending_isr_proposal: Option<super::isr::IsrProposal>,
-    /// A proposal made but not yet handed to the [`super::IsrChangeSink`].
+    /// The partition epoch of the last applied metadata (it moves with every change of
+    /// the ISR, leader or replicas); -1 until the first.
+    partition_epoch: i32,
+    /// The ISR change proposed in this partition epoch and not yet answered. One at a
+    /// time, as Kafka's leader: the next waits until the controller refuses this one or
+    /// the metadata moves to a new partition epoch (a proposal made against an older
+    /// one cannot commit any more).
+    isr_change_in_flight: Option<super::isr::IsrProposal>,
+    /// A proposal made (or to be sent again) but not yet handed to the
+    /// [`super::IsrChangeSink`].
     unsent_isr_proposal: Option<super::isr::IsrProposal>,
     producers: ProducerStateTable,
     /// Everything below this offset is known to be on disk.
@@ -182,7 +189,8 @@ impl Partition {
                 follower_high_watermark: leo,
                 high_watermark_known: false,
                 checkpointed_high_watermark: None,
-                pending_isr_proposal: None,
+                partition_epoch: -1,
+                isr_change_in_flight: None,
                 unsent_isr_proposal: None,
                 producers,
                 flushed_through: leo,
@@ -238,14 +246,33 @@ impl Partition {
         self.lock().log.dir().to_owned()
     }
 
-    /// The controller did not commit `proposal` (refused, say, because the follower to add
-    /// was still fenced, or no controller answered): unless the metadata has answered
-    /// meanwhile, forget it, so the next follower fetch or lag check proposes again (as
-    /// Kafka's leader does after an AlterPartition error).
-    pub fn isr_proposal_not_committed(&self, leader_epoch: i32, proposal: &super::isr::IsrProposal) {
+    /// The controller did not commit `proposal`, made in `partition_epoch`. Unless the
+    /// metadata has moved on meanwhile:
+    /// * `refused` (the controller turned it down: the follower to add was still fenced,
+    ///   say): it is forgotten, so the next follower fetch or lag check proposes again,
+    ///   and the high watermark stops waiting for a follower it would have added;
+    /// * otherwise (no controller answered, or the answer was lost) it may yet commit: it
+    ///   stays in flight and is sent again, as Kafka's leader retries an AlterPartition.
+    ///
+    /// Returns the new high watermark if it moved.
+    pub fn isr_proposal_not_committed(
+        &self,
+        partition_epoch: i32,
+        proposal: &super::isr::IsrProposal,
+        refused: bool,
+    ) -> Option<i64> {
         let mut s = self.lock();
-        if s.leader_epoch == leader_epoch && s.pending_isr_proposal.as_ref() == Some(proposal) {
-            s.pending_isr_proposal = None;
+        if s.partition_epoch != partition_epoch || s.isr_change_in_flight.as_ref() != Some(proposal) {
+            return None;
+        }
+        if !refused {
+            s.unsent_isr_proposal = Some(proposal.clone());
+            return None;
+        }
+        s.isr_change_in_flight = None;
+        match proposal {
+            super::isr::IsrProposal::Expand { .. } => s.isr.expansion_refused(),
+            super::isr::IsrProposal::Shrink { .. } => None,
         }
     }
 
@@ -257,16 +284,23 @@ impl Partition {
         let mut s = self.lock();
         let leo = s.log.log_end_offset();
         let hw = s.known_high_watermark();
-        // Any metadata change of the partition answers what was proposed.
-        s.pending_isr_proposal = None;
-        s.unsent_isr_proposal = None;
         let same_leadership =
             s.role == Role::Leader && s.leader_epoch == pi.leader_epoch && s.isr.has_replicas(pi.leader, &pi.replicas);
+        // (The ISR moves only with the partition epoch; either is taken as a new one.)
+        let new_epoch = s.partition_epoch != pi.partition_epoch || s.metadata_isr != pi.isr;
         s.role = Role::Leader;
         s.leader_epoch = pi.leader_epoch;
+        s.partition_epoch = pi.partition_epoch;
         s.metadata_isr.clone_from(&pi.isr);
+        if new_epoch || !same_leadership {
+            // A new partition epoch answers what was proposed in the last one.
+            s.isr_change_in_flight = None;
+            s.unsent_isr_proposal = None;
+        }
         if same_leadership {
-            s.isr.set_isr(&pi.isr);
+            if new_epoch {
+                s.isr.set_isr(&pi.isr);
+            }
         } else {
             let min_isr = s.config.min_insync_replicas;
             s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, min_isr, now_ms);
@@ -724,12 +758,18 @@ impl PartitionState {
         }
     }
 
-    /// Keeps `proposal` to be sent, unless it was already proposed.
+    /// Keeps `proposal` to be sent, unless a proposal is in flight. A follower proposed
+    /// for the ISR holds the high watermark back from now until the answer.
     fn note_proposal(&mut self, proposal: Option<super::isr::IsrProposal>) {
-        if proposal.is_some() && proposal != self.pending_isr_proposal {
-            self.pending_isr_proposal.clone_from(&proposal);
-            self.unsent_isr_proposal = proposal;
+        let Some(proposal) = proposal else { return };
+        if self.isr_change_in_flight.is_some() {
+            return;
         }
+        if let super::isr::IsrProposal::Expand { add } = proposal {
+            self.isr.expanding(add);
+        }
+        self.isr_change_in_flight = Some(proposal.clone());
+        self.unsent_isr_proposal = Some(proposal);
     }
 }
 

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::blocking_pool::BlockingPool;
-use super::isr_sink::{IsrChange, IsrChangeSink, LoggingIsrChangeSink};
+use super::isr_sink::{IsrChange, IsrChangeSink, IsrProposalAt, LoggingIsrChangeSink};
 use super::leadership_counters::{Before, LeadershipCounters};
 use super::partition::{AppendResult, MovePaused, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
@@ -481,23 +481,29 @@ impl ReplicaManager {
     }
 
     /// Hands `partition`'s unsent ISR proposal, if any, to the sink.
-    pub(crate) fn send_isr_proposal(&self, partition: &Partition, proposal: Option<super::isr::IsrProposal>) {
-        let Some(proposal) = proposal else { return };
+    pub(crate) fn send_isr_proposal(&self, partition: &Partition, proposal: Option<IsrProposalAt>) {
+        let Some(at) = proposal else { return };
         let change = IsrChange {
             topic: partition.topic.clone(),
             topic_id: partition.topic_id,
             partition: partition.index,
-            leader_epoch: partition.leader_epoch(),
-            proposal,
+            leader_epoch: at.leader_epoch,
+            partition_epoch: at.partition_epoch,
+            proposal: at.proposal,
         };
         let sink = self.isr_sink.read().unwrap_or_else(|e| e.into_inner()).clone();
         sink.propose(change);
     }
 
-    /// The controller did not commit `change`: its partition may propose again.
-    pub fn isr_change_not_committed(&self, change: &IsrChange) {
+    /// The controller did not commit `change`: `refused` (turned down), its partition
+    /// may propose again; otherwise (no answer) the change is sent again, since it may
+    /// yet commit (see [`Partition::isr_proposal_not_committed`]).
+    pub fn isr_change_not_committed(&self, change: &IsrChange, refused: bool) {
         if let Some(p) = self.partition(&change.topic_id, change.partition) {
-            p.isr_proposal_not_committed(change.leader_epoch, &change.proposal);
+            if p.isr_proposal_not_committed(change.partition_epoch, &change.proposal, refused).is_some() {
+                self.purgatory.wake(p.key());
+            }
+            self.send_isr_proposal(&p, p.take_isr_proposal());
         }
     }
 

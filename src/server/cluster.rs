@@ -11,7 +11,7 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use crate::controller::broker_liveness::BROKER_HEARTBEAT_INTERVAL_MS;
-use crate::controller::Controller;
+use crate::controller::{Controller, ControllerError};
 use crate::protocol::Ctx;
 use crate::replication::isr::IsrProposal;
 use crate::replication::isr_sink::{IsrChange, IsrChangeSink};
@@ -265,12 +265,14 @@ fn shares_isr_with_a_live_broker(image: &crate::controller::image::MetadataImage
 }
 
 /// After an ISR change the controller did not commit, the partition may propose again
-/// after this long (a refused expansion is retried while the follower keeps fetching).
+/// (refused: a refused expansion is retried while the follower keeps fetching), or sends
+/// the same again (no answer), after this long.
 const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Takes a leader's ISR proposals to the controller as AlterPartition requests, one
-/// blocking task each (a proposal is sent once until the partition's metadata changes,
-/// or until the controller turned it down and [`ISR_RETRY_BACKOFF`] passed).
+/// blocking task each (a partition has one proposal in flight until the metadata moves
+/// to a new partition epoch, or until the controller turned it down and
+/// [`ISR_RETRY_BACKOFF`] passed).
 pub struct ControllerIsrSink {
     controller: Weak<Controller>,
     replicas: Weak<ReplicaManager>,
@@ -296,8 +298,8 @@ impl IsrChangeSink for ControllerIsrSink {
             IsrProposal::Expand { add } => (Vec::new(), Some(*add)),
         };
         self.runtime.spawn_blocking(move || {
-            let result =
-                controller.alter_partition(change.topic_id, change.partition, change.leader_epoch, remove, add);
+            let epochs = (change.leader_epoch, change.partition_epoch);
+            let result = controller.alter_partition(change.topic_id, change.partition, epochs, remove, add);
             drop(controller);
             match result {
                 Ok(()) => tracing::info!(
@@ -305,14 +307,17 @@ impl IsrChangeSink for ControllerIsrSink {
                     "ISR change committed"
                 ),
                 Err(e) => {
+                    // Refused: not committed. Anything else (no controller leader, a lost
+                    // answer): it may still commit, so it is sent again.
+                    let refused = matches!(e, ControllerError::Refused(_));
                     tracing::warn!(
                         topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
-                        "ISR change not committed"
+                        refused, "ISR change not committed"
                     );
                     runtime.spawn(async move {
                         tokio::time::sleep(ISR_RETRY_BACKOFF).await;
                         if let Some(replicas) = replicas.upgrade() {
-                            replicas.isr_change_not_committed(&change);
+                            replicas.isr_change_not_committed(&change, refused);
                         }
                     });
                 }

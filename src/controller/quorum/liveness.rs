@@ -118,18 +118,28 @@ impl Controller {
         })
     }
 
-    /// As the leader of a partition: take `remove` out of its ISR, or `add` into it.
+    /// As the leader of a partition: take `remove` out of its ISR, or `add` into it, as
+    /// proposed against the ISR of `partition_epoch`.
     pub fn alter_partition(
         &self,
         topic_id: Uuid,
         partition: i32,
-        leader_epoch: i32,
+        (leader_epoch, partition_epoch): (i32, i32),
         remove: Vec<i32>,
         add: Option<i32>,
     ) -> Result<(), ControllerError> {
         let broker = self.core.node_id;
         self.run(move |core| async move {
-            let op = ControllerOp::AlterPartition { broker, topic_id, partition, leader_epoch, remove, add };
+            let partition_epoch = Some(partition_epoch);
+            let op = ControllerOp::AlterPartition {
+                broker,
+                topic_id,
+                partition,
+                leader_epoch,
+                partition_epoch,
+                remove,
+                add,
+            };
             core.submit(op).await.map(drop)
         })
     }

@@ -7,7 +7,7 @@
 
 use super::{Partition, PartitionError, PartitionState, Role};
 use crate::controller::PartitionImage;
-use crate::replication::isr::IsrProposal;
+use crate::replication::isr_sink::IsrProposalAt;
 use crate::replication::producer_state::ProducerStateTable;
 use crate::storage::{LogSlices, StorageError};
 
@@ -56,9 +56,10 @@ impl Partition {
         let hw = s.known_high_watermark().min(s.log.log_end_offset());
         s.role = role;
         s.leader_epoch = pi.leader_epoch;
+        s.partition_epoch = pi.partition_epoch;
         s.metadata_isr.clone_from(&pi.isr);
         s.follower_high_watermark = hw;
-        s.pending_isr_proposal = None;
+        s.isr_change_in_flight = None;
         s.unsent_isr_proposal = None;
         changed
     }
@@ -251,21 +252,26 @@ impl Partition {
         self.lock().config.follower_throttled.covers(self.index, node_id)
     }
 
-    /// An ISR change proposed since the last call, to hand to the controller.
-    pub fn take_isr_proposal(&self) -> Option<IsrProposal> {
-        self.lock().unsent_isr_proposal.take()
+    /// An ISR change proposed (or to be sent again) since the last call, to hand to the
+    /// controller, with the leader and partition epochs it was made in.
+    pub fn take_isr_proposal(&self) -> Option<IsrProposalAt> {
+        let mut s = self.lock();
+        let proposal = s.unsent_isr_proposal.take()?;
+        Some(IsrProposalAt { proposal, leader_epoch: s.leader_epoch, partition_epoch: s.partition_epoch })
     }
 
     /// On a leader: followers in the ISR that have lagged past `replica.lag.time.max.ms`
     /// (proposed once until the metadata changes).
-    pub fn check_isr_lag(&self, now_ms: i64) -> Option<IsrProposal> {
-        let mut s = self.lock();
-        if s.role != Role::Leader || s.deleted {
-            return None;
+    pub fn check_isr_lag(&self, now_ms: i64) -> Option<IsrProposalAt> {
+        {
+            let mut s = self.lock();
+            if s.role != Role::Leader || s.deleted {
+                return None;
+            }
+            let proposal = s.isr.lagging(now_ms);
+            s.note_proposal(proposal);
         }
-        let proposal = s.isr.lagging(now_ms);
-        s.note_proposal(proposal);
-        s.unsent_isr_proposal.take()
+        self.take_isr_proposal()
     }
 }
 
