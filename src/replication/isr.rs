@@ -9,8 +9,11 @@
 //! * a follower is *caught up* at a fetch whose offset reaches the leader's log end
 //!   offset; one that has not been caught up for `replica.lag.time.max.ms` is proposed
 //!   for removal from the ISR;
-//! * a follower outside the ISR whose log end offset reaches the high watermark is
-//!   proposed for addition, and from then until the answer the high watermark waits for
+//! * a follower outside the ISR whose log end offset reaches the high watermark, and the
+//!   leader's log end offset when its leader epoch began, is proposed for addition (the
+//!   second condition is Kafka's fix for KAFKA-7128: a new leader's high watermark can
+//!   lag what the old leader acknowledged, and a follower admitted at that lagging mark
+//!   could be elected without acknowledged records), and from then until the answer the high watermark waits for
 //!   it as for an ISR member (Kafka's *maximal ISR*, KIP-497): the controller may commit
 //!   the addition before this leader hears of it, and every ISR member must hold every
 //!   record below the high watermark, or electing it would lose acknowledged writes.
@@ -45,6 +48,9 @@ pub struct IsrState {
     /// A follower proposed for the ISR whose answer has not come ([`IsrState::expanding`]).
     adding: Option<i32>,
     high_watermark: i64,
+    /// The leader's log end offset when its leader epoch began: a follower joins the ISR
+    /// only once it holds everything up to here.
+    epoch_start_offset: i64,
     lag_time_max_ms: i64,
     /// `min.insync.replicas`: the high watermark does not move while fewer replicas than
     /// this (at most all of them) are in sync.
@@ -52,8 +58,10 @@ pub struct IsrState {
 }
 
 impl IsrState {
-    /// A new leadership: `replicas` and `isr` as the metadata gives them. Followers count
-    /// as caught up at `now` (Kafka gives them a full lag window after an election).
+    /// A new leadership: `replicas` and `isr` as the metadata gives them, `log_end_offset`
+    /// the leader's at the start of its leader epoch (see [`IsrState::keep_epoch_start`]).
+    /// Followers count as caught up at `now` (Kafka gives them a full lag window after an
+    /// election).
     #[allow(clippy::too_many_arguments)]
     pub fn new(
         leader: i32,
@@ -81,6 +89,7 @@ impl IsrState {
             isr,
             adding: None,
             high_watermark: high_watermark.min(log_end_offset),
+            epoch_start_offset: log_end_offset,
             lag_time_max_ms,
             min_isr: min_isr.max(1),
         };
@@ -95,6 +104,12 @@ impl IsrState {
 
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
+    }
+
+    /// A new set of replicas within the same leader epoch (a reassignment): the epoch
+    /// began where `before`'s did.
+    pub fn keep_epoch_start(&mut self, before: &IsrState) {
+        self.epoch_start_offset = before.epoch_start_offset;
     }
 
     pub fn isr(&self) -> &[i32] {
@@ -151,8 +166,8 @@ impl IsrState {
         if fetch_offset >= leader_leo {
             f.last_caught_up_ms = now_ms;
         }
-        let rejoin = (!self.isr.contains(&replica) && f.log_end_offset >= self.high_watermark)
-            .then_some(IsrProposal::Expand { add: replica });
+        let caught_up = f.log_end_offset >= self.high_watermark && f.log_end_offset >= self.epoch_start_offset;
+        let rejoin = (!self.isr.contains(&replica) && caught_up).then_some(IsrProposal::Expand { add: replica });
         (self.advance_high_watermark(), rejoin)
     }
 
@@ -306,6 +321,24 @@ mod tests {
         let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
         assert_eq!(s.on_follower_fetch(2, 5, 100), (None, None));
         assert_eq!(s.on_follower_fetch(2, 10, 200), (None, Some(IsrProposal::Expand { add: 2 })));
+    }
+
+    /// KAFKA-7128: the new leader's high watermark (5) lags what the old leader
+    /// acknowledged (up to 10, which this leader holds). A follower at 6 is past the high
+    /// watermark but may lack acknowledged records: it joins only at 10.
+    #[test]
+    fn a_follower_joins_the_isr_only_once_it_holds_the_start_of_the_leader_epoch() {
+        let s = IsrState::new(1, &[1, 2, 3], &[1], 10, 5, LAG, 1, 0);
+        assert_eq!(s.high_watermark(), 10, "the leader alone");
+        let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2], 10, 5, LAG, 1, 0);
+        assert_eq!(s.on_follower_fetch(3, 6, 1), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 8, 1), (Some(8), None));
+        assert_eq!(s.on_follower_fetch(3, 9, 2), (None, None), "past the high watermark, short of 10");
+        assert_eq!(s.on_follower_fetch(3, 10, 3), (None, Some(IsrProposal::Expand { add: 3 })));
+        // A reassignment in the same leader epoch keeps where the epoch began.
+        let mut next = IsrState::new(1, &[1, 2, 3, 4], &[1, 2], 12, 8, LAG, 1, 4);
+        next.keep_epoch_start(&s);
+        assert_eq!(next.on_follower_fetch(4, 10, 5), (None, Some(IsrProposal::Expand { add: 4 })));
     }
 
     #[test]

@@ -284,8 +284,10 @@ impl Partition {
         let mut s = self.lock();
         let leo = s.log.log_end_offset();
         let hw = s.known_high_watermark();
-        let same_leadership =
-            s.role == Role::Leader && s.leader_epoch == pi.leader_epoch && s.isr.has_replicas(pi.leader, &pi.replicas);
+        // (Before the first role the partition is a provisional leader of no one: -1.)
+        let was_leader_in_epoch =
+            s.role == Role::Leader && s.leader_epoch == pi.leader_epoch && s.isr.leader() == pi.leader;
+        let same_leadership = was_leader_in_epoch && s.isr.has_replicas(pi.leader, &pi.replicas);
         // (The ISR moves only with the partition epoch; either is taken as a new one.)
         let new_epoch = s.partition_epoch != pi.partition_epoch || s.metadata_isr != pi.isr;
         s.role = Role::Leader;
@@ -303,7 +305,13 @@ impl Partition {
             }
         } else {
             let min_isr = s.config.min_insync_replicas;
-            s.isr = IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, min_isr, now_ms);
+            let before = std::mem::replace(
+                &mut s.isr,
+                IsrState::new(pi.leader, &pi.replicas, &pi.isr, leo, hw, lag_time_max_ms, min_isr, now_ms),
+            );
+            if was_leader_in_epoch {
+                s.isr.keep_epoch_start(&before);
+            }
         }
         (s.isr.high_watermark() != hw).then(|| s.isr.high_watermark())
     }

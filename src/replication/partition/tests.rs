@@ -164,3 +164,40 @@ fn the_leader_answers_a_follower_fetch_as_kafka_does() {
     p.truncate_as_follower(&state, 1).unwrap();
     assert_eq!(p.log_end_offset(), 1);
 }
+
+/// KAFKA-7128, wired: a follower that holds offsets 0..10 but knows a high watermark of
+/// only 5 becomes leader. Follower 2, outside the ISR, is past that high watermark at 7
+/// but may lack records the old leader acknowledged: it is proposed for the ISR only
+/// once it holds 10, where this leadership began.
+#[test]
+fn a_new_leader_admits_a_follower_only_from_where_its_leadership_began() {
+    let root = tempfile::tempdir().unwrap();
+    let p = open(&root.path().join("t-0"));
+    let pi = |leader: i32, leader_epoch: i32, isr: &[i32]| PartitionImage {
+        partition: 0,
+        replicas: vec![1, 2, 3],
+        isr: isr.to_vec(),
+        leader,
+        leader_epoch,
+        partition_epoch: leader_epoch,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    };
+    p.become_follower(&pi(2, 0, &[1, 2]));
+    let fetched = p.follower_fetch_state().unwrap();
+    let recs: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
+    let recs: Vec<TestRecord> =
+        recs.iter().map(|v| TestRecord { key: None, value: Some(v.as_bytes()), timestamp: 1_000 }).collect();
+    assert_eq!(p.append_as_follower(&fetched, &build_records_batch(0, &recs, -1), 1_000).unwrap(), 10);
+    p.set_follower_high_watermark(&fetched, 5);
+
+    p.set_leadership(&pi(1, 1, &[1, 3]), 30_000, 2_000);
+    assert_eq!(p.follower_fetched(3, 6, 2_100), Some(6));
+    p.follower_fetched(2, 7, 2_200);
+    assert_eq!(p.take_isr_proposal(), None, "7 is past the high watermark (6), short of 10");
+    p.follower_fetched(2, 10, 2_300);
+    assert_eq!(
+        p.take_isr_proposal().map(|at| at.proposal),
+        Some(crate::replication::isr::IsrProposal::Expand { add: 2 })
+    );
+}
