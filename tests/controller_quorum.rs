@@ -149,14 +149,21 @@ fn topic(name: &str, partitions: i32, replication_factor: i16) -> NewTopic {
 fn admit_all(cluster: &Cluster) {
     wait_until("the nodes agree on a leader", || cluster.agreed_leader().is_some());
     wait_until("every broker is registered on every node", || cluster.running().all(|c| c.image().brokers.len() == 3));
-    for c in cluster.running() {
-        let incarnation = uuid::Uuid::new_v4();
-        c.heartbeat(incarnation, false).unwrap();
-        c.heartbeat(incarnation, false).unwrap();
+    for (i, c) in cluster.nodes.iter().enumerate() {
+        if let Some(c) = c {
+            let incarnation = first_incarnation(i as i32 + 1);
+            c.heartbeat(incarnation, false).unwrap();
+            c.heartbeat(incarnation, false).unwrap();
+        }
     }
     wait_until("every broker is unfenced on every node", || {
         cluster.running().all(|c| c.image().brokers.values().filter(|b| !b.fenced).count() == 3)
     });
+}
+
+/// The broker process id [`admit_all`] heartbeats node `id` with.
+fn first_incarnation(id: i32) -> uuid::Uuid {
+    uuid::Uuid::from_u128(id as u128)
 }
 
 fn has_topic(c: &Controller, name: &str) -> bool {
@@ -417,7 +424,8 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
         if !now.isr.contains(&2) {
             let leader = cluster.node(now.leader);
             let epochs = (now.leader_epoch, now.partition_epoch);
-            leader.alter_partition(created.topic_id, p.partition, epochs, vec![], Some(2)).unwrap();
+            let incarnation = first_incarnation(now.leader);
+            leader.alter_partition(incarnation, (created.topic_id, p.partition), epochs, vec![], Some(2)).unwrap();
         }
     }
     wait_until("leadership back on the preferred replicas", || {

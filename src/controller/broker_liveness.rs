@@ -148,6 +148,14 @@ impl BrokerLiveness {
         out
     }
 
+    /// Whether a request from process `incarnation` of `node` (an AlterPartition) is
+    /// from a process that was replaced: this controller has heard from another one
+    /// since (Kafka's STALE_BROKER_EPOCH). A broker not heard from under this leader
+    /// is taken at its word.
+    pub fn is_stale(&self, node: i32, incarnation: Uuid) -> bool {
+        self.brokers.get(&node).and_then(|b| b.incarnation).is_some_and(|known| known != incarnation)
+    }
+
     /// Alive: registered, not fenced, not shutting down (may lead and join ISRs).
     pub fn is_alive(&self, node: i32) -> bool {
         self.brokers.get(&node).is_some_and(|b| !b.fenced && !b.shutting_down)

@@ -62,7 +62,21 @@ pub fn decide(
                 out.fence(node, liveness);
             }
         }
-        ControllerOp::AlterPartition { broker, topic_id, partition, leader_epoch, partition_epoch, remove, add } => {
+        ControllerOp::AlterPartition {
+            broker,
+            topic_id,
+            partition,
+            leader_epoch,
+            partition_epoch,
+            incarnation,
+            remove,
+            add,
+        } => {
+            if incarnation.is_some_and(|i| liveness.is_stale(*broker, i)) {
+                return Err(ControllerError::Refused(format!(
+                    "AlterPartition refused: StaleBrokerEpoch (broker {broker} restarted since)"
+                )));
+            }
             let topic =
                 image.topic_by_id(topic_id).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
             let pi =
@@ -131,7 +145,12 @@ fn alive(liveness: &BrokerLiveness) -> impl Fn(i32) -> bool + '_ {
 }
 
 fn refused(e: AlterPartitionError) -> ControllerError {
-    ControllerError::Refused(format!("AlterPartition refused: {e:?}"))
+    match e {
+        AlterPartitionError::IneligibleReplica => {
+            ControllerError::NotAttempted(format!("AlterPartition refused: {e:?}"))
+        }
+        _ => ControllerError::Refused(format!("AlterPartition refused: {e:?}")),
+    }
 }
 
 /// Records decided so far, and the image they make (later decisions of the same
@@ -244,6 +263,7 @@ mod tests {
             partition: 0,
             leader_epoch: 1,
             partition_epoch: None,
+            incarnation: None,
             remove: vec![],
             add: Some(1),
         }
@@ -252,15 +272,44 @@ mod tests {
     /// Broker 1, leading partition 0 in leader epoch 0, proposes a change against the
     /// ISR of `partition_epoch`.
     fn alter_p0(partition_epoch: i32, remove: &[i32], add: Option<i32>) -> ControllerOp {
+        alter_p0_from(None, partition_epoch, remove, add)
+    }
+
+    /// [`alter_p0`] from process `incarnation` of broker 1.
+    fn alter_p0_from(
+        incarnation: Option<Uuid>,
+        partition_epoch: i32,
+        remove: &[i32],
+        add: Option<i32>,
+    ) -> ControllerOp {
         ControllerOp::AlterPartition {
             broker: 1,
             topic_id: T,
             partition: 0,
             leader_epoch: 0,
             partition_epoch: Some(partition_epoch),
+            incarnation,
             remove: remove.to_vec(),
             add,
         }
+    }
+
+    /// An AlterPartition from a process of broker 1 that has since restarted (its new
+    /// incarnation heartbeated) is refused: the new process knows nothing of what the
+    /// old one proposed. Before this controller heard from any, it is taken as sent.
+    #[test]
+    fn an_alter_partition_from_a_replaced_process_is_refused() {
+        let mut img = image();
+        let mut l = new_leader();
+        let shrink_from = |incarnation: Uuid| alter_p0_from(Some(incarnation), 0, &[3], None);
+        let old = Uuid::from_u128(0xa1d);
+        assert!(decide(&img, &shrink_from(old), &mut l, 1).is_ok(), "not heard from 1 yet");
+        run(&mut img, &heartbeat(1, false), &mut l, 2);
+        assert!(
+            matches!(decide(&img, &shrink_from(old), &mut l, 3), Err(ControllerError::Refused(m)) if m.contains("Stale"))
+        );
+        run(&mut img, &shrink_from(INC), &mut l, 4);
+        assert_eq!(leaders(&img)[0], (1, vec![1, 2]));
     }
 
     /// A proposal made against an older partition epoch (sent again after a lost answer,
@@ -440,9 +489,15 @@ mod tests {
         let mut l = BrokerLiveness::new(9_000);
         l.became_leader(img.brokers.values().map(|b| (b.node_id, b.fenced)), 3);
         let rejoin = expand_p0_with_1();
-        assert!(matches!(decide(&img, &rejoin, &mut l, 4), Err(ControllerError::Refused(_))), "INELIGIBLE_REPLICA");
+        assert!(
+            matches!(decide(&img, &rejoin, &mut l, 4), Err(ControllerError::NotAttempted(_))),
+            "INELIGIBLE_REPLICA"
+        );
         run(&mut img, &heartbeat(2, false), &mut l, 5);
-        assert!(matches!(decide(&img, &rejoin, &mut l, 6), Err(ControllerError::Refused(_))), "still not heard from 1");
+        assert!(
+            matches!(decide(&img, &rejoin, &mut l, 6), Err(ControllerError::NotAttempted(_))),
+            "still not heard from 1"
+        );
         // A broker 1 that is still there heartbeats within 2 s, and may rejoin then.
         run(&mut img, &heartbeat(1, false), &mut l, 7);
         run(&mut img, &rejoin, &mut l, 8);
@@ -460,6 +515,7 @@ mod tests {
             partition: 0,
             leader_epoch: 3,
             partition_epoch: None,
+            incarnation: None,
             remove: vec![2],
             add: None,
         };

@@ -67,6 +67,11 @@ pub enum ControllerError {
     /// those with an error code the broker acts on; the message names it).
     #[error("{0}")]
     Refused(String),
+    /// An AlterPartition the controller did not apply, said against the partition epoch
+    /// the request named, which is the current one (Kafka's INELIGIBLE_REPLICA): no
+    /// controller has applied it or will.
+    #[error("{0}")]
+    NotAttempted(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

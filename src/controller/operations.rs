@@ -95,7 +95,9 @@ pub enum ControllerOp {
     /// A partition leader asks to take `remove` out of the ISR or `add` into it
     /// (Kafka's AlterPartition), against the ISR of `partition_epoch`: a proposal made
     /// in an older partition epoch is refused (INVALID_UPDATE_VERSION) unless it is
-    /// already what the ISR is. (None, from a broker of an older release: the current.)
+    /// already what the ISR is, and one from a process of `broker` that was replaced
+    /// (`incarnation`, the one its heartbeats name) is refused too (STALE_BROKER_EPOCH).
+    /// (None, from a broker of an older release: the current epoch, any process.)
     AlterPartition {
         broker: i32,
         topic_id: Uuid,
@@ -103,6 +105,8 @@ pub enum ControllerOp {
         leader_epoch: i32,
         #[serde(default)]
         partition_epoch: Option<i32>,
+        #[serde(default)]
+        incarnation: Option<Uuid>,
         remove: Vec<i32>,
         add: Option<i32>,
     },

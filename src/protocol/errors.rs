@@ -74,9 +74,10 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         // once descriptors or the disk are back.
         ControllerError::Storage(_) => ResponseError::KafkaStorageError,
         ControllerError::NotController(_) => ResponseError::NotController,
-        ControllerError::Io(_) | ControllerError::Internal(_) | ControllerError::Refused(_) => {
-            ResponseError::UnknownServerError
-        }
+        ControllerError::Io(_)
+        | ControllerError::Internal(_)
+        | ControllerError::Refused(_)
+        | ControllerError::NotAttempted(_) => ResponseError::UnknownServerError,
     }
 }
 

@@ -12,6 +12,7 @@ use bytes::BytesMut;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::isr_sink::NotCommitted;
 use super::leader_endpoint::{EndpointError, EndpointFuture, LeaderEndpoint, LeaderEndpoints};
 use super::replica_fetch::{FetchedData, FetchedPartition, ReplicaFetchError, ReplicaFetchRequest};
 use super::{Acks, FetcherManager, Partition, PartitionError, ReplicaManager};
@@ -481,7 +482,7 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
 
     // The controller turns it down (the follower was still fenced, say): the next fetch
     // proposes it again.
-    manager.isr_change_not_committed(&changes[0], true);
+    manager.isr_change_not_committed(&changes[0], NotCommitted::NotAttempted);
     manager.follower_fetched(&p, 3, 2, 43_000);
     let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
     assert_eq!(proposed, vec![IsrProposal::Expand { add: 3 }]);
@@ -558,15 +559,20 @@ fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
 
     // No answer (no controller leader, a lost reply): it may yet commit, so it is sent
     // again, and the high watermark keeps waiting.
-    manager.isr_change_not_committed(&changes[0], false);
+    manager.isr_change_not_committed(&changes[0], NotCommitted::NoAnswer);
     assert_eq!(proposed(), changes);
+    assert_eq!(p.high_watermark(), 2);
+    // Refused as stale (a newer leader or partition epoch): kept, not sent, waiting for
+    // the metadata that says so.
+    manager.isr_change_not_committed(&changes[0], NotCommitted::Stale);
+    assert!(proposed().is_empty());
     assert_eq!(p.high_watermark(), 2);
     // One proposal at a time: a lagging follower 2 is not proposed out meanwhile.
     manager.check_isr_lag(1_000_000);
     assert!(proposed().is_empty());
 
-    // Refused: nothing waits for follower 3 any more.
-    manager.isr_change_not_committed(&changes[0], true);
+    // Not attempted (follower 3 was fenced, say): nothing waits for it any more.
+    manager.isr_change_not_committed(&changes[0], NotCommitted::NotAttempted);
     assert_eq!(p.high_watermark(), 4);
     assert!(proposed().is_empty());
     manager.follower_fetched(&p, 3, 4, 1_400);
@@ -576,8 +582,8 @@ fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
     // Committed: the new partition epoch answers it; an answer to the old one that
     // arrives afterwards changes nothing and sends nothing.
     manager.apply_image(&partition_in(2, &[1, 2, 3]), 1_500).unwrap();
-    manager.isr_change_not_committed(&again[0], false);
-    manager.isr_change_not_committed(&again[0], true);
+    manager.isr_change_not_committed(&again[0], NotCommitted::NoAnswer);
+    manager.isr_change_not_committed(&again[0], NotCommitted::NotAttempted);
     assert!(proposed().is_empty());
     append("c");
     manager.follower_fetched(&p, 2, 6, 1_600);

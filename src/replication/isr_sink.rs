@@ -26,6 +26,25 @@ pub struct IsrChange {
     pub proposal: IsrProposal,
 }
 
+/// Why the controller did not commit an ISR change, as the leader acts on it (Kafka's
+/// `Partition.handleAlterPartitionError`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotCommitted {
+    /// Not applied, said against the partition epoch the proposal named (INELIGIBLE_REPLICA:
+    /// the follower to add is fenced, say): forgotten, so the next follower fetch or lag
+    /// check proposes again, and the high watermark stops waiting for a follower it
+    /// would have added.
+    NotAttempted,
+    /// Turned down because this leader's view is behind (a newer leader or partition
+    /// epoch, the topic gone, this process replaced): it stays in flight, holding the
+    /// high watermark, until the metadata that says so arrives. Forgetting it would let a
+    /// leader that has already been replaced move its high watermark on its own.
+    Stale,
+    /// No answer (no controller leader, a lost reply): it may yet commit, so it is sent
+    /// again.
+    NoAnswer,
+}
+
 /// Takes ISR changes to the controller. Called outside every partition lock; must not
 /// block (queue the change and return).
 pub trait IsrChangeSink: Send + Sync {

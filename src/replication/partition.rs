@@ -17,6 +17,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use super::isr::IsrState;
+use super::isr_sink::NotCommitted;
 use super::partition_config::PartitionConfig;
 use super::producer_state::{ActiveProducer, ProducerStateTable, SequenceCheck};
 use super::purgatory::PartitionKey;
@@ -246,28 +247,26 @@ impl Partition {
         self.lock().log.dir().to_owned()
     }
 
-    /// The controller did not commit `proposal`, made in `partition_epoch`. Unless the
-    /// metadata has moved on meanwhile:
-    /// * `refused` (the controller turned it down: the follower to add was still fenced,
-    ///   say): it is forgotten, so the next follower fetch or lag check proposes again,
-    ///   and the high watermark stops waiting for a follower it would have added;
-    /// * otherwise (no controller answered, or the answer was lost) it may yet commit: it
-    ///   stays in flight and is sent again, as Kafka's leader retries an AlterPartition.
-    ///
-    /// Returns the new high watermark if it moved.
+    /// The controller did not commit `proposal`, made in `partition_epoch`: unless the
+    /// metadata has moved on meanwhile, it is forgotten, kept or sent again as `why` says
+    /// (see [`NotCommitted`]). Returns the new high watermark if it moved.
     pub fn isr_proposal_not_committed(
         &self,
         partition_epoch: i32,
         proposal: &super::isr::IsrProposal,
-        refused: bool,
+        why: NotCommitted,
     ) -> Option<i64> {
         let mut s = self.lock();
         if s.partition_epoch != partition_epoch || s.isr_change_in_flight.as_ref() != Some(proposal) {
             return None;
         }
-        if !refused {
-            s.unsent_isr_proposal = Some(proposal.clone());
-            return None;
+        match why {
+            NotCommitted::Stale => return None,
+            NotCommitted::NoAnswer => {
+                s.unsent_isr_proposal = Some(proposal.clone());
+                return None;
+            }
+            NotCommitted::NotAttempted => {}
         }
         s.isr_change_in_flight = None;
         match proposal {

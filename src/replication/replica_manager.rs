@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::blocking_pool::BlockingPool;
-use super::isr_sink::{IsrChange, IsrChangeSink, IsrProposalAt, LoggingIsrChangeSink};
+use super::isr_sink::{IsrChange, IsrChangeSink, IsrProposalAt, LoggingIsrChangeSink, NotCommitted};
 use super::leadership_counters::{Before, LeadershipCounters};
 use super::partition::{AppendResult, MovePaused, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
@@ -495,12 +495,11 @@ impl ReplicaManager {
         sink.propose(change);
     }
 
-    /// The controller did not commit `change`: `refused` (turned down), its partition
-    /// may propose again; otherwise (no answer) the change is sent again, since it may
-    /// yet commit (see [`Partition::isr_proposal_not_committed`]).
-    pub fn isr_change_not_committed(&self, change: &IsrChange, refused: bool) {
+    /// The controller did not commit `change`, for `why`: its partition forgets it, keeps
+    /// it, or sends it again (see [`NotCommitted`]).
+    pub fn isr_change_not_committed(&self, change: &IsrChange, why: NotCommitted) {
         if let Some(p) = self.partition(&change.topic_id, change.partition) {
-            if p.isr_proposal_not_committed(change.partition_epoch, &change.proposal, refused).is_some() {
+            if p.isr_proposal_not_committed(change.partition_epoch, &change.proposal, why).is_some() {
                 self.purgatory.wake(p.key());
             }
             self.send_isr_proposal(&p, p.take_isr_proposal());

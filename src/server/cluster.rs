@@ -14,7 +14,7 @@ use crate::controller::broker_liveness::BROKER_HEARTBEAT_INTERVAL_MS;
 use crate::controller::{Controller, ControllerError};
 use crate::protocol::Ctx;
 use crate::replication::isr::IsrProposal;
-use crate::replication::isr_sink::{IsrChange, IsrChangeSink};
+use crate::replication::isr_sink::{IsrChange, IsrChangeSink, NotCommitted};
 use crate::replication::replica_manager::HIGH_WATERMARK_CHECKPOINT_INTERVAL;
 use crate::replication::ReplicaManager;
 
@@ -41,7 +41,8 @@ const NOTHING_TO_MOVE_TIMEOUT: Duration = Duration::from_secs(2);
 pub const MOVED_LEADERSHIP_GRACE: Duration = Duration::from_millis(500);
 
 /// Heartbeat every `broker.heartbeat.interval.ms` until shutdown. The first heartbeat
-/// of this process registers its incarnation (fenced); the next one lets it back in.
+/// of this process (sent by [`register`] at start, or here if that did not get through)
+/// registers its incarnation (fenced); the next one lets it back in.
 ///
 /// Once `wants_shut_down` is set (the controlled shutdown began), every heartbeat asks to
 /// shut down, as Kafka's `BrokerLifecycleManager` does from `PENDING_CONTROLLED_SHUTDOWN`.
@@ -182,16 +183,40 @@ pub async fn offline_replicas_loop(ctx: Arc<Ctx>, mut shutdown: broadcast::Recei
     }
 }
 
-/// At start, in a cluster: wait (at most `timeout`) until the quorum has let this
-/// broker in, as Kafka's broker waits to be unfenced before it serves.
-pub async fn wait_unfenced(ctx: &Ctx, timeout: Duration) {
+/// At start, in a cluster, before the partitions take their roles from the metadata:
+/// this process's first heartbeat registers it (until `deadline`), as Kafka's broker
+/// registers before it acts on the metadata. A controller that knew an earlier process
+/// of this broker fences it and moves its leadership away; before, the new process
+/// could lead a partition in the old one's leader epoch while an ISR addition that the
+/// old one proposed was still on its way, and move the high watermark without the added
+/// follower once it committed. (A controller that knew no earlier process lets it lead
+/// on; the old one's proposals are then refused as stale.)
+pub async fn register(controller: &Arc<Controller>, incarnation: Uuid, deadline: tokio::time::Instant) {
+    if !controller.is_clustered() {
+        return;
+    }
+    loop {
+        let c = controller.clone();
+        match tokio::task::spawn_blocking(move || c.heartbeat(incarnation, false)).await {
+            Ok(Ok(())) => return tracing::info!("registered with the controller quorum"),
+            Ok(Err(e)) if tokio::time::Instant::now() >= deadline => {
+                return tracing::warn!(error = %e, "not registered with the controller quorum yet; going on");
+            }
+            Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
+            Err(_) => return,
+        }
+    }
+}
+
+/// At start, in a cluster: wait (until `deadline`) until the quorum has let this broker
+/// in, as Kafka's broker waits to be unfenced before it serves.
+pub async fn wait_unfenced(ctx: &Ctx, deadline: tokio::time::Instant) {
     if !ctx.controller.is_clustered() {
         return;
     }
-    let deadline = tokio::time::Instant::now() + timeout;
     while !ctx.controller.image().broker_alive(ctx.config.node_id) {
         if tokio::time::Instant::now() >= deadline {
-            tracing::warn!(timeout_s = timeout.as_secs(), "not unfenced by the controller quorum yet; serving anyway");
+            tracing::warn!("not unfenced by the controller quorum yet; serving anyway");
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -276,14 +301,17 @@ const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 pub struct ControllerIsrSink {
     controller: Weak<Controller>,
     replicas: Weak<ReplicaManager>,
+    /// This broker process, as its heartbeats name it.
+    incarnation: Uuid,
     runtime: tokio::runtime::Handle,
 }
 
 impl ControllerIsrSink {
-    pub fn new(controller: &Arc<Controller>, replicas: &Arc<ReplicaManager>) -> ControllerIsrSink {
+    pub fn new(controller: &Arc<Controller>, replicas: &Arc<ReplicaManager>, incarnation: Uuid) -> ControllerIsrSink {
         ControllerIsrSink {
             controller: Arc::downgrade(controller),
             replicas: Arc::downgrade(replicas),
+            incarnation,
             runtime: tokio::runtime::Handle::current(),
         }
     }
@@ -292,14 +320,15 @@ impl ControllerIsrSink {
 impl IsrChangeSink for ControllerIsrSink {
     fn propose(&self, change: IsrChange) {
         let Some(controller) = self.controller.upgrade() else { return };
-        let (replicas, runtime) = (self.replicas.clone(), self.runtime.clone());
+        let (replicas, runtime, incarnation) = (self.replicas.clone(), self.runtime.clone(), self.incarnation);
         let (remove, add) = match &change.proposal {
             IsrProposal::Shrink { remove } => (remove.clone(), None),
             IsrProposal::Expand { add } => (Vec::new(), Some(*add)),
         };
         self.runtime.spawn_blocking(move || {
             let epochs = (change.leader_epoch, change.partition_epoch);
-            let result = controller.alter_partition(change.topic_id, change.partition, epochs, remove, add);
+            let partition = (change.topic_id, change.partition);
+            let result = controller.alter_partition(incarnation, partition, epochs, remove, add);
             drop(controller);
             match result {
                 Ok(()) => tracing::info!(
@@ -307,17 +336,19 @@ impl IsrChangeSink for ControllerIsrSink {
                     "ISR change committed"
                 ),
                 Err(e) => {
-                    // Refused: not committed. Anything else (no controller leader, a lost
-                    // answer): it may still commit, so it is sent again.
-                    let refused = matches!(e, ControllerError::Refused(_));
+                    let why = match e {
+                        ControllerError::NotAttempted(_) => NotCommitted::NotAttempted,
+                        ControllerError::Refused(_) => NotCommitted::Stale,
+                        _ => NotCommitted::NoAnswer,
+                    };
                     tracing::warn!(
                         topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
-                        refused, "ISR change not committed"
+                        ?why, "ISR change not committed"
                     );
                     runtime.spawn(async move {
                         tokio::time::sleep(ISR_RETRY_BACKOFF).await;
                         if let Some(replicas) = replicas.upgrade() {
-                            replicas.isr_change_not_committed(&change, refused);
+                            replicas.isr_change_not_committed(&change, why);
                         }
                     });
                 }

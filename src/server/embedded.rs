@@ -198,10 +198,20 @@ impl EmbeddedCluster {
                 Err(e) => failed = failed.or(Some(EmbeddedError::StartTask(e.to_string()))),
             }
         }
-        match failed {
-            Some(e) => Err(e),
-            None => Ok(EmbeddedCluster { brokers }),
+        if let Some(e) = failed {
+            return Err(e);
         }
+        let cluster = EmbeddedCluster { brokers };
+        // Each broker returned once it was let in itself; the others' admissions may
+        // still be on their way to it. Ready means every broker sees all of them (as
+        // long as a quorum forms in time).
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(30);
+        let all_in =
+            |b: &EmbeddedBroker| b.context().controller.image().brokers.values().filter(|r| !r.fenced).count() == nodes;
+        while !cluster.running().all(all_in) && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        Ok(cluster)
     }
 
     /// Every running broker's address, comma-separated: a client's bootstrap servers.

@@ -170,6 +170,9 @@ impl Broker {
         );
         let clock = system_clock();
         let replicas = Arc::new(ReplicaManager::new(&config, clock.clone())?);
+        let incarnation = uuid::Uuid::new_v4();
+        let serve_deadline = tokio::time::Instant::now() + UNFENCE_TIMEOUT;
+        cluster::register(&controller, incarnation, serve_deadline).await;
         // From here on metadata is pushed: each commit reaches the partitions before the
         // request that made it is answered. Other nodes may commit while this one starts:
         // the partitions open from the current image and every commit after it, in order.
@@ -224,10 +227,13 @@ impl Broker {
         // Subscribed here, not in the task: a shutdown sent before the task first runs
         // must still reach it (it did not, and a start at once followed by a shutdown hung).
         let stop = shutdown.subscribe();
-        let incarnation = uuid::Uuid::new_v4();
         let wants_shut_down = Arc::new(AtomicBool::new(false));
         if ctx.controller.is_clustered() {
-            ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(&ctx.controller, &ctx.replicas)));
+            ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(
+                &ctx.controller,
+                &ctx.replicas,
+                incarnation,
+            )));
         }
         let tasks = vec![
             tokio::spawn(retention_loop(ctx.clone(), shutdown.subscribe())),
@@ -252,7 +258,7 @@ impl Broker {
             }
             _ => None,
         };
-        cluster::wait_unfenced(&ctx, Duration::from_secs(30)).await;
+        cluster::wait_unfenced(&ctx, serve_deadline).await;
         // Clients are served only now, as Kafka's brokers enable request processing once
         // unfenced: before, the image may not hold even the brokers and the cluster id, and
         // librdkafka took the empty Metadata answer for a broken one and backed off for
@@ -447,6 +453,10 @@ fn flush_all(partitions: &[Arc<Partition>]) -> usize {
     });
     dirty.len()
 }
+
+/// How long a starting broker of a cluster waits to register with the controller quorum
+/// and be let in before it serves anyway (a quorum that cannot form yet).
+const UNFENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long [`Broker::shutdown`] waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);

@@ -118,25 +118,26 @@ impl Controller {
         })
     }
 
-    /// As the leader of a partition: take `remove` out of its ISR, or `add` into it, as
-    /// proposed against the ISR of `partition_epoch`.
+    /// As the leader of a partition, in this broker process (`incarnation`, as its
+    /// heartbeats name it): take `remove` out of its ISR, or `add` into it, as proposed
+    /// against the ISR of `partition_epoch`.
     pub fn alter_partition(
         &self,
-        topic_id: Uuid,
-        partition: i32,
+        incarnation: Uuid,
+        (topic_id, partition): (Uuid, i32),
         (leader_epoch, partition_epoch): (i32, i32),
         remove: Vec<i32>,
         add: Option<i32>,
     ) -> Result<(), ControllerError> {
         let broker = self.core.node_id;
         self.run(move |core| async move {
-            let partition_epoch = Some(partition_epoch);
             let op = ControllerOp::AlterPartition {
                 broker,
                 topic_id,
                 partition,
                 leader_epoch,
-                partition_epoch,
+                partition_epoch: Some(partition_epoch),
+                incarnation: Some(incarnation),
                 remove,
                 add,
             };

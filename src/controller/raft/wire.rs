@@ -76,6 +76,7 @@ pub enum ErrorKind {
     NotController,
     Refused,
     Internal,
+    NotAttempted,
 }
 
 impl From<&ControllerError> for ForwardError {
@@ -93,6 +94,7 @@ impl From<&ControllerError> for ForwardError {
             E::Storage(m) => (ErrorKind::Storage, m.clone()),
             E::NotController(m) => (ErrorKind::NotController, m.clone()),
             E::Refused(m) => (ErrorKind::Refused, m.clone()),
+            E::NotAttempted(m) => (ErrorKind::NotAttempted, m.clone()),
             E::Io(_) | E::Internal(_) => (ErrorKind::Internal, e.to_string()),
         };
         ForwardError::Refused { kind, message }
@@ -116,6 +118,7 @@ impl ForwardError {
                 ErrorKind::Storage => E::Storage(m),
                 ErrorKind::NotController => E::NotController(m),
                 ErrorKind::Refused => E::Refused(m),
+                ErrorKind::NotAttempted => E::NotAttempted(m),
                 ErrorKind::Internal => E::Internal(m),
             },
         }
