@@ -58,3 +58,5 @@ pub use validated::{FramedRecords, ProduceLimits, ValidatedRecords};
 
 #[cfg(test)]
 mod cluster_tests;
+#[cfg(test)]
+mod replication_simulation;

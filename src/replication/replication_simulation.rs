@@ -1,0 +1,485 @@
+//! A randomised, deterministic simulation of one partition's replication on three
+//! brokers, checking the promise that an acknowledged record is never lost: every record
+//! a leader ever had below its high watermark (what acks=all answers and consumers read)
+//! stays at its offset on every member of the ISR the controller has committed, and no
+//! offset is ever committed with two different records.
+//!
+//! The parts under test are the real ones: each broker's [`Partition`] (its files, the
+//! leader's ISR and high-watermark rules, the follower's append and truncation) and the
+//! controller's decisions ([`decide`]: heartbeats, fencing, elections, AlterPartition).
+//! Only the network is simulated: every message (a follower's fetch, an ISR proposal and
+//! its answer, the metadata each broker applies) is delivered in a random order chosen by
+//! a seeded generator, brokers crash and come back, answers get lost. A failing seed
+//! replays exactly. Not modelled: lost unflushed writes, controlled shutdown,
+//! reassignment, unclean election, the controller's own failover.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+use super::isr::IsrProposal;
+use super::isr_sink::{IsrProposalAt, NotCommitted};
+use super::partition::{Partition, PartitionId};
+use super::partition_config::PartitionConfig;
+use super::{ProduceLimits, ValidatedRecords};
+use crate::config::BrokerConfig;
+use crate::controller::broker_liveness::BrokerLiveness;
+use crate::controller::cluster_ops::decide;
+use crate::controller::operations::ControllerOp;
+use crate::controller::records::MetadataRecord;
+use crate::controller::{ControllerError, MetadataImage, PartitionImage};
+use crate::storage::batch::split_batches;
+use crate::storage::test_util::{build_records_batch, TestRecord};
+use crate::storage::FileCache;
+
+const TOPIC_ID: Uuid = Uuid::from_u128(0x5151);
+const BROKERS: [i32; 3] = [1, 2, 3];
+const LAG_MS: i64 = 40;
+const SESSION_MS: i64 = 60;
+
+/// xorshift64*: small, seeded, reproducible.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: usize) -> usize {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        (self.0.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 33) as usize % n
+    }
+
+    fn chance(&mut self, percent: usize) -> bool {
+        self.below(100) < percent
+    }
+}
+
+struct Broker {
+    partition: Partition,
+    alive: bool,
+    incarnation: Uuid,
+    /// Whether this process has applied any metadata yet (before that its partition is
+    /// a provisional leader of no one and proves nothing).
+    has_role: bool,
+    /// Whether its first heartbeat got through: a process applies metadata only after
+    /// (as the server registers before it subscribes the replica manager).
+    registered: bool,
+    /// The high watermark its last checkpoint recorded, if it crashed just after one.
+    checkpoint: Option<i64>,
+}
+
+/// An ISR proposal on its way to the controller, or an error answer on its way back.
+struct Proposal {
+    leader: i32,
+    /// The leader's process.
+    incarnation: Uuid,
+    at: IsrProposalAt,
+}
+
+struct Sim {
+    rng: Rng,
+    dir: tempfile::TempDir,
+    config: PartitionConfig,
+    files: Arc<FileCache>,
+    brokers: BTreeMap<i32, Broker>,
+    image: MetadataImage,
+    liveness: BrokerLiveness,
+    now: i64,
+    to_controller: Vec<Proposal>,
+    answers: Vec<(Proposal, NotCommitted)>,
+    /// Offset → the id of the record committed there (ids are the records' timestamps).
+    committed: BTreeMap<i64, i64>,
+    next_id: i64,
+}
+
+impl Sim {
+    fn new(seed: u64, min_isr: &str) -> Sim {
+        let dir = tempfile::tempdir().unwrap();
+        let broker = BrokerConfig::build(&[]).unwrap();
+        let overrides = BTreeMap::from([("min.insync.replicas".to_string(), min_isr.to_string())]);
+        let config = PartitionConfig::resolve(&broker, &Default::default(), &overrides);
+        let mut image = MetadataImage::default();
+        for node_id in BROKERS {
+            image.apply(&MetadataRecord::RegisterBroker {
+                node_id,
+                host: "h".into(),
+                port: 1,
+                rack: None,
+                inter_broker: None,
+            });
+        }
+        image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id: TOPIC_ID });
+        image.apply(&MetadataRecord::Partition {
+            topic_id: TOPIC_ID,
+            partition: 0,
+            replicas: BROKERS.to_vec(),
+            isr: BROKERS.to_vec(),
+            leader: 1,
+            leader_epoch: 0,
+            partition_epoch: 0,
+            adding_replicas: vec![],
+            removing_replicas: vec![],
+        });
+        let mut liveness = BrokerLiveness::new(SESSION_MS);
+        liveness.became_leader(BROKERS.iter().map(|b| (*b, false)), 0);
+        let mut sim = Sim {
+            rng: Rng(seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1),
+            dir,
+            config,
+            files: FileCache::private(),
+            brokers: BTreeMap::new(),
+            image,
+            liveness,
+            now: 0,
+            to_controller: Vec::new(),
+            answers: Vec::new(),
+            committed: BTreeMap::new(),
+            next_id: 1,
+        };
+        for b in BROKERS {
+            let partition = sim.open(b);
+            let incarnation = Uuid::new_v4();
+            let broker =
+                Broker { partition, alive: true, incarnation, has_role: false, registered: false, checkpoint: None };
+            sim.brokers.insert(b, broker);
+            sim.heartbeat(b);
+        }
+        sim
+    }
+
+    fn open(&self, b: i32) -> Partition {
+        let id = PartitionId { topic: "t", topic_id: TOPIC_ID, index: 0 };
+        let dir = self.dir.path().join(format!("{b}")).join("t-0");
+        Partition::open(id, dir, self.config.clone(), 0, self.now, &self.files).unwrap()
+    }
+
+    fn pi(&self) -> PartitionImage {
+        self.image.topic("t").unwrap().partitions[0].clone()
+    }
+
+    fn alive(&self) -> Vec<i32> {
+        self.brokers.iter().filter(|(_, b)| b.alive).map(|(id, _)| *id).collect()
+    }
+
+    fn pick(&mut self, ids: &[i32]) -> Option<i32> {
+        (!ids.is_empty()).then(|| ids[self.rng.below(ids.len())])
+    }
+
+    fn control(&mut self, op: ControllerOp) -> Result<(), ControllerError> {
+        let records = decide(&self.image, &op, &mut self.liveness, self.now)?;
+        records.iter().for_each(|r| self.image.apply(r));
+        Ok(())
+    }
+
+    fn heartbeat(&mut self, b: i32) {
+        let incarnation = self.brokers[&b].incarnation;
+        self.control(ControllerOp::BrokerHeartbeat { node_id: b, incarnation, want_shut_down: false }).unwrap();
+        self.brokers.get_mut(&b).unwrap().registered = true;
+    }
+
+    /// Broker `b` applies the controller's latest metadata, as the replica manager does.
+    fn apply_metadata(&mut self, b: i32) {
+        let pi = self.pi();
+        let broker = self.brokers.get_mut(&b).unwrap();
+        if !broker.registered {
+            return;
+        }
+        if pi.leader == b {
+            broker.partition.set_leadership(&pi, LAG_MS, self.now);
+        } else {
+            broker.partition.become_follower(&pi);
+        }
+        broker.has_role = true;
+    }
+
+    fn produce(&mut self, b: i32) {
+        let p = &self.brokers[&b].partition;
+        if !self.brokers[&b].has_role || p.produce_config(true).is_err() {
+            return;
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let record = [TestRecord { key: None, value: Some(b"v"), timestamp: id }];
+        let batch = bytes::BytesMut::from(&build_records_batch(0, &record, -1)[..]);
+        let limits = ProduceLimits { max_message_bytes: usize::MAX, timestamps: None, require_keys: false };
+        let mut records = ValidatedRecords::validate(batch, &limits).unwrap();
+        p.append(&mut records, self.now).unwrap();
+    }
+
+    /// Follower `f` fetches once from the leader it follows, and applies the answer as
+    /// the fetcher does.
+    fn fetch(&mut self, f: i32) {
+        let Some(state) = self.brokers[&f].partition.follower_fetch_state() else { return };
+        let Some(leader) = self.brokers.get(&state.leader).filter(|l| l.alive && l.has_role) else { return };
+        let max_bytes = 1 + self.rng.below(300);
+        let read = leader.partition.read_for_follower(
+            f,
+            state.leader_epoch,
+            state.log_end_offset,
+            state.last_fetched_epoch,
+            max_bytes,
+            self.now,
+        );
+        if let Some(at) = leader.partition.take_isr_proposal() {
+            self.to_controller.push(Proposal { leader: state.leader, incarnation: leader.incarnation, at });
+        }
+        let Ok(read) = read else { return };
+        let p = &self.brokers[&f].partition;
+        if let Some((epoch, end_offset)) = read.diverging_epoch {
+            p.truncate_diverging_tail(&state, epoch, end_offset).unwrap();
+            return;
+        }
+        let mut now_at = state;
+        if !read.records.is_empty() {
+            now_at.log_end_offset = p.append_as_follower(&state, &read.records.read().unwrap(), self.now).unwrap();
+        }
+        p.set_follower_high_watermark(&now_at, read.high_watermark);
+    }
+
+    /// The controller takes one pending proposal; a refusal (or, now and then, a lost
+    /// answer) goes back to the leader.
+    fn deliver_proposal(&mut self) {
+        if self.to_controller.is_empty() {
+            return;
+        }
+        let proposal = self.to_controller.swap_remove(self.rng.below(self.to_controller.len()));
+        let (remove, add) = match &proposal.at.proposal {
+            IsrProposal::Shrink { remove } => (remove.clone(), None),
+            IsrProposal::Expand { add } => (Vec::new(), Some(*add)),
+        };
+        let op = ControllerOp::AlterPartition {
+            broker: proposal.leader,
+            topic_id: TOPIC_ID,
+            partition: 0,
+            leader_epoch: proposal.at.leader_epoch,
+            partition_epoch: Some(proposal.at.partition_epoch),
+            incarnation: Some(proposal.incarnation),
+            remove,
+            add,
+        };
+        let lost = self.rng.chance(15);
+        match self.control(op) {
+            Ok(()) if lost => self.answers.push((proposal, NotCommitted::NoAnswer)),
+            Ok(()) => {}
+            Err(_) if lost => self.answers.push((proposal, NotCommitted::NoAnswer)),
+            Err(ControllerError::NotAttempted(_)) => self.answers.push((proposal, NotCommitted::NotAttempted)),
+            Err(_) => self.answers.push((proposal, NotCommitted::Stale)),
+        }
+    }
+
+    fn deliver_answer(&mut self) {
+        if self.answers.is_empty() {
+            return;
+        }
+        let (proposal, why) = self.answers.swap_remove(self.rng.below(self.answers.len()));
+        let Some(leader) = self.brokers.get(&proposal.leader).filter(|b| b.alive) else { return };
+        if leader.incarnation != proposal.incarnation {
+            return;
+        }
+        let p = &leader.partition;
+        p.isr_proposal_not_committed(proposal.at.partition_epoch, &proposal.at.proposal, why);
+        if let Some(at) = p.take_isr_proposal() {
+            self.to_controller.push(Proposal { leader: proposal.leader, incarnation: leader.incarnation, at });
+        }
+    }
+
+    /// Broker `b` crashes; half the time just after writing its high-watermark
+    /// checkpoint.
+    fn crash(&mut self, b: i32) {
+        let checkpoint = self.rng.chance(50).then(|| self.brokers[&b].partition.high_watermark_to_checkpoint());
+        let broker = self.brokers.get_mut(&b).unwrap();
+        broker.alive = false;
+        broker.checkpoint = checkpoint;
+    }
+
+    /// A crashed broker starts again: its partition reopened from its files (and its
+    /// checkpointed high watermark, if any), a new incarnation that registers (and is
+    /// fenced, then unfenced, by its heartbeats).
+    fn restart(&mut self, b: i32) {
+        let partition = self.open(b);
+        if let Some(hw) = self.brokers[&b].checkpoint {
+            partition.restore_high_watermark(hw);
+        }
+        let incarnation = Uuid::new_v4();
+        let broker =
+            Broker { partition, alive: true, incarnation, has_role: false, registered: false, checkpoint: None };
+        self.brokers.insert(b, broker);
+    }
+
+    /// One random event; returns what it was (for a replayed seed's trace).
+    fn step(&mut self) -> (u8, Option<i32>) {
+        self.now += self.rng.below(4) as i64;
+        let alive = self.alive();
+        let any = self.pick(&alive);
+        let event = self.rng.below(100) as u8;
+        match event {
+            0..=19 => {
+                if let Some(b) = any {
+                    self.produce(b);
+                }
+            }
+            20..=49 => {
+                if let Some(b) = any {
+                    self.fetch(b);
+                }
+            }
+            50..=59 => {
+                if let Some(b) = any {
+                    self.apply_metadata(b);
+                }
+            }
+            60..=69 => self.deliver_proposal(),
+            70..=74 => self.deliver_answer(),
+            75..=86 => {
+                if let Some(b) = any {
+                    self.heartbeat(b);
+                }
+            }
+            87..=90 => {
+                if let Some(b) = any {
+                    let at = self.brokers[&b].partition.check_isr_lag(self.now);
+                    if let Some(at) = at {
+                        self.to_controller.push(Proposal { leader: b, incarnation: self.brokers[&b].incarnation, at });
+                    }
+                }
+            }
+            91..=93 => {
+                let _ = self.control(ControllerOp::ExpireBrokers);
+            }
+            94..=96 => {
+                // Crash one, keeping at least one process up.
+                if alive.len() > 1 && self.rng.chance(50) {
+                    self.crash(any.unwrap());
+                }
+            }
+            _ => {
+                let dead: Vec<i32> = self.brokers.iter().filter(|(_, b)| !b.alive).map(|(id, _)| *id).collect();
+                if let Some(b) = self.pick(&dead) {
+                    self.restart(b);
+                }
+            }
+        }
+        (event, any)
+    }
+
+    /// Each broker's state and the controller's, for a replayed seed's trace.
+    fn describe(&self) -> String {
+        let brokers: Vec<String> = self
+            .brokers
+            .iter()
+            .map(|(id, b)| {
+                let p = &b.partition;
+                let role = if !b.alive {
+                    "dead"
+                } else if !b.has_role {
+                    "new"
+                } else if p.is_leader() {
+                    "L"
+                } else {
+                    "f"
+                };
+                format!("{id}:{role} e{} leo {} hw {}", p.leader_epoch(), p.log_end_offset(), p.high_watermark())
+            })
+            .collect();
+        let pi = self.pi();
+        format!(
+            "{} | ctl leader {} e{} pe{} isr {:?}",
+            brokers.join(", "),
+            pi.leader,
+            pi.leader_epoch,
+            pi.partition_epoch,
+            pi.isr
+        )
+    }
+
+    /// Records every leader has below its high watermark become committed; each must
+    /// be the one committed before at its offset, and on every member of the ISR.
+    fn check(&mut self, seed: u64, step: usize) -> Result<(), String> {
+        for (id, b) in &self.brokers {
+            let p = &b.partition;
+            if !b.alive || !b.has_role || !p.is_leader() {
+                continue;
+            }
+            let hw = p.high_watermark();
+            for (offset, record) in records(p).into_iter().filter(|(o, _)| *o < hw) {
+                let before = *self.committed.entry(offset).or_insert(record);
+                if before != record {
+                    return Err(format!(
+                        "seed {seed} step {step}: offset {offset} committed as {before}, then leader {id} has {record}"
+                    ));
+                }
+            }
+        }
+        let pi = self.pi();
+        for member in &pi.isr {
+            let log = records(&self.brokers[member].partition);
+            for (offset, record) in &self.committed {
+                if log.get(offset) != Some(record) {
+                    return Err(format!(
+                        "seed {seed} step {step}: ISR member {member} (ISR {:?}, leader {} in epoch {}) lacks \
+                         committed record {record} at offset {offset} (has {:?})",
+                        pi.isr,
+                        pi.leader,
+                        pi.leader_epoch,
+                        log.get(offset)
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Offset → record id of every record in `p`'s log (one record per batch).
+fn records(p: &Partition) -> BTreeMap<i64, i64> {
+    let bytes = p.log_bytes();
+    if bytes.is_empty() {
+        return BTreeMap::new();
+    }
+    split_batches(&bytes).unwrap().iter().map(|h| (h.base_offset, h.max_timestamp)).collect()
+}
+
+/// Events: 0-19 produce, 20-49 fetch, 50-59 apply metadata, 60-69 the controller takes a
+/// proposal, 70-74 an answer reaches its leader, 75-86 heartbeat, 87-90 lag check, 91-93
+/// expire sessions, 94-96 crash (half the time), 97-99 restart.
+fn run(seeds: std::ops::Range<u64>, steps: usize, min_isr: &str) -> (usize, BTreeSet<i32>) {
+    let trace = seeds.end - seeds.start == 1;
+    let mut committed = 0;
+    let mut leaders = BTreeSet::new();
+    for seed in seeds {
+        let mut sim = Sim::new(seed, min_isr);
+        for step in 0..steps {
+            let (event, broker) = sim.step();
+            if trace {
+                eprintln!("{step}: event {event} broker {broker:?} -> {}", sim.describe());
+            }
+            if let Err(e) = sim.check(seed, step) {
+                panic!("{e}");
+            }
+            leaders.insert(sim.pi().leader);
+        }
+        committed += sim.committed.len();
+    }
+    (committed, leaders)
+}
+
+/// 80 seeds of 800 steps for each `min.insync.replicas` (a few seconds); more with
+/// `RUNNEL_REPLICATION_SIM_SEEDS=N` for a long run by hand.
+#[test]
+fn committed_records_stay_on_every_isr_member_through_crashes_and_reordered_messages() {
+    let var = |name: &str| std::env::var(name).ok().and_then(|n| n.parse::<u64>().ok());
+    let seeds = match var("RUNNEL_REPLICATION_SIM_SEED") {
+        Some(seed) => seed..seed + 1,
+        None => 0..var("RUNNEL_REPLICATION_SIM_SEEDS").unwrap_or(80),
+    };
+    for min_isr in ["1", "2"] {
+        let (committed, leaders) = run(seeds.clone(), 800, min_isr);
+        // The runs must have done something: records committed, leadership moved.
+        eprintln!("min.insync.replicas={min_isr}: {committed} records committed, leaders {leaders:?}");
+        if seeds.end - seeds.start < 80 {
+            continue;
+        }
+        assert!(committed > 1_000, "min.insync.replicas={min_isr}: only {committed} records committed");
+        assert!(leaders.len() >= 3, "min.insync.replicas={min_isr}: leaders seen {leaders:?}");
+    }
+}
