@@ -118,9 +118,9 @@ pub(super) struct PartitionState {
     /// the ISR, leader or replicas); -1 until the first.
     partition_epoch: i32,
     /// The ISR change proposed in this partition epoch and not yet answered. One at a
-    /// time, as Kafka's leader: the next waits until the controller refuses this one or
-    /// the metadata moves to a new partition epoch (a proposal made against an older
-    /// one cannot commit any more).
+    /// time, as Kafka's leader: the next waits until the controller says this one was not
+    /// attempted, or the metadata moves to a new partition epoch (a proposal made
+    /// against an older one cannot commit any more).
     isr_change_in_flight: Option<super::isr::IsrProposal>,
     /// A proposal made (or to be sent again) but not yet handed to the
     /// [`super::IsrChangeSink`].
