@@ -13,9 +13,10 @@
 //!   leader's log end offset when its leader epoch began, is proposed for addition (the
 //!   second condition is Kafka's fix for KAFKA-7128: a new leader's high watermark can
 //!   lag what the old leader acknowledged, and a follower admitted at that lagging mark
-//!   could be elected without acknowledged records), and from then until the answer the high watermark waits for
-//!   it as for an ISR member (Kafka's *maximal ISR*, KIP-497): the controller may commit
-//!   the addition before this leader hears of it, and every ISR member must hold every
+//!   could be elected without acknowledged records);
+//! * from that proposal until the answer the high watermark waits for the follower as
+//!   for an ISR member (Kafka's *maximal ISR*, KIP-497): the controller may commit the
+//!   addition before this leader hears of it, and every ISR member must hold every
 //!   record below the high watermark, or electing it would lose acknowledged writes.
 //!
 //! Proposals go to the controller (AlterPartition); the ISR here changes only when the

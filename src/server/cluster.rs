@@ -289,14 +289,15 @@ fn shares_isr_with_a_live_broker(image: &crate::controller::image::MetadataImage
         .any(|p| p.isr.contains(&me) && p.isr.iter().any(|r| *r != me && image.broker_staying(*r)))
 }
 
-/// After an ISR change the controller did not commit, the partition may propose again
-/// (refused: a refused expansion is retried while the follower keeps fetching), or sends
-/// the same again (no answer), after this long.
+/// After an ISR change the controller did not commit, this long passes before the
+/// partition acts on the answer (see [`NotCommitted`]): proposes again once the
+/// controller said it was not attempted (an expansion is retried while the follower
+/// keeps fetching), or sends the same again when no answer came.
 const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Takes a leader's ISR proposals to the controller as AlterPartition requests, one
 /// blocking task each (a partition has one proposal in flight until the metadata moves
-/// to a new partition epoch, or until the controller turned it down and
+/// to a new partition epoch, or until the controller said it was not attempted and
 /// [`ISR_RETRY_BACKOFF`] passed).
 pub struct ControllerIsrSink {
     controller: Weak<Controller>,
