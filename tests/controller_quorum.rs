@@ -416,16 +416,17 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
         |c: &Controller| c.image().topic("spread").unwrap().partitions.iter().filter(|p| p.leader == 2).count();
     wait_until("broker 2 leads nothing", || led_by_2(cluster.node(1)) == 0);
     // It comes back (a new incarnation) and its partitions' leaders let it into the ISR.
-    let incarnation = uuid::Uuid::new_v4();
-    cluster.node(2).heartbeat(incarnation, false).unwrap();
-    cluster.node(2).heartbeat(incarnation, false).unwrap();
+    let back = uuid::Uuid::new_v4();
+    cluster.node(2).heartbeat(back, false).unwrap();
+    cluster.node(2).heartbeat(back, false).unwrap();
+    let add = Some((2, runnel::controller::broker_liveness::broker_epoch_of(back)));
     for p in &created.partitions {
         let now = cluster.node(1).image().topic("spread").unwrap().partitions[p.partition as usize].clone();
         if !now.isr.contains(&2) {
             let leader = cluster.node(now.leader);
             let epochs = (now.leader_epoch, now.partition_epoch);
             let incarnation = first_incarnation(now.leader);
-            leader.alter_partition(incarnation, (created.topic_id, p.partition), epochs, vec![], Some(2)).unwrap();
+            leader.alter_partition(incarnation, (created.topic_id, p.partition), epochs, vec![], add).unwrap();
         }
     }
     wait_until("leadership back on the preferred replicas", || {

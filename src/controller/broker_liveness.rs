@@ -24,6 +24,16 @@ pub const BROKER_SESSION_TIMEOUT_MS: i64 = 9_000;
 /// Kafka's `broker.heartbeat.interval.ms` default.
 pub const BROKER_HEARTBEAT_INTERVAL_MS: i64 = 2_000;
 
+/// The broker epoch a broker process names itself by on the wire (a follower's Fetch
+/// `ReplicaState.ReplicaEpoch`, KIP-903): its incarnation id's two halves folded into 63
+/// bits, never negative (-1 means "not given"). Kafka numbers a broker's registrations;
+/// runnel's controller knows a process by its incarnation id instead, so the epoch is
+/// derived from that.
+pub fn broker_epoch_of(incarnation: Uuid) -> i64 {
+    let (high, low) = incarnation.as_u64_pair();
+    ((high ^ low) & i64::MAX as u64) as i64
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Broker {
     /// The process's incarnation id; `None` after a controller failover, until the
@@ -154,6 +164,12 @@ impl BrokerLiveness {
     /// is taken at its word.
     pub fn is_stale(&self, node: i32, incarnation: Uuid) -> bool {
         self.brokers.get(&node).and_then(|b| b.incarnation).is_some_and(|known| known != incarnation)
+    }
+
+    /// The broker epoch ([`broker_epoch_of`]) of `node`'s process as this controller
+    /// knows it, if it has heard from one.
+    pub fn broker_epoch(&self, node: i32) -> Option<i64> {
+        self.brokers.get(&node).and_then(|b| b.incarnation).map(broker_epoch_of)
     }
 
     /// Alive: registered, not fenced, not shutting down (may lead and join ISRs).

@@ -71,6 +71,7 @@ pub fn decide(
             incarnation,
             remove,
             add,
+            add_broker_epoch,
         } => {
             if incarnation.is_some_and(|i| liveness.is_stale(*broker, i)) {
                 return Err(ControllerError::Refused(format!(
@@ -95,7 +96,14 @@ pub fn decide(
                 partition_epoch: partition_epoch.unwrap_or(pi.partition_epoch),
                 new_isr,
             };
-            let may_join = |r: i32| liveness.may_join_isr(r) && !liveness.is_replica_offline(r, *topic_id, *partition);
+            // The joining follower must still be the process whose fetch the leader saw
+            // caught up (-1: a leader that does not know which).
+            let same_process = |r: i32| {
+                *add != Some(r) || add_broker_epoch.is_none_or(|e| e < 0 || liveness.broker_epoch(r) == Some(e))
+            };
+            let may_join = |r: i32| {
+                liveness.may_join_isr(r) && !liveness.is_replica_offline(r, *topic_id, *partition) && same_process(r)
+            };
             if let Some(r) = alter_partition(image, &proposal, &may_join).map_err(refused)? {
                 out.push(vec![r]);
                 // A reassignment completes once its new replicas are in sync.
@@ -194,6 +202,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
+    use crate::controller::broker_liveness::broker_epoch_of;
     use crate::controller::image::{BrokerImage, PartitionImage, TopicImage};
     use crate::controller::partition_change::NO_LEADER;
 
@@ -266,6 +275,7 @@ mod tests {
             incarnation: None,
             remove: vec![],
             add: Some(1),
+            add_broker_epoch: None,
         }
     }
 
@@ -291,6 +301,7 @@ mod tests {
             incarnation,
             remove: remove.to_vec(),
             add,
+            add_broker_epoch: None,
         }
     }
 
@@ -310,6 +321,37 @@ mod tests {
         );
         run(&mut img, &shrink_from(INC), &mut l, 4);
         assert_eq!(leaders(&img)[0], (1, vec![1, 2]));
+    }
+
+    /// KIP-903: an expansion whose joining follower was seen caught up by a process of it
+    /// that has since been replaced (a fetch sent just before a restart, say a power loss
+    /// that took the records it had fetched) is not attempted; one that names the
+    /// current process joins.
+    #[test]
+    fn a_follower_seen_caught_up_by_a_replaced_process_does_not_join_the_isr() {
+        let mut img = image();
+        let mut l = leader_that_heard_from_all(&mut img);
+        run(&mut img, &alter_p0(0, &[3], None), &mut l, 2);
+        let restarted = Uuid::from_u128(0x3b);
+        let beat = ControllerOp::BrokerHeartbeat { node_id: 3, incarnation: restarted, want_shut_down: false };
+        run(&mut img, &beat, &mut l, 3);
+        run(&mut img, &beat, &mut l, 4);
+        let expand_seen_from = |img: &MetadataImage, process: Uuid| {
+            let partition_epoch = img.topic("t").unwrap().partitions[0].partition_epoch;
+            let mut op = alter_p0(partition_epoch, &[], Some(3));
+            if let ControllerOp::AlterPartition { add_broker_epoch, .. } = &mut op {
+                *add_broker_epoch = Some(broker_epoch_of(process));
+            }
+            op
+        };
+        assert!(matches!(
+            decide(&img, &expand_seen_from(&img, INC), &mut l, 5),
+            Err(ControllerError::NotAttempted(m)) if m.contains("IneligibleReplica")
+        ));
+        assert_eq!(leaders(&img)[0], (1, vec![1, 2]));
+        let op = expand_seen_from(&img, restarted);
+        run(&mut img, &op, &mut l, 6);
+        assert_eq!(leaders(&img)[0], (1, vec![1, 2, 3]));
     }
 
     /// A proposal made against an older partition epoch (sent again after a lost answer,
@@ -518,6 +560,7 @@ mod tests {
             incarnation: None,
             remove: vec![2],
             add: None,
+            add_broker_epoch: None,
         };
         assert!(matches!(decide(&img, &stale, &mut l, 0), Err(ControllerError::Refused(_))));
     }

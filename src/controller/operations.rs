@@ -98,6 +98,9 @@ pub enum ControllerOp {
     /// already what the ISR is, and one from a process of `broker` that was replaced
     /// (`incarnation`, the one its heartbeats name) is refused too (STALE_BROKER_EPOCH).
     /// (None, from a broker of an older release: the current epoch, any process.)
+    /// `add_broker_epoch` names the process of `add` whose fetch showed it caught up
+    /// (KIP-903): a process that has since been replaced, and may have come back without
+    /// the records it fetched, does not join (INELIGIBLE_REPLICA).
     AlterPartition {
         broker: i32,
         topic_id: Uuid,
@@ -109,6 +112,8 @@ pub enum ControllerOp {
         incarnation: Option<Uuid>,
         remove: Vec<i32>,
         add: Option<i32>,
+        #[serde(default)]
+        add_broker_epoch: Option<i64>,
     },
     /// Broker `broker` lost the log directory holding these partitions (topic id,
     /// partition): its replicas of them are offline (Kafka's offline log dirs in

@@ -1,5 +1,6 @@
 //! The follower's wire client: [`LeaderEndpoint`] over TCP with Kafka's Fetch (v17,
-//! `ReplicaState { replica_id, replica_epoch: -1 }`, topics by id, full fetches without a
+//! `ReplicaState { replica_id, replica_epoch }` with this process's broker epoch
+//! (KIP-903), topics by id, full fetches without a
 //! session), as Kafka's `ReplicaFetcherThread` sends it, with client id
 //! `broker-<id>-fetcher-0`.
 //!

@@ -119,17 +119,24 @@ fn cluster(dir: &Path, image: &MetadataImage, replicas: &[i32]) -> (Cluster, Has
     let cluster = Cluster::default();
     let mut nodes = HashMap::new();
     for &node_id in replicas {
-        let mut broker = BrokerConfig::build(&[]).unwrap();
-        broker.node_id = node_id;
-        broker.data_dir = dir.join(format!("broker-{node_id}"));
-        let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
-        manager.apply_image(image, manager.now_ms()).unwrap();
-        cluster.nodes.lock().unwrap().insert(node_id, manager.clone());
-        let mut node = Node { manager, fetchers: None };
-        node.start_fetching(&cluster);
-        nodes.insert(node_id, node);
+        add_node(&cluster, &mut nodes, dir, image, node_id);
     }
     (cluster, nodes)
+}
+
+/// Broker `node_id` (broker epoch 1000 + `node_id`) joins, with `image` applied and
+/// its fetchers running.
+fn add_node(cluster: &Cluster, nodes: &mut HashMap<i32, Node>, dir: &Path, image: &MetadataImage, node_id: i32) {
+    let mut broker = BrokerConfig::build(&[]).unwrap();
+    broker.node_id = node_id;
+    broker.data_dir = dir.join(format!("broker-{node_id}"));
+    let manager = Arc::new(ReplicaManager::new(&broker, system_clock()).unwrap());
+    manager.set_broker_epoch(1000 + i64::from(node_id));
+    manager.apply_image(image, manager.now_ms()).unwrap();
+    cluster.nodes.lock().unwrap().insert(node_id, manager.clone());
+    let mut node = Node { manager, fetchers: None };
+    node.start_fetching(cluster);
+    nodes.insert(node_id, node);
 }
 
 /// A batch of `n` records whose values name `tag`.
@@ -427,6 +434,38 @@ impl super::IsrChangeSink for Proposals {
     }
 }
 
+/// KIP-903: a follower's fetches carry its process's broker epoch, and the leader's
+/// proposal to let it into the ISR names that process, so the controller can refuse it
+/// if the process has been replaced since.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_is_proposed_for_the_isr_with_the_broker_epoch_its_fetches_carry() {
+    use super::isr::IsrProposal;
+
+    let dir = tempfile::tempdir().unwrap();
+    let mut img = image(&[1, 2], 1, 0);
+    img.apply(&MetadataRecord::Partition {
+        topic_id: TOPIC_ID,
+        partition: 0,
+        replicas: vec![1, 2],
+        isr: vec![1],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 1,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+    let (cluster, mut nodes) = cluster(dir.path(), &img, &[1]);
+    let sink = Arc::new(Proposals::default());
+    nodes[&1].manager.set_isr_sink(sink.clone());
+    add_node(&cluster, &mut nodes, dir.path(), &img, 2);
+    eventually("follower 2 is proposed for the ISR", || !sink.0.lock().unwrap().is_empty()).await;
+    let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
+    assert_eq!(proposed, vec![IsrProposal::Expand { add: 2, broker_epoch: 1002 }]);
+    for n in nodes.values_mut() {
+        n.stop_fetching().await;
+    }
+}
+
 #[test]
 fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in() {
     use std::sync::atomic::{AtomicI64, Ordering};
@@ -476,7 +515,10 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     assert!(sink.0.lock().unwrap().is_empty(), "below the high watermark: not back yet");
     manager.follower_fetched(&p, 3, 2, 42_000);
     let changes: Vec<super::IsrChange> = sink.0.lock().unwrap().drain(..).collect();
-    assert_eq!(changes.iter().map(|c| c.proposal.clone()).collect::<Vec<_>>(), vec![IsrProposal::Expand { add: 3 }]);
+    assert_eq!(
+        changes.iter().map(|c| c.proposal.clone()).collect::<Vec<_>>(),
+        vec![IsrProposal::Expand { add: 3, broker_epoch: -1 }]
+    );
     manager.follower_fetched(&p, 3, 2, 42_500);
     assert!(sink.0.lock().unwrap().is_empty(), "proposed once while the controller decides");
 
@@ -485,7 +527,7 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
     manager.isr_change_not_committed(&changes[0], NotCommitted::NotAttempted);
     manager.follower_fetched(&p, 3, 2, 43_000);
     let proposed: Vec<IsrProposal> = sink.0.lock().unwrap().drain(..).map(|c| c.proposal).collect();
-    assert_eq!(proposed, vec![IsrProposal::Expand { add: 3 }]);
+    assert_eq!(proposed, vec![IsrProposal::Expand { add: 3, broker_epoch: -1 }]);
 
     // What the metadata committed is what the leader counts (for /metrics): the shrink,
     // then, once committed, the expand; proposals alone count nothing.
@@ -552,7 +594,10 @@ fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
     manager.follower_fetched(&p, 3, 2, 1_200);
     let changes = proposed();
     assert_eq!(changes.len(), 1);
-    assert_eq!((&changes[0].proposal, changes[0].partition_epoch), (&IsrProposal::Expand { add: 3 }, 1));
+    assert_eq!(
+        (&changes[0].proposal, changes[0].partition_epoch),
+        (&IsrProposal::Expand { add: 3, broker_epoch: -1 }, 1)
+    );
     append("b");
     manager.follower_fetched(&p, 2, 4, 1_300);
     assert_eq!(p.high_watermark(), 2, "offsets 2 and 3 wait for follower 3 too");
@@ -577,7 +622,10 @@ fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
     assert!(proposed().is_empty());
     manager.follower_fetched(&p, 3, 4, 1_400);
     let again = proposed();
-    assert_eq!(again.iter().map(|c| &c.proposal).collect::<Vec<_>>(), vec![&IsrProposal::Expand { add: 3 }]);
+    assert_eq!(
+        again.iter().map(|c| &c.proposal).collect::<Vec<_>>(),
+        vec![&IsrProposal::Expand { add: 3, broker_epoch: -1 }]
+    );
 
     // Committed: the new partition epoch answers it; an answer to the old one that
     // arrives afterwards changes nothing and sends nothing.

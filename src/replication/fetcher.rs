@@ -215,7 +215,7 @@ impl Fetcher {
     fn request(&self, followed: &Followed) -> ReplicaFetchRequest {
         ReplicaFetchRequest {
             replica_id: self.manager.node_id(),
-            replica_epoch: -1,
+            replica_epoch: self.manager.broker_epoch(),
             max_wait: Duration::from_millis(REPLICA_FETCH_WAIT_MAX_MS),
             min_bytes: REPLICA_FETCH_MIN_BYTES,
             max_bytes: REPLICA_FETCH_RESPONSE_MAX_BYTES,

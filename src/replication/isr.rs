@@ -17,7 +17,11 @@
 //! * from that proposal until the answer the high watermark waits for the follower as
 //!   for an ISR member (Kafka's *maximal ISR*, KIP-497): the controller may commit the
 //!   addition before this leader hears of it, and every ISR member must hold every
-//!   record below the high watermark, or electing it would lose acknowledged writes.
+//!   record below the high watermark, or electing it would lose acknowledged writes;
+//! * the proposal names the follower's process (its broker epoch) whose fetch showed it
+//!   caught up (KIP-903): a fetch can arrive after the process that sent it died, and a
+//!   process restarted after a power loss may lack what the old one had fetched, so the
+//!   controller lets the follower in only while that process is still the current one.
 //!
 //! Proposals go to the controller (AlterPartition); the ISR here changes only when the
 //! committed metadata says so ([`IsrState::set_isr`]). On a single node the ISR is the
@@ -30,13 +34,22 @@ use std::collections::BTreeMap;
 struct Follower {
     log_end_offset: i64,
     last_caught_up_ms: i64,
+    /// The broker epoch its last fetch carried (-1: not given).
+    broker_epoch: i64,
 }
 
 /// An ISR change this leader asks the controller for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum IsrProposal {
-    Shrink { remove: Vec<i32> },
-    Expand { add: i32 },
+    Shrink {
+        remove: Vec<i32>,
+    },
+    /// `broker_epoch`: the process of `add` whose fetch showed it caught up (-1 when
+    /// that fetch did not say).
+    Expand {
+        add: i32,
+        broker_epoch: i64,
+    },
 }
 
 #[derive(Debug, Clone)]
@@ -77,7 +90,7 @@ impl IsrState {
         let followers = replicas
             .iter()
             .filter(|r| **r != leader)
-            .map(|r| (*r, Follower { log_end_offset: -1, last_caught_up_ms: now_ms }))
+            .map(|r| (*r, Follower { log_end_offset: -1, last_caught_up_ms: now_ms, broker_epoch: -1 }))
             .collect();
         let mut isr = isr.to_vec();
         if !isr.contains(&leader) {
@@ -153,22 +166,26 @@ impl IsrState {
         self.advance_high_watermark()
     }
 
-    /// A follower fetched from `fetch_offset` (its log end offset) at `now`. Returns the
-    /// new high watermark if it moved, and an expansion proposal if the follower is back.
+    /// A follower's process (`broker_epoch`) fetched from `fetch_offset` (its log end
+    /// offset) at `now`. Returns the new high watermark if it moved, and an expansion
+    /// proposal if the follower is back.
     pub fn on_follower_fetch(
         &mut self,
         replica: i32,
         fetch_offset: i64,
+        broker_epoch: i64,
         now_ms: i64,
     ) -> (Option<i64>, Option<IsrProposal>) {
         let leader_leo = self.leader_log_end_offset;
         let Some(f) = self.followers.get_mut(&replica) else { return (None, None) };
         f.log_end_offset = fetch_offset.min(leader_leo);
+        f.broker_epoch = broker_epoch;
         if fetch_offset >= leader_leo {
             f.last_caught_up_ms = now_ms;
         }
         let caught_up = f.log_end_offset >= self.high_watermark && f.log_end_offset >= self.epoch_start_offset;
-        let rejoin = (!self.isr.contains(&replica) && caught_up).then_some(IsrProposal::Expand { add: replica });
+        let rejoin = (!self.isr.contains(&replica) && caught_up)
+            .then_some(IsrProposal::Expand { add: replica, broker_epoch: f.broker_epoch });
         (self.advance_high_watermark(), rejoin)
     }
 
@@ -276,13 +293,22 @@ mod tests {
         assert_eq!(s.lagging(i64::MAX), None);
     }
 
+    /// KIP-903: the proposal names the follower's process whose fetch showed it caught
+    /// up, so the controller can turn it down if that process has been replaced.
+    #[test]
+    fn an_expansion_names_the_process_whose_fetch_showed_the_follower_caught_up() {
+        let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
+        assert_eq!(s.on_follower_fetch(2, 4, 77, 1), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 10, 78, 2), (None, Some(IsrProposal::Expand { add: 2, broker_epoch: 78 })));
+    }
+
     #[test]
     fn high_watermark_stays_while_the_isr_is_below_the_minimum() {
         let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2, 3], 0, 0, LAG, 2, 0);
         assert_eq!(s.on_leader_append(10), None);
         assert_eq!(s.set_isr(&[1]), None, "the leader alone is below 2");
         assert_eq!(s.under_min_isr(), Some((1, 2)));
-        assert_eq!(s.on_follower_fetch(2, 10, 5), (None, Some(IsrProposal::Expand { add: 2 })));
+        assert_eq!(s.on_follower_fetch(2, 10, -1, 5), (None, Some(IsrProposal::Expand { add: 2, broker_epoch: -1 })));
         assert_eq!(s.set_isr(&[1, 2]), Some(10));
         // The minimum counts at most the replicas.
         let s = IsrState::new(1, &[1], &[1], 0, 0, LAG, 3, 0);
@@ -297,9 +323,9 @@ mod tests {
     fn high_watermark_waits_for_the_slowest_in_sync_follower() {
         let mut s = three(0);
         assert_eq!(s.on_leader_append(10), None);
-        assert_eq!(s.on_follower_fetch(2, 10, 5), (None, None));
-        assert_eq!(s.on_follower_fetch(3, 4, 5), (Some(4), None));
-        assert_eq!(s.on_follower_fetch(3, 10, 6), (Some(10), None));
+        assert_eq!(s.on_follower_fetch(2, 10, -1, 5), (None, None));
+        assert_eq!(s.on_follower_fetch(3, 4, -1, 5), (Some(4), None));
+        assert_eq!(s.on_follower_fetch(3, 10, -1, 6), (Some(10), None));
         assert_eq!(s.high_watermark(), 10);
     }
 
@@ -307,8 +333,8 @@ mod tests {
     fn a_follower_stuck_past_the_lag_limit_is_proposed_for_removal_and_then_holds_nothing_back() {
         let mut s = three(0);
         s.on_leader_append(10);
-        s.on_follower_fetch(2, 10, 1_000);
-        s.on_follower_fetch(3, 2, 1_000);
+        s.on_follower_fetch(2, 10, -1, 1_000);
+        s.on_follower_fetch(3, 2, -1, 1_000);
         assert_eq!(s.high_watermark(), 2);
         assert_eq!(s.lagging(LAG), None, "within the window");
         assert_eq!(s.lagging(LAG + 1), Some(IsrProposal::Shrink { remove: vec![3] }));
@@ -320,8 +346,8 @@ mod tests {
     #[test]
     fn a_follower_that_reaches_the_high_watermark_is_proposed_back() {
         let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
-        assert_eq!(s.on_follower_fetch(2, 5, 100), (None, None));
-        assert_eq!(s.on_follower_fetch(2, 10, 200), (None, Some(IsrProposal::Expand { add: 2 })));
+        assert_eq!(s.on_follower_fetch(2, 5, -1, 100), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 10, -1, 200), (None, Some(IsrProposal::Expand { add: 2, broker_epoch: -1 })));
     }
 
     /// KAFKA-7128: the new leader's high watermark (5) lags what the old leader
@@ -332,34 +358,40 @@ mod tests {
         let s = IsrState::new(1, &[1, 2, 3], &[1], 10, 5, LAG, 1, 0);
         assert_eq!(s.high_watermark(), 10, "the leader alone");
         let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2], 10, 5, LAG, 1, 0);
-        assert_eq!(s.on_follower_fetch(3, 6, 1), (None, None));
-        assert_eq!(s.on_follower_fetch(2, 8, 1), (Some(8), None));
-        assert_eq!(s.on_follower_fetch(3, 9, 2), (None, None), "past the high watermark, short of 10");
-        assert_eq!(s.on_follower_fetch(3, 10, 3), (None, Some(IsrProposal::Expand { add: 3 })));
+        assert_eq!(s.on_follower_fetch(3, 6, -1, 1), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 8, -1, 1), (Some(8), None));
+        assert_eq!(s.on_follower_fetch(3, 9, -1, 2), (None, None), "past the high watermark, short of 10");
+        assert_eq!(s.on_follower_fetch(3, 10, -1, 3), (None, Some(IsrProposal::Expand { add: 3, broker_epoch: -1 })));
         // A reassignment in the same leader epoch keeps where the epoch began.
         let mut next = IsrState::new(1, &[1, 2, 3, 4], &[1, 2], 12, 8, LAG, 1, 4);
         next.keep_epoch_start(&s);
-        assert_eq!(next.on_follower_fetch(4, 10, 5), (None, Some(IsrProposal::Expand { add: 4 })));
+        assert_eq!(
+            next.on_follower_fetch(4, 10, -1, 5),
+            (None, Some(IsrProposal::Expand { add: 4, broker_epoch: -1 }))
+        );
     }
 
     #[test]
     fn the_high_watermark_waits_for_a_follower_proposed_for_the_isr_until_the_answer() {
         let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2], 10, 10, LAG, 1, 0);
-        s.on_follower_fetch(2, 10, 1);
-        assert_eq!(s.on_follower_fetch(3, 10, 2), (None, Some(IsrProposal::Expand { add: 3 })));
+        s.on_follower_fetch(2, 10, -1, 1);
+        assert_eq!(s.on_follower_fetch(3, 10, -1, 2), (None, Some(IsrProposal::Expand { add: 3, broker_epoch: -1 })));
         s.expanding(3);
         // The controller may have committed 3 already: offsets 10..20 wait for it.
         s.on_leader_append(20);
-        assert_eq!(s.on_follower_fetch(2, 20, 3), (None, None));
-        assert_eq!(s.on_follower_fetch(3, 15, 4), (Some(15), Some(IsrProposal::Expand { add: 3 })));
+        assert_eq!(s.on_follower_fetch(2, 20, -1, 3), (None, None));
+        assert_eq!(
+            s.on_follower_fetch(3, 15, -1, 4),
+            (Some(15), Some(IsrProposal::Expand { add: 3, broker_epoch: -1 }))
+        );
         assert_eq!(s.set_isr(&[1, 2, 3]), None, "committed: 3 is a member now");
-        assert_eq!(s.on_follower_fetch(3, 20, 5), (Some(20), None));
+        assert_eq!(s.on_follower_fetch(3, 20, -1, 5), (Some(20), None));
         // Refused: nothing waits for it any more.
         let mut s = IsrState::new(1, &[1, 2, 3], &[1, 2], 10, 10, LAG, 1, 0);
-        s.on_follower_fetch(3, 10, 1);
+        s.on_follower_fetch(3, 10, -1, 1);
         s.expanding(3);
         s.on_leader_append(20);
-        assert_eq!(s.on_follower_fetch(2, 20, 2), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 20, -1, 2), (None, None));
         assert_eq!(s.expansion_refused(), Some(20));
     }
 
@@ -367,11 +399,11 @@ mod tests {
     fn the_high_watermark_never_moves_back() {
         let mut s = three(0);
         s.on_leader_append(10);
-        s.on_follower_fetch(2, 10, 1);
-        s.on_follower_fetch(3, 10, 1);
+        s.on_follower_fetch(2, 10, -1, 1);
+        s.on_follower_fetch(3, 10, -1, 1);
         assert_eq!(s.high_watermark(), 10);
         // A follower re-fetching from lower (after its own truncation) does not pull it back.
-        assert_eq!(s.on_follower_fetch(3, 3, 2), (None, None));
+        assert_eq!(s.on_follower_fetch(3, 3, -1, 2), (None, None));
         assert_eq!(s.high_watermark(), 10);
     }
 
@@ -379,11 +411,11 @@ mod tests {
     fn caught_up_means_reaching_the_leader_log_end_offset_at_the_time_of_the_fetch() {
         let mut s = three(0);
         s.on_leader_append(10);
-        s.on_follower_fetch(2, 9, 20_000);
-        s.on_follower_fetch(3, 10, 20_000);
+        s.on_follower_fetch(2, 9, -1, 20_000);
+        s.on_follower_fetch(3, 10, -1, 20_000);
         // Follower 2 keeps fetching but never reaches the end: the clock of its lag
         // keeps running from the election (0).
-        s.on_follower_fetch(2, 9, LAG + 1);
+        s.on_follower_fetch(2, 9, -1, LAG + 1);
         assert_eq!(s.lagging(LAG + 1), Some(IsrProposal::Shrink { remove: vec![2] }));
     }
 
@@ -391,9 +423,9 @@ mod tests {
     fn read_candidates_are_in_sync_followers_holding_the_offset() {
         let mut s = IsrState::new(1, &[1, 2, 3, 4], &[1, 2, 3], 0, 0, LAG, 1, 0);
         s.on_leader_append(10);
-        s.on_follower_fetch(2, 10, 100);
-        s.on_follower_fetch(3, 6, 100);
-        s.on_follower_fetch(4, 10, 100);
+        s.on_follower_fetch(2, 10, -1, 100);
+        s.on_follower_fetch(3, 6, -1, 100);
+        s.on_follower_fetch(4, 10, -1, 100);
         assert_eq!(s.read_candidates(5, 400), vec![(2, 10, 300), (3, 6, 400)]);
         assert_eq!(s.read_candidates(8, 400), vec![(2, 10, 300)], "3 does not hold offset 8; 4 is not in sync");
     }
@@ -401,6 +433,6 @@ mod tests {
     #[test]
     fn unknown_replicas_are_ignored() {
         let mut s = three(0);
-        assert_eq!(s.on_follower_fetch(9, 100, 1), (None, None));
+        assert_eq!(s.on_follower_fetch(9, 100, -1, 1), (None, None));
     }
 }

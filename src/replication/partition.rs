@@ -342,14 +342,14 @@ impl Partition {
         }
     }
 
-    /// A follower fetched from `offset` (its log end offset). Returns the new high
-    /// watermark if it moved; the caller wakes what waits on it.
+    /// A follower fetched from `offset` (its log end offset), with no broker epoch.
+    /// Returns the new high watermark if it moved; the caller wakes what waits on it.
     pub fn follower_fetched(&self, replica: i32, offset: i64, now_ms: i64) -> Option<i64> {
         let mut s = self.lock();
         if s.role != Role::Leader {
             return None;
         }
-        let (moved, proposal) = s.isr.on_follower_fetch(replica, offset, now_ms);
+        let (moved, proposal) = s.isr.on_follower_fetch(replica, offset, -1, now_ms);
         s.note_proposal(proposal);
         moved
     }
@@ -772,7 +772,7 @@ impl PartitionState {
         if self.isr_change_in_flight.is_some() {
             return;
         }
-        if let super::isr::IsrProposal::Expand { add } = proposal {
+        if let super::isr::IsrProposal::Expand { add, .. } = proposal {
             self.isr.expanding(add);
         }
         self.isr_change_in_flight = Some(proposal.clone());

@@ -33,7 +33,8 @@ pub const REPLICA_FETCH_BACKOFF_MS: u64 = 1_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReplicaFetchRequest {
     pub replica_id: i32,
-    /// The follower's broker epoch (-1: unknown, as Kafka's KRaft brokers send).
+    /// The broker epoch of the follower's process (KIP-903; -1: not given, as before
+    /// Fetch v15).
     pub replica_epoch: i64,
     pub max_wait: Duration,
     pub min_bytes: usize,
@@ -161,6 +162,7 @@ impl ReplicaManager {
             let limit = pf.max_bytes.min(remaining).max(1);
             let result = p.read_for_follower(
                 req.replica_id,
+                req.replica_epoch,
                 pf.current_leader_epoch,
                 pf.fetch_offset,
                 pf.last_fetched_epoch,

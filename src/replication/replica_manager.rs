@@ -15,6 +15,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::BytesMut;
@@ -49,6 +50,8 @@ pub struct ReplicaManager {
     /// This broker: a partition is local when the image lists it among the replicas,
     /// led here when it is the leader, followed otherwise.
     node_id: i32,
+    /// This process's broker epoch ([`ReplicaManager::broker_epoch`]).
+    broker_epoch: AtomicI64,
     /// topic id → the local partitions of the topic, by partition number.
     partitions: RwLock<HashMap<Uuid, BTreeMap<i32, Arc<Partition>>>>,
     /// Where a leader's ISR-change proposals go (the controller, later).
@@ -181,6 +184,7 @@ impl ReplicaManager {
             log_dirs,
             broker: broker.clone(),
             node_id: broker.node_id,
+            broker_epoch: AtomicI64::new(-1),
             partitions: RwLock::new(HashMap::new()),
             isr_sink: RwLock::new(Arc::new(LoggingIsrChangeSink)),
             roles: tokio::sync::watch::Sender::new(0),
@@ -473,6 +477,17 @@ impl ReplicaManager {
     /// This broker's node id.
     pub fn node_id(&self) -> i32 {
         self.node_id
+    }
+
+    /// This process's broker epoch, which its follower fetches carry (KIP-903; -1 until
+    /// set).
+    pub fn broker_epoch(&self) -> i64 {
+        self.broker_epoch.load(Ordering::Relaxed)
+    }
+
+    /// Set once at start, before the first fetch, from the process's incarnation id.
+    pub fn set_broker_epoch(&self, broker_epoch: i64) {
+        self.broker_epoch.store(broker_epoch, Ordering::Relaxed);
     }
 
     /// Where ISR-change proposals go from now on (the controller, once it takes them).

@@ -10,8 +10,19 @@
 //! Only the network is simulated: every message (a follower's fetch, an ISR proposal and
 //! its answer, the metadata each broker applies) is delivered in a random order chosen by
 //! a seeded generator, brokers crash and come back, answers get lost. A failing seed
-//! replays exactly. Not modelled: lost unflushed writes, controlled shutdown,
-//! reassignment, unclean election, the controller's own failover.
+//! replays exactly.
+//!
+//! With `min.insync.replicas=2` a crash is sometimes a power loss: the broker comes back
+//! without the tail of its log that was not yet flushed (runnel's default flush mode
+//! leaves that to the page cache, as Kafka does), and the fetch it had sent before may
+//! still reach its leader afterwards (KIP-903's case). A power loss is modelled only
+//! where Kafka promises to keep the records: one broker at a time, while the committed
+//! ISR holds another member (the controller's decisions that would leave only the
+//! forgetful broker in the ISR are not taken; there Kafka without KIP-966 loses records
+//! too). Until it registers again, that broker's files are not checked.
+//!
+//! Not modelled: controlled shutdown, reassignment, unclean election, the controller's
+//! own failover.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -20,11 +31,11 @@ use uuid::Uuid;
 
 use super::isr::IsrProposal;
 use super::isr_sink::{IsrProposalAt, NotCommitted};
-use super::partition::{Partition, PartitionId};
+use super::partition::{FollowerFetchState, Partition, PartitionId};
 use super::partition_config::PartitionConfig;
 use super::{ProduceLimits, ValidatedRecords};
 use crate::config::BrokerConfig;
-use crate::controller::broker_liveness::BrokerLiveness;
+use crate::controller::broker_liveness::{broker_epoch_of, BrokerLiveness};
 use crate::controller::cluster_ops::decide;
 use crate::controller::operations::ControllerOp;
 use crate::controller::records::MetadataRecord;
@@ -66,6 +77,33 @@ struct Broker {
     registered: bool,
     /// The high watermark its last checkpoint recorded, if it crashed just after one.
     checkpoint: Option<i64>,
+    /// It lost power: it comes back without its log's unflushed tail.
+    lost_power: bool,
+    /// It lost power and has not registered since: its log may lack committed records
+    /// while the ISR still names it (its registration takes it out).
+    forgetful: bool,
+}
+
+impl Broker {
+    fn new(partition: Partition) -> Broker {
+        Broker {
+            partition,
+            alive: true,
+            incarnation: Uuid::new_v4(),
+            has_role: false,
+            registered: false,
+            checkpoint: None,
+            lost_power: false,
+            forgetful: false,
+        }
+    }
+}
+
+/// A fetch a follower's process sent before it crashed, still on its way to the leader.
+struct StaleFetch {
+    follower: i32,
+    broker_epoch: i64,
+    state: FollowerFetchState,
 }
 
 /// An ISR proposal on its way to the controller, or an error answer on its way back.
@@ -87,6 +125,9 @@ struct Sim {
     now: i64,
     to_controller: Vec<Proposal>,
     answers: Vec<(Proposal, NotCommitted)>,
+    stale_fetches: Vec<StaleFetch>,
+    /// Whether a crash may be a power loss.
+    power_loss: bool,
     /// Offset → the id of the record committed there (ids are the records' timestamps).
     committed: BTreeMap<i64, i64>,
     next_id: i64,
@@ -133,14 +174,13 @@ impl Sim {
             now: 0,
             to_controller: Vec::new(),
             answers: Vec::new(),
+            stale_fetches: Vec::new(),
+            power_loss: min_isr == "2",
             committed: BTreeMap::new(),
             next_id: 1,
         };
         for b in BROKERS {
-            let partition = sim.open(b);
-            let incarnation = Uuid::new_v4();
-            let broker =
-                Broker { partition, alive: true, incarnation, has_role: false, registered: false, checkpoint: None };
+            let broker = Broker::new(sim.open(b));
             sim.brokers.insert(b, broker);
             sim.heartbeat(b);
         }
@@ -165,16 +205,36 @@ impl Sim {
         (!ids.is_empty()).then(|| ids[self.rng.below(ids.len())])
     }
 
+    /// The broker that lost power and has not registered since, if any.
+    fn forgetful(&self) -> Option<i32> {
+        self.brokers.iter().find(|(_, b)| b.forgetful).map(|(id, _)| *id)
+    }
+
+    /// The controller decides `op`, unless it would leave only a forgetful broker in the
+    /// ISR (outside what is modelled; see the module doc): then it is as if `op` never
+    /// reached the controller.
     fn control(&mut self, op: ControllerOp) -> Result<(), ControllerError> {
-        let records = decide(&self.image, &op, &mut self.liveness, self.now)?;
-        records.iter().for_each(|r| self.image.apply(r));
+        let mut liveness = self.liveness.clone();
+        let records = decide(&self.image, &op, &mut liveness, self.now)?;
+        let mut image = self.image.clone();
+        records.iter().for_each(|r| image.apply(r));
+        let isr = &image.topic("t").unwrap().partitions[0].isr;
+        if let Some(f) = self.forgetful() {
+            if isr.iter().all(|r| *r == f) {
+                return Err(ControllerError::Refused("only a broker that lost power would stay in the ISR".into()));
+            }
+        }
+        (self.image, self.liveness) = (image, liveness);
         Ok(())
     }
 
     fn heartbeat(&mut self, b: i32) {
         let incarnation = self.brokers[&b].incarnation;
-        self.control(ControllerOp::BrokerHeartbeat { node_id: b, incarnation, want_shut_down: false }).unwrap();
-        self.brokers.get_mut(&b).unwrap().registered = true;
+        if self.control(ControllerOp::BrokerHeartbeat { node_id: b, incarnation, want_shut_down: false }).is_ok() {
+            let broker = self.brokers.get_mut(&b).unwrap();
+            broker.registered = true;
+            broker.forgetful = false;
+        }
     }
 
     /// Broker `b` applies the controller's latest metadata, as the replica manager does.
@@ -214,6 +274,7 @@ impl Sim {
         let max_bytes = 1 + self.rng.below(300);
         let read = leader.partition.read_for_follower(
             f,
+            broker_epoch_of(self.brokers[&f].incarnation),
             state.leader_epoch,
             state.log_end_offset,
             state.last_fetched_epoch,
@@ -243,9 +304,9 @@ impl Sim {
             return;
         }
         let proposal = self.to_controller.swap_remove(self.rng.below(self.to_controller.len()));
-        let (remove, add) = match &proposal.at.proposal {
-            IsrProposal::Shrink { remove } => (remove.clone(), None),
-            IsrProposal::Expand { add } => (Vec::new(), Some(*add)),
+        let (remove, add, add_broker_epoch) = match &proposal.at.proposal {
+            IsrProposal::Shrink { remove } => (remove.clone(), None, None),
+            IsrProposal::Expand { add, broker_epoch } => (Vec::new(), Some(*add), Some(*broker_epoch)),
         };
         let op = ControllerOp::AlterPartition {
             broker: proposal.leader,
@@ -256,6 +317,7 @@ impl Sim {
             incarnation: Some(proposal.incarnation),
             remove,
             add,
+            add_broker_epoch,
         };
         let lost = self.rng.chance(15);
         match self.control(op) {
@@ -283,26 +345,87 @@ impl Sim {
         }
     }
 
+    /// A fetch that follower `f`'s dead process sent reaches its leader now; the answer
+    /// goes nowhere.
+    fn deliver_stale_fetch(&mut self) {
+        if self.stale_fetches.is_empty() {
+            return;
+        }
+        let StaleFetch { follower, broker_epoch, state } =
+            self.stale_fetches.swap_remove(self.rng.below(self.stale_fetches.len()));
+        let Some(leader) = self.brokers.get(&state.leader).filter(|l| l.alive && l.has_role) else { return };
+        let p = &leader.partition;
+        let _ = p.read_for_follower(
+            follower,
+            broker_epoch,
+            state.leader_epoch,
+            state.log_end_offset,
+            state.last_fetched_epoch,
+            1,
+            self.now,
+        );
+        if let Some(at) = p.take_isr_proposal() {
+            self.to_controller.push(Proposal { leader: state.leader, incarnation: leader.incarnation, at });
+        }
+    }
+
     /// Broker `b` crashes; half the time just after writing its high-watermark
-    /// checkpoint.
+    /// checkpoint, sometimes with a fetch still on its way, sometimes losing power.
     fn crash(&mut self, b: i32) {
         let checkpoint = self.rng.chance(50).then(|| self.brokers[&b].partition.high_watermark_to_checkpoint());
+        let fetching = self.brokers[&b].partition.follower_fetch_state();
+        if let Some(state) = fetching.filter(|_| self.rng.chance(50)) {
+            let broker_epoch = broker_epoch_of(self.brokers[&b].incarnation);
+            self.stale_fetches.push(StaleFetch { follower: b, broker_epoch, state });
+        }
+        let others_remember = self.forgetful().is_none_or(|f| f == b);
+        let isr_has_another = self.pi().isr.iter().any(|r| *r != b);
+        let lost_power = self.power_loss && others_remember && isr_has_another && self.rng.chance(50);
         let broker = self.brokers.get_mut(&b).unwrap();
         broker.alive = false;
         broker.checkpoint = checkpoint;
+        broker.lost_power = lost_power;
+        broker.forgetful |= lost_power;
     }
 
     /// A crashed broker starts again: its partition reopened from its files (and its
     /// checkpointed high watermark, if any), a new incarnation that registers (and is
-    /// fenced, then unfenced, by its heartbeats).
+    /// fenced, then unfenced, by its heartbeats). After a power loss its log file has
+    /// lost a random part of what was not flushed, cut at a batch boundary.
     fn restart(&mut self, b: i32) {
+        let before = &self.brokers[&b];
+        if before.lost_power {
+            let p = &before.partition;
+            let flushed = p.flushed_through();
+            // Only the active (last) segment holds unflushed records.
+            let mut segments: Vec<_> = std::fs::read_dir(p.dir())
+                .unwrap()
+                .map(|e| e.unwrap().path())
+                .filter(|f| f.extension().is_some_and(|x| x == "log"))
+                .collect();
+            segments.sort();
+            let active = segments.pop().unwrap();
+            let base: i64 = active.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+            let mut cuts = vec![std::fs::metadata(&active).unwrap().len()];
+            let mut position = 0;
+            let bytes = p.log_bytes();
+            let batches = if bytes.is_empty() { Vec::new() } else { split_batches(&bytes).unwrap() };
+            for h in batches.iter().filter(|h| h.base_offset >= base) {
+                if h.base_offset >= flushed {
+                    cuts.push(position);
+                }
+                position += 12 + h.batch_length as u64;
+            }
+            let cut = cuts[self.rng.below(cuts.len())];
+            std::fs::OpenOptions::new().write(true).open(active).unwrap().set_len(cut).unwrap();
+        }
+        let (checkpoint, forgetful) = (before.checkpoint, before.forgetful);
         let partition = self.open(b);
-        if let Some(hw) = self.brokers[&b].checkpoint {
+        if let Some(hw) = checkpoint {
             partition.restore_high_watermark(hw);
         }
-        let incarnation = Uuid::new_v4();
-        let broker =
-            Broker { partition, alive: true, incarnation, has_role: false, registered: false, checkpoint: None };
+        let mut broker = Broker::new(partition);
+        broker.forgetful = forgetful;
         self.brokers.insert(b, broker);
     }
 
@@ -318,11 +441,12 @@ impl Sim {
                     self.produce(b);
                 }
             }
-            20..=49 => {
+            20..=47 => {
                 if let Some(b) = any {
                     self.fetch(b);
                 }
             }
+            48..=49 => self.deliver_stale_fetch(),
             50..=59 => {
                 if let Some(b) = any {
                     self.apply_metadata(b);
@@ -378,7 +502,13 @@ impl Sim {
                 } else {
                     "f"
                 };
-                format!("{id}:{role} e{} leo {} hw {}", p.leader_epoch(), p.log_end_offset(), p.high_watermark())
+                let forgetful = if b.forgetful { " (lost power)" } else { "" };
+                format!(
+                    "{id}:{role}{forgetful} e{} leo {} hw {}",
+                    p.leader_epoch(),
+                    p.log_end_offset(),
+                    p.high_watermark()
+                )
             })
             .collect();
         let pi = self.pi();
@@ -411,7 +541,7 @@ impl Sim {
             }
         }
         let pi = self.pi();
-        for member in &pi.isr {
+        for member in pi.isr.iter().filter(|m| !self.brokers[m].forgetful) {
             let log = records(&self.brokers[member].partition);
             for (offset, record) in &self.committed {
                 if log.get(offset) != Some(record) {
@@ -439,7 +569,7 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
     split_batches(&bytes).unwrap().iter().map(|h| (h.base_offset, h.max_timestamp)).collect()
 }
 
-/// Events: 0-19 produce, 20-49 fetch, 50-59 apply metadata, 60-69 the controller takes a
+/// Events: 0-19 produce, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply metadata, 60-69 the controller takes a
 /// proposal, 70-74 an answer reaches its leader, 75-86 heartbeat, 87-90 lag check, 91-93
 /// expire sessions, 94-96 crash (half the time), 97-99 restart.
 fn run(seeds: std::ops::Range<u64>, steps: usize, min_isr: &str) -> (usize, BTreeSet<i32>) {

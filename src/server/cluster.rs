@@ -324,7 +324,7 @@ impl IsrChangeSink for ControllerIsrSink {
         let (replicas, runtime, incarnation) = (self.replicas.clone(), self.runtime.clone(), self.incarnation);
         let (remove, add) = match &change.proposal {
             IsrProposal::Shrink { remove } => (remove.clone(), None),
-            IsrProposal::Expand { add } => (Vec::new(), Some(*add)),
+            IsrProposal::Expand { add, broker_epoch } => (Vec::new(), Some((*add, *broker_epoch))),
         };
         self.runtime.spawn_blocking(move || {
             let epochs = (change.leader_epoch, change.partition_epoch);

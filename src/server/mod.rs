@@ -171,6 +171,7 @@ impl Broker {
         let clock = system_clock();
         let replicas = Arc::new(ReplicaManager::new(&config, clock.clone())?);
         let incarnation = uuid::Uuid::new_v4();
+        replicas.set_broker_epoch(crate::controller::broker_liveness::broker_epoch_of(incarnation));
         let serve_deadline = tokio::time::Instant::now() + UNFENCE_TIMEOUT;
         cluster::register(&controller, incarnation, serve_deadline).await;
         // From here on metadata is pushed: each commit reaches the partitions before the

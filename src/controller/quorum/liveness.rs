@@ -127,7 +127,7 @@ impl Controller {
         (topic_id, partition): (Uuid, i32),
         (leader_epoch, partition_epoch): (i32, i32),
         remove: Vec<i32>,
-        add: Option<i32>,
+        add: Option<(i32, i64)>,
     ) -> Result<(), ControllerError> {
         let broker = self.core.node_id;
         self.run(move |core| async move {
@@ -139,7 +139,8 @@ impl Controller {
                 partition_epoch: Some(partition_epoch),
                 incarnation: Some(incarnation),
                 remove,
-                add,
+                add: add.map(|(node, _)| node),
+                add_broker_epoch: add.map(|(_, epoch)| epoch),
             };
             core.submit(op).await.map(drop)
         })

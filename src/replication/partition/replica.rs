@@ -179,14 +179,17 @@ impl Partition {
         s.after_truncation()
     }
 
-    /// The leader's side of a fetch from follower `replica` at `fetch_offset`: checks the
+    /// The leader's side of a fetch from follower `replica` (its process's broker epoch
+    /// `replica_epoch`, -1 if not given) at `fetch_offset`: checks the
     /// request's leader epoch and, with `last_fetched_epoch`, that the follower's log does
     /// not diverge (Kafka's `Partition.fetchRecords` for a follower); then reads up to the
     /// log end offset and records the follower's position. A diverging answer records
     /// nothing: the follower's offset is not a position in this log.
+    #[allow(clippy::too_many_arguments)]
     pub fn read_for_follower(
         &self,
         replica: i32,
+        replica_epoch: i64,
         current_leader_epoch: i32,
         fetch_offset: i64,
         last_fetched_epoch: Option<i32>,
@@ -225,7 +228,7 @@ impl Partition {
             }
         }
         let records = s.log.read_slices(fetch_offset, max_bytes, i64::MAX)?;
-        let (moved, proposal) = s.isr.on_follower_fetch(replica, fetch_offset, now_ms);
+        let (moved, proposal) = s.isr.on_follower_fetch(replica, fetch_offset, replica_epoch, now_ms);
         s.note_proposal(proposal);
         Ok(ReplicaRead {
             records,

@@ -106,7 +106,7 @@ fn the_leader_answers_a_follower_fetch_as_kafka_does() {
     lead(&p, 4);
     put(&p, "d", "d"); // offset 3 in epoch 4
     let read = |replica, current, offset, last_fetched| {
-        p.read_for_follower(replica, current, offset, last_fetched, 1 << 20, 2_000)
+        p.read_for_follower(replica, -1, current, offset, last_fetched, 1 << 20, 2_000)
     };
 
     // To the log end offset, not the high watermark, and the position moves the HW.
@@ -198,6 +198,6 @@ fn a_new_leader_admits_a_follower_only_from_where_its_leadership_began() {
     p.follower_fetched(2, 10, 2_300);
     assert_eq!(
         p.take_isr_proposal().map(|at| at.proposal),
-        Some(crate::replication::isr::IsrProposal::Expand { add: 2 })
+        Some(crate::replication::isr::IsrProposal::Expand { add: 2, broker_epoch: -1 })
     );
 }
