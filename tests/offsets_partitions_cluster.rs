@@ -81,6 +81,20 @@ async fn each_group_is_coordinated_by_its_partitions_leader_and_moves_with_it() 
     let r = elsewhere.send(7, fetch(group)).await;
     assert_eq!(r.error_code, ResponseError::NotCoordinator.code());
     let mut at = Client::connect(addr(&cluster, coordinator)).await;
+    // Broker 1 named the coordinator from its own metadata; the coordinator may apply the
+    // commit that makes it the partition's leader a moment later, and answers
+    // NOT_COORDINATOR (or COORDINATOR_LOAD_IN_PROGRESS) until then, as a client retries.
+    let retriable = [ResponseError::NotCoordinator.code(), ResponseError::CoordinatorLoadInProgress.code()];
+    let started = Instant::now();
+    loop {
+        let r = at.send(8, commit(group, 0)).await;
+        let error = r.topics[0].partitions[0].error_code;
+        if error == 0 {
+            break;
+        }
+        assert!(retriable.contains(&error) && started.elapsed() < DEADLINE, "first commit: error {error}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     // Enough log (over 64 KiB) that the next leader replays it off the request path.
     for offset in 0..=42 {
         let mut req = commit(group, offset);
