@@ -114,6 +114,23 @@ fn image(replicas: &[i32], leader: i32, epoch: i32) -> MetadataImage {
     image
 }
 
+/// `image` with ISR = [1] only: replica 2 is catching up.
+fn catching_up(replicas: &[i32]) -> MetadataImage {
+    let mut image = image(replicas, 1, 0);
+    image.apply(&MetadataRecord::Partition {
+        topic_id: TOPIC_ID,
+        partition: 0,
+        replicas: replicas.to_vec(),
+        isr: vec![1],
+        leader: 1,
+        leader_epoch: 0,
+        partition_epoch: 1,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    });
+    image
+}
+
 /// One broker per replica, each with the image applied and its fetchers running.
 fn cluster(dir: &Path, image: &MetadataImage, replicas: &[i32]) -> (Cluster, HashMap<i32, Node>) {
     let cluster = Cluster::default();
@@ -442,18 +459,7 @@ async fn a_follower_is_proposed_for_the_isr_with_the_broker_epoch_its_fetches_ca
     use super::isr::IsrProposal;
 
     let dir = tempfile::tempdir().unwrap();
-    let mut img = image(&[1, 2], 1, 0);
-    img.apply(&MetadataRecord::Partition {
-        topic_id: TOPIC_ID,
-        partition: 0,
-        replicas: vec![1, 2],
-        isr: vec![1],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 1,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    });
+    let img = catching_up(&[1, 2]);
     let (cluster, mut nodes) = cluster(dir.path(), &img, &[1]);
     let sink = Arc::new(Proposals::default());
     nodes[&1].manager.set_isr_sink(sink.clone());

@@ -35,23 +35,6 @@ async fn produce_large(node: &Node, batches: usize) {
     }
 }
 
-/// `image` with `ISR` = [1] only: replica 2 is catching up.
-fn catching_up(replicas: &[i32]) -> MetadataImage {
-    let mut image = image(replicas, 1, 0);
-    image.apply(&MetadataRecord::Partition {
-        topic_id: TOPIC_ID,
-        partition: 0,
-        replicas: replicas.to_vec(),
-        isr: vec![1],
-        leader: 1,
-        leader_epoch: 0,
-        partition_epoch: 1,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    });
-    image
-}
-
 /// Replica 2 gets some records, then none while the quota holds it back; lifting the
 /// bound on `node` lets it catch up.
 async fn held_back_then_released(image: MetadataImage, node: i32, rate: &str) {
