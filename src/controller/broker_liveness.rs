@@ -24,9 +24,13 @@ pub const BROKER_SESSION_TIMEOUT_MS: i64 = 9_000;
 /// Kafka's `broker.heartbeat.interval.ms` default.
 pub const BROKER_HEARTBEAT_INTERVAL_MS: i64 = 2_000;
 
+/// A broker epoch that was not given (Kafka's -1: a fetch from before Fetch v15, a caller
+/// that does not know).
+pub const NO_BROKER_EPOCH: i64 = -1;
+
 /// The broker epoch a broker process names itself by on the wire (a follower's Fetch
 /// `ReplicaState.ReplicaEpoch`, KIP-903): its incarnation id's two halves folded into 63
-/// bits, never negative (-1 means "not given"). Kafka numbers a broker's registrations;
+/// bits, never negative (negative: [`NO_BROKER_EPOCH`]). Kafka numbers a broker's registrations;
 /// runnel's controller knows a process by its incarnation id instead, so the epoch is
 /// derived from that.
 pub fn broker_epoch_of(incarnation: Uuid) -> i64 {

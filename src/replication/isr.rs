@@ -29,6 +29,8 @@
 
 use std::collections::BTreeMap;
 
+use crate::controller::broker_liveness::NO_BROKER_EPOCH;
+
 /// What the leader knows of one follower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Follower {
@@ -90,7 +92,7 @@ impl IsrState {
         let followers = replicas
             .iter()
             .filter(|r| **r != leader)
-            .map(|r| (*r, Follower { log_end_offset: -1, last_caught_up_ms: now_ms, broker_epoch: -1 }))
+            .map(|r| (*r, Follower { log_end_offset: -1, last_caught_up_ms: now_ms, broker_epoch: NO_BROKER_EPOCH }))
             .collect();
         let mut isr = isr.to_vec();
         if !isr.contains(&leader) {

@@ -22,6 +22,7 @@ use super::partition_config::PartitionConfig;
 use super::producer_state::{ActiveProducer, ProducerStateTable, SequenceCheck};
 use super::purgatory::PartitionKey;
 use super::validated::ValidatedRecords;
+use crate::controller::broker_liveness::NO_BROKER_EPOCH;
 use crate::controller::PartitionImage;
 use crate::storage::{BatchError, CleanStats, FileCache, LogSlices, PartitionLog, PreparedClean, StorageError};
 
@@ -349,7 +350,7 @@ impl Partition {
         if s.role != Role::Leader {
             return None;
         }
-        let (moved, proposal) = s.isr.on_follower_fetch(replica, offset, -1, now_ms);
+        let (moved, proposal) = s.isr.on_follower_fetch(replica, offset, NO_BROKER_EPOCH, now_ms);
         s.note_proposal(proposal);
         moved
     }

@@ -32,6 +32,7 @@ use super::replication_quota::ReplicationQuotas;
 use super::validated::{FramedRecords, ValidatedRecords};
 use crate::config::{BrokerConfig, FlushMode};
 use crate::controller::broker_config::{self, TopicDefaults};
+use crate::controller::broker_liveness::NO_BROKER_EPOCH;
 use crate::controller::{MetadataDelta, MetadataImage, MetadataListener, PartitionImage, TopicImage};
 use crate::storage::file_cache::{self, FileCache};
 use crate::storage::log_dirs::{LogDirs, LogDirsError, FUTURE_SUFFIX};
@@ -184,7 +185,7 @@ impl ReplicaManager {
             log_dirs,
             broker: broker.clone(),
             node_id: broker.node_id,
-            broker_epoch: AtomicI64::new(-1),
+            broker_epoch: AtomicI64::new(NO_BROKER_EPOCH),
             partitions: RwLock::new(HashMap::new()),
             isr_sink: RwLock::new(Arc::new(LoggingIsrChangeSink)),
             roles: tokio::sync::watch::Sender::new(0),

@@ -395,29 +395,7 @@ impl Sim {
     fn restart(&mut self, b: i32) {
         let before = &self.brokers[&b];
         if before.lost_power {
-            let p = &before.partition;
-            let flushed = p.flushed_through();
-            // Only the active (last) segment holds unflushed records.
-            let mut segments: Vec<_> = std::fs::read_dir(p.dir())
-                .unwrap()
-                .map(|e| e.unwrap().path())
-                .filter(|f| f.extension().is_some_and(|x| x == "log"))
-                .collect();
-            segments.sort();
-            let active = segments.pop().unwrap();
-            let base: i64 = active.file_stem().unwrap().to_str().unwrap().parse().unwrap();
-            let mut cuts = vec![std::fs::metadata(&active).unwrap().len()];
-            let mut position = 0;
-            let bytes = p.log_bytes();
-            let batches = if bytes.is_empty() { Vec::new() } else { split_batches(&bytes).unwrap() };
-            for h in batches.iter().filter(|h| h.base_offset >= base) {
-                if h.base_offset >= flushed {
-                    cuts.push(position);
-                }
-                position += 12 + h.batch_length as u64;
-            }
-            let cut = cuts[self.rng.below(cuts.len())];
-            std::fs::OpenOptions::new().write(true).open(active).unwrap().set_len(cut).unwrap();
+            lose_unflushed_tail(&before.partition, |cuts| self.rng.below(cuts));
         }
         let (checkpoint, forgetful) = (before.checkpoint, before.forgetful);
         let partition = self.open(b);
@@ -560,6 +538,33 @@ impl Sim {
     }
 }
 
+/// A power loss: the active segment's file (only it holds unflushed records) is cut at
+/// one of the batch boundaries at or above what `p` had flushed, or kept whole;
+/// `pick(n)` chooses which of the `n` cuts.
+fn lose_unflushed_tail(p: &Partition, pick: impl FnOnce(usize) -> usize) {
+    let flushed = p.flushed_through();
+    let mut segments: Vec<_> = std::fs::read_dir(p.dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|f| f.extension().is_some_and(|x| x == "log"))
+        .collect();
+    segments.sort();
+    let active = segments.pop().unwrap();
+    let base: i64 = active.file_stem().unwrap().to_str().unwrap().parse().unwrap();
+    let mut cuts = vec![std::fs::metadata(&active).unwrap().len()];
+    let mut position = 0;
+    let bytes = p.log_bytes();
+    let batches = if bytes.is_empty() { Vec::new() } else { split_batches(&bytes).unwrap() };
+    for h in batches.iter().filter(|h| h.base_offset >= base) {
+        if h.base_offset >= flushed {
+            cuts.push(position);
+        }
+        position += 12 + h.batch_length as u64;
+    }
+    let cut = cuts[pick(cuts.len())];
+    std::fs::OpenOptions::new().write(true).open(active).unwrap().set_len(cut).unwrap();
+}
+
 /// Offset → record id of every record in `p`'s log (one record per batch).
 fn records(p: &Partition) -> BTreeMap<i64, i64> {
     let bytes = p.log_bytes();
@@ -569,9 +574,10 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
     split_batches(&bytes).unwrap().iter().map(|h| (h.base_offset, h.max_timestamp)).collect()
 }
 
-/// Events: 0-19 produce, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply metadata, 60-69 the controller takes a
-/// proposal, 70-74 an answer reaches its leader, 75-86 heartbeat, 87-90 lag check, 91-93
-/// expire sessions, 94-96 crash (half the time), 97-99 restart.
+/// Events: 0-19 produce, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply
+/// metadata, 60-69 the controller takes a proposal, 70-74 an answer reaches its leader,
+/// 75-86 heartbeat, 87-90 lag check, 91-93 expire sessions, 94-96 crash (half the time),
+/// 97-99 restart.
 fn run(seeds: std::ops::Range<u64>, steps: usize, min_isr: &str) -> (usize, BTreeSet<i32>) {
     let trace = seeds.end - seeds.start == 1;
     let mut committed = 0;
