@@ -561,12 +561,16 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
 /// acknowledged to acks=all meanwhile could be missing from an ISR member.
 #[test]
 fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
+    use std::sync::atomic::{AtomicI64, Ordering};
+
     use super::isr::IsrProposal;
 
     let dir = tempfile::tempdir().unwrap();
     let mut broker = BrokerConfig::build(&[]).unwrap();
     broker.data_dir = dir.path().to_owned();
-    let manager = ReplicaManager::new(&broker, system_clock()).unwrap();
+    let now = Arc::new(AtomicI64::new(1_000));
+    let clock = now.clone();
+    let manager = ReplicaManager::new(&broker, Arc::new(move || clock.load(Ordering::SeqCst))).unwrap();
     let sink = Arc::new(Proposals::default());
     manager.set_isr_sink(sink.clone());
     let partition_in = |epoch: i32, isr: &[i32]| {
@@ -622,11 +626,15 @@ fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
     manager.check_isr_lag(1_000_000);
     assert!(proposed().is_empty());
 
-    // Not attempted (follower 3 was fenced, say): nothing waits for it any more.
+    // Not attempted (follower 3 was fenced, say): nothing waits for it any more, and the
+    // same process of 3 is proposed again only after a while.
+    now.store(1_350, Ordering::SeqCst);
     manager.isr_change_not_committed(&changes[0], NotCommitted::NotAttempted);
     assert_eq!(p.high_watermark(), 4);
     assert!(proposed().is_empty());
     manager.follower_fetched(&p, 3, 4, 1_400);
+    assert!(proposed().is_empty());
+    manager.follower_fetched(&p, 3, 4, 1_350 + super::isr::EXPANSION_RETRY_MS);
     let again = proposed();
     assert_eq!(
         again.iter().map(|c| &c.proposal).collect::<Vec<_>>(),
@@ -635,14 +643,14 @@ fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
 
     // Committed: the new partition epoch answers it; an answer to the old one that
     // arrives afterwards changes nothing and sends nothing.
-    manager.apply_image(&partition_in(2, &[1, 2, 3]), 1_500).unwrap();
+    manager.apply_image(&partition_in(2, &[1, 2, 3]), 2_000).unwrap();
     manager.isr_change_not_committed(&again[0], NotCommitted::NoAnswer);
     manager.isr_change_not_committed(&again[0], NotCommitted::NotAttempted);
     assert!(proposed().is_empty());
     append("c");
-    manager.follower_fetched(&p, 2, 6, 1_600);
+    manager.follower_fetched(&p, 2, 6, 2_100);
     assert_eq!(p.high_watermark(), 4, "3 is in the ISR");
-    manager.follower_fetched(&p, 3, 6, 1_700);
+    manager.follower_fetched(&p, 3, 6, 2_200);
     assert_eq!(p.high_watermark(), 6);
 }
 

@@ -21,7 +21,11 @@
 //! * the proposal names the follower's process (its broker epoch) whose fetch showed it
 //!   caught up (KIP-903): a fetch can arrive after the process that sent it died, and a
 //!   process restarted after a power loss may lack what the old one had fetched, so the
-//!   controller lets the follower in only while that process is still the current one.
+//!   controller lets the follower in only while that process is still the current one;
+//! * a process the controller refused to add is not proposed again for
+//!   [`EXPANSION_RETRY_MS`] (this leader cannot see why it was refused: fenced, shutting
+//!   down, or replaced), but a newer process of the same follower is proposed at once,
+//!   even at the refusal itself if it fetched while the refused proposal was out.
 //!
 //! Proposals go to the controller (AlterPartition); the ISR here changes only when the
 //! committed metadata says so ([`IsrState::set_isr`]). On a single node the ISR is the
@@ -31,6 +35,16 @@ use std::collections::BTreeMap;
 
 use crate::controller::broker_liveness::NO_BROKER_EPOCH;
 
+/// How long a follower's process that the controller refused to add to the ISR is not
+/// proposed again. The leader does not see why it was refused (Kafka's leader checks its
+/// metadata cache for a fenced, shutting-down or replaced broker before it proposes;
+/// runnel's image does not name processes), and without a wait every fetch of that
+/// process would ask again. A newer process of the follower does not wait: after a
+/// restart, the wait (and a caught-up follower's fetch, which can idle for
+/// `replica.fetch.wait.max.ms` when no records come) would keep the ISR short and
+/// acks=all writes refused for that long.
+pub const EXPANSION_RETRY_MS: i64 = 500;
+
 /// What the leader knows of one follower.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Follower {
@@ -38,6 +52,15 @@ struct Follower {
     last_caught_up_ms: i64,
     /// The broker epoch its last fetch carried (-1: not given).
     broker_epoch: i64,
+    /// `(broker epoch, until)`: the controller refused to add that process; it is not
+    /// proposed again before `until` (ms).
+    refused: Option<(i64, i64)>,
+}
+
+impl Follower {
+    fn new(now_ms: i64) -> Follower {
+        Follower { log_end_offset: -1, last_caught_up_ms: now_ms, broker_epoch: NO_BROKER_EPOCH, refused: None }
+    }
 }
 
 /// An ISR change this leader asks the controller for.
@@ -89,11 +112,7 @@ impl IsrState {
         min_isr: usize,
         now_ms: i64,
     ) -> IsrState {
-        let followers = replicas
-            .iter()
-            .filter(|r| **r != leader)
-            .map(|r| (*r, Follower { log_end_offset: -1, last_caught_up_ms: now_ms, broker_epoch: NO_BROKER_EPOCH }))
-            .collect();
+        let followers = replicas.iter().filter(|r| **r != leader).map(|r| (*r, Follower::new(now_ms))).collect();
         let mut isr = isr.to_vec();
         if !isr.contains(&leader) {
             isr.push(leader);
@@ -185,10 +204,19 @@ impl IsrState {
         if fetch_offset >= leader_leo {
             f.last_caught_up_ms = now_ms;
         }
-        let caught_up = f.log_end_offset >= self.high_watermark && f.log_end_offset >= self.epoch_start_offset;
-        let rejoin = (!self.isr.contains(&replica) && caught_up)
-            .then_some(IsrProposal::Expand { add: replica, broker_epoch: f.broker_epoch });
+        let rejoin = self.rejoin(replica, now_ms);
         (self.advance_high_watermark(), rejoin)
+    }
+
+    /// An expansion proposal for `replica` if it is outside the ISR, caught up (its log
+    /// end offset reaches the high watermark and the start of this leader epoch) and its
+    /// current process was not refused within [`EXPANSION_RETRY_MS`].
+    fn rejoin(&self, replica: i32, now_ms: i64) -> Option<IsrProposal> {
+        let f = self.followers.get(&replica)?;
+        let caught_up = f.log_end_offset >= self.high_watermark && f.log_end_offset >= self.epoch_start_offset;
+        let refused = f.refused.is_some_and(|(epoch, until)| epoch == f.broker_epoch && now_ms < until);
+        (!self.isr.contains(&replica) && caught_up && !refused)
+            .then_some(IsrProposal::Expand { add: replica, broker_epoch: f.broker_epoch })
     }
 
     /// KIP-392: the followers a consumer reading from `fetch_offset` could be sent to
@@ -232,11 +260,23 @@ impl IsrState {
         }
     }
 
-    /// The controller turned the proposed addition down: it was not committed, so the
-    /// high watermark stops waiting for it. Returns the new high watermark if it moved.
-    pub fn expansion_refused(&mut self) -> Option<i64> {
+    /// The controller turned down adding `add`'s process `broker_epoch` at `now`: it was
+    /// not committed, so the high watermark stops waiting for it, and that process is not
+    /// proposed again for [`EXPANSION_RETRY_MS`]. Returns the new high watermark if it
+    /// moved, and a new proposal if a newer process of `add` has fetched caught up
+    /// meanwhile (its next fetch may be a long poll away).
+    pub fn expansion_refused(
+        &mut self,
+        add: i32,
+        broker_epoch: i64,
+        now_ms: i64,
+    ) -> (Option<i64>, Option<IsrProposal>) {
         self.adding = None;
-        self.advance_high_watermark()
+        if let Some(f) = self.followers.get_mut(&add) {
+            f.refused = Some((broker_epoch, now_ms.saturating_add(EXPANSION_RETRY_MS)));
+        }
+        let high_watermark = self.advance_high_watermark();
+        (high_watermark, self.rejoin(add, now_ms))
     }
 
     /// The committed ISR (from the metadata, at a new partition epoch: a proposal made
@@ -302,6 +342,38 @@ mod tests {
         let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
         assert_eq!(s.on_follower_fetch(2, 4, 77, 1), (None, None));
         assert_eq!(s.on_follower_fetch(2, 10, 78, 2), (None, Some(IsrProposal::Expand { add: 2, broker_epoch: 78 })));
+    }
+
+    /// A refused process waits [`EXPANSION_RETRY_MS`] before it is proposed again; a
+    /// newer process of the same follower (a restart) does not wait, and one that fetched
+    /// while the refused proposal was out is proposed at the refusal.
+    #[test]
+    fn a_refused_process_waits_before_it_is_proposed_again_and_a_newer_one_does_not() {
+        let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
+        let old = IsrProposal::Expand { add: 2, broker_epoch: 77 };
+        assert_eq!(s.on_follower_fetch(2, 10, 77, 1), (None, Some(old.clone())));
+        s.expanding(2);
+        assert_eq!(s.expansion_refused(2, 77, 2), (None, None), "77 was the last process to fetch");
+        assert_eq!(s.on_follower_fetch(2, 10, 77, 3), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 10, 77, 2 + EXPANSION_RETRY_MS - 1), (None, None));
+        assert_eq!(s.on_follower_fetch(2, 10, 77, 2 + EXPANSION_RETRY_MS), (None, Some(old.clone())));
+        // A restart: the new process's fetch gets proposed though the old one was just refused.
+        s.expanding(2);
+        assert_eq!(s.expansion_refused(2, 77, 1000), (None, None));
+        let new = IsrProposal::Expand { add: 2, broker_epoch: 78 };
+        assert_eq!(s.on_follower_fetch(2, 10, 78, 1001), (None, Some(new)));
+        // The new process fetched while the old one's proposal was out (the leader keeps
+        // one proposal in flight): the refusal of the old one proposes the new one.
+        s.expanding(2);
+        let newer = IsrProposal::Expand { add: 2, broker_epoch: 79 };
+        assert_eq!(s.on_follower_fetch(2, 10, 79, 1002), (None, Some(newer.clone())), "held back by the partition");
+        assert_eq!(s.expansion_refused(2, 78, 1003), (None, Some(newer)));
+        // Not while it is behind.
+        let mut s = IsrState::new(1, &[1, 2], &[1], 10, 10, LAG, 1, 0);
+        s.on_follower_fetch(2, 10, 77, 1);
+        s.expanding(2);
+        s.on_follower_fetch(2, 4, 78, 2);
+        assert_eq!(s.expansion_refused(2, 77, 3), (None, None), "78 is behind the high watermark");
     }
 
     #[test]
@@ -394,7 +466,7 @@ mod tests {
         s.expanding(3);
         s.on_leader_append(20);
         assert_eq!(s.on_follower_fetch(2, 20, -1, 2), (None, None));
-        assert_eq!(s.expansion_refused(), Some(20));
+        assert_eq!(s.expansion_refused(3, -1, 3), (Some(20), None), "3 is not caught up with 20");
     }
 
     #[test]

@@ -31,9 +31,10 @@ pub struct IsrChange {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NotCommitted {
     /// Not applied, said against the partition epoch the proposal named (INELIGIBLE_REPLICA:
-    /// the follower to add is fenced, say): forgotten, so the next follower fetch or lag
-    /// check proposes again, and the high watermark stops waiting for a follower it
-    /// would have added.
+    /// the follower to add is fenced, say): forgotten, so the next lag check proposes
+    /// again, or a fetch of the follower (of the same process only after
+    /// [`super::isr::EXPANSION_RETRY_MS`]), and the high watermark stops waiting for a
+    /// follower it would have added.
     NotAttempted,
     /// Turned down because this leader's view is behind (a newer leader or partition
     /// epoch, the topic gone, this process replaced): it stays in flight, holding the

@@ -248,14 +248,17 @@ impl Partition {
         self.lock().log.dir().to_owned()
     }
 
-    /// The controller did not commit `proposal`, made in `partition_epoch`: unless the
-    /// metadata has moved on meanwhile, it is forgotten, kept or sent again as `why` says
-    /// (see [`NotCommitted`]). Returns the new high watermark if it moved.
+    /// The controller did not commit `proposal`, made in `partition_epoch`, as it said at
+    /// `now`: unless the metadata has moved on meanwhile, it is forgotten, kept or sent
+    /// again as `why` says (see [`NotCommitted`]); a refused addition can leave a new one
+    /// to send (see [`super::isr::IsrState::expansion_refused`]). Returns the new high
+    /// watermark if it moved.
     pub fn isr_proposal_not_committed(
         &self,
         partition_epoch: i32,
         proposal: &super::isr::IsrProposal,
         why: NotCommitted,
+        now_ms: i64,
     ) -> Option<i64> {
         let mut s = self.lock();
         if s.partition_epoch != partition_epoch || s.isr_change_in_flight.as_ref() != Some(proposal) {
@@ -271,7 +274,11 @@ impl Partition {
         }
         s.isr_change_in_flight = None;
         match proposal {
-            super::isr::IsrProposal::Expand { .. } => s.isr.expansion_refused(),
+            super::isr::IsrProposal::Expand { add, broker_epoch } => {
+                let (high_watermark, again) = s.isr.expansion_refused(*add, *broker_epoch, now_ms);
+                s.note_proposal(again);
+                high_watermark
+            }
             super::isr::IsrProposal::Shrink { .. } => None,
         }
     }

@@ -515,7 +515,7 @@ impl ReplicaManager {
     /// it, or sends it again (see [`NotCommitted`]).
     pub fn isr_change_not_committed(&self, change: &IsrChange, why: NotCommitted) {
         if let Some(p) = self.partition(&change.topic_id, change.partition) {
-            if p.isr_proposal_not_committed(change.partition_epoch, &change.proposal, why).is_some() {
+            if p.isr_proposal_not_committed(change.partition_epoch, &change.proposal, why, self.now_ms()).is_some() {
                 self.purgatory.wake(p.key());
             }
             self.send_isr_proposal(&p, p.take_isr_proposal());

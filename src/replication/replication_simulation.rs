@@ -339,7 +339,7 @@ impl Sim {
             return;
         }
         let p = &leader.partition;
-        p.isr_proposal_not_committed(proposal.at.partition_epoch, &proposal.at.proposal, why);
+        p.isr_proposal_not_committed(proposal.at.partition_epoch, &proposal.at.proposal, why, self.now);
         if let Some(at) = p.take_isr_proposal() {
             self.to_controller.push(Proposal { leader: proposal.leader, incarnation: leader.incarnation, at });
         }

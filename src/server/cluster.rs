@@ -291,14 +291,15 @@ fn shares_isr_with_a_live_broker(image: &crate::controller::image::MetadataImage
 
 /// After an ISR change the controller did not commit, this long passes before the
 /// partition acts on the answer (see [`NotCommitted`]): proposes again once the
-/// controller said it was not attempted (an expansion is retried while the follower
-/// keeps fetching), or sends the same again when no answer came.
+/// controller said a removal was not attempted, or sends the same again when no answer
+/// came. A refused addition is answered at once: the partition itself waits before it
+/// proposes the same follower process again, and not for a newer one
+/// ([`crate::replication::isr::EXPANSION_RETRY_MS`]).
 const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
 /// Takes a leader's ISR proposals to the controller as AlterPartition requests, one
 /// blocking task each (a partition has one proposal in flight until the metadata moves
-/// to a new partition epoch, or until the controller said it was not attempted and
-/// [`ISR_RETRY_BACKOFF`] passed).
+/// to a new partition epoch, or until the controller said it was not attempted).
 pub struct ControllerIsrSink {
     controller: Weak<Controller>,
     replicas: Weak<ReplicaManager>,
@@ -346,8 +347,12 @@ impl IsrChangeSink for ControllerIsrSink {
                         topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
                         ?why, "ISR change not committed"
                     );
+                    let refused_addition =
+                        why == NotCommitted::NotAttempted && matches!(change.proposal, IsrProposal::Expand { .. });
                     runtime.spawn(async move {
-                        tokio::time::sleep(ISR_RETRY_BACKOFF).await;
+                        if !refused_addition {
+                            tokio::time::sleep(ISR_RETRY_BACKOFF).await;
+                        }
                         if let Some(replicas) = replicas.upgrade() {
                             replicas.isr_change_not_committed(&change, why);
                         }

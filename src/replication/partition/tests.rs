@@ -201,3 +201,44 @@ fn a_new_leader_admits_a_follower_only_from_where_its_leadership_began() {
         Some(crate::replication::isr::IsrProposal::Expand { add: 2, broker_epoch: -1 })
     );
 }
+
+/// A restarted follower fetched while the leader's proposal to add its old process was
+/// out (one proposal at a time): the refusal of that proposal sends the new process's
+/// at once, not at the new process's next fetch (which can idle for
+/// `replica.fetch.wait.max.ms` when no records come, while the short ISR refuses acks=all
+/// writes).
+#[test]
+fn refusing_a_dead_process_proposes_the_follower_process_that_replaced_it() {
+    use crate::replication::isr::IsrProposal;
+    use crate::replication::isr_sink::NotCommitted;
+
+    let root = tempfile::tempdir().unwrap();
+    let p = open(&root.path().join("t-0"));
+    let pi = PartitionImage {
+        partition: 0,
+        replicas: vec![1, 2, 3],
+        isr: vec![1, 3],
+        leader: 1,
+        leader_epoch: 1,
+        partition_epoch: 1,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+    };
+    p.set_leadership(&pi, 30_000, 1_000);
+    put(&p, "k", "v");
+    p.follower_fetched(3, 1, 1_000);
+    let fetch = |process: i64, now: i64| p.read_for_follower(2, process, 1, 1, None, 1 << 20, now).unwrap();
+    fetch(77, 1_100);
+    let old = p.take_isr_proposal().unwrap();
+    assert_eq!(old.proposal, IsrProposal::Expand { add: 2, broker_epoch: 77 });
+    fetch(78, 1_200);
+    assert_eq!(p.take_isr_proposal(), None, "one proposal in flight");
+    p.isr_proposal_not_committed(old.partition_epoch, &old.proposal, NotCommitted::NotAttempted, 1_300);
+    let new = p.take_isr_proposal().map(|at| at.proposal);
+    assert_eq!(new, Some(IsrProposal::Expand { add: 2, broker_epoch: 78 }));
+    // That one refused too (78 is fenced, say): 78 is not proposed again at once.
+    p.isr_proposal_not_committed(1, &new.unwrap(), NotCommitted::NotAttempted, 1_400);
+    assert_eq!(p.take_isr_proposal(), None);
+    fetch(78, 1_500);
+    assert_eq!(p.take_isr_proposal(), None);
+}
