@@ -21,8 +21,11 @@
 //! forgetful broker in the ISR are not taken; there Kafka without KIP-966 loses records
 //! too). Until it registers again, that broker's files are not checked.
 //!
-//! Not modelled: controlled shutdown, reassignment, unclean election, the controller's
-//! own failover.
+//! A broker can also stop cleanly: it asks the controller to shut down (its heartbeats say
+//! `want_shut_down` from then on: leadership moves off it and it leaves the ISR, as on
+//! SIGTERM), goes on following, and stops later with its log and high watermark flushed.
+//!
+//! Not modelled: reassignment, unclean election, the controller's own failover.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -82,6 +85,9 @@ struct Broker {
     /// It lost power and has not registered since: its log may lack committed records
     /// while the ISR still names it (its registration takes it out).
     forgetful: bool,
+    /// It asked the controller to shut down (a controlled shutdown): its heartbeats say so
+    /// until it stops.
+    shutting_down: bool,
 }
 
 impl Broker {
@@ -95,6 +101,7 @@ impl Broker {
             checkpoint: None,
             lost_power: false,
             forgetful: false,
+            shutting_down: false,
         }
     }
 }
@@ -229,8 +236,8 @@ impl Sim {
     }
 
     fn heartbeat(&mut self, b: i32) {
-        let incarnation = self.brokers[&b].incarnation;
-        if self.control(ControllerOp::BrokerHeartbeat { node_id: b, incarnation, want_shut_down: false }).is_ok() {
+        let (incarnation, want_shut_down) = (self.brokers[&b].incarnation, self.brokers[&b].shutting_down);
+        if self.control(ControllerOp::BrokerHeartbeat { node_id: b, incarnation, want_shut_down }).is_ok() {
             let broker = self.brokers.get_mut(&b).unwrap();
             broker.registered = true;
             broker.forgetful = false;
@@ -370,9 +377,12 @@ impl Sim {
     }
 
     /// Broker `b` crashes; half the time just after writing its high-watermark
-    /// checkpoint, sometimes with a fetch still on its way, sometimes losing power.
+    /// checkpoint, sometimes with a fetch still on its way, sometimes losing power. One
+    /// in controlled shutdown stops cleanly instead: checkpointed, flushed.
     fn crash(&mut self, b: i32) {
-        let checkpoint = self.rng.chance(50).then(|| self.brokers[&b].partition.high_watermark_to_checkpoint());
+        let clean = self.brokers[&b].shutting_down;
+        let checkpoint =
+            (clean || self.rng.chance(50)).then(|| self.brokers[&b].partition.high_watermark_to_checkpoint());
         let fetching = self.brokers[&b].partition.follower_fetch_state();
         if let Some(state) = fetching.filter(|_| self.rng.chance(50)) {
             let broker_epoch = broker_epoch_of(self.brokers[&b].incarnation);
@@ -380,7 +390,7 @@ impl Sim {
         }
         let others_remember = self.forgetful().is_none_or(|f| f == b);
         let isr_has_another = self.pi().isr.iter().any(|r| *r != b);
-        let lost_power = self.power_loss && others_remember && isr_has_another && self.rng.chance(50);
+        let lost_power = !clean && self.power_loss && others_remember && isr_has_another && self.rng.chance(50);
         let broker = self.brokers.get_mut(&b).unwrap();
         broker.alive = false;
         broker.checkpoint = checkpoint;
@@ -449,9 +459,19 @@ impl Sim {
                 let _ = self.control(ControllerOp::ExpireBrokers);
             }
             94..=96 => {
-                // Crash one, keeping at least one process up.
+                // Crash one, keeping at least one process up; or a controlled shutdown
+                // (SIGTERM) begins, and the next time it ends in a clean stop.
                 if alive.len() > 1 && self.rng.chance(50) {
-                    self.crash(any.unwrap());
+                    let b = any.unwrap();
+                    let stopping = alive.iter().copied().find(|b| self.brokers[b].shutting_down);
+                    match stopping {
+                        Some(s) => self.crash(s),
+                        None if self.brokers[&b].registered && self.rng.chance(30) => {
+                            self.brokers.get_mut(&b).unwrap().shutting_down = true;
+                            self.heartbeat(b);
+                        }
+                        None => self.crash(b),
+                    }
                 }
             }
             _ => {
@@ -481,8 +501,9 @@ impl Sim {
                     "f"
                 };
                 let forgetful = if b.forgetful { " (lost power)" } else { "" };
+                let stopping = if b.shutting_down { " (shutting down)" } else { "" };
                 format!(
-                    "{id}:{role}{forgetful} e{} leo {} hw {}",
+                    "{id}:{role}{forgetful}{stopping} e{} leo {} hw {}",
                     p.leader_epoch(),
                     p.log_end_offset(),
                     p.high_watermark()
@@ -576,7 +597,8 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
 
 /// Events: 0-19 produce, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply
 /// metadata, 60-69 the controller takes a proposal, 70-74 an answer reaches its leader,
-/// 75-86 heartbeat, 87-90 lag check, 91-93 expire sessions, 94-96 crash (half the time),
+/// 75-86 heartbeat, 87-90 lag check, 91-93 expire sessions, 94-96 crash (half the time;
+/// now and then a controlled shutdown begins instead, and the next one stops it cleanly),
 /// 97-99 restart.
 fn run(seeds: std::ops::Range<u64>, steps: usize, min_isr: &str) -> (usize, BTreeSet<i32>) {
     let trace = seeds.end - seeds.start == 1;
