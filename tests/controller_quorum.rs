@@ -471,3 +471,23 @@ fn a_leader_that_loses_its_quorum_mid_write_answers_in_bounded_time() {
     let node = std::sync::Arc::try_unwrap(node).ok().expect("the writer is done");
     cluster.rt.block_on(node.shutdown());
 }
+
+/// A broker that missed a heartbeat and whose process is gone (nothing listens at its
+/// address) is fenced without waiting for its session to end. The others have been as
+/// silent since `admit_all` (nothing heartbeats here unless the test does), but their
+/// processes still listen, so only their sessions decide, and those have not ended: had
+/// the stopped broker waited for its session too, all three would be fenced at once.
+#[test]
+fn a_broker_whose_process_is_gone_is_fenced_before_its_session_ends() {
+    let mut cluster = Cluster::start(RaftTuning::default());
+    admit_all(&cluster);
+    let leader = cluster.agreed_leader().unwrap();
+    let gone = (1..=3).find(|&id| id != leader).unwrap();
+    cluster.stop(gone);
+    let fenced = |c: &Controller, id: i32| c.image().brokers.get(&id).is_some_and(|b| b.fenced);
+    let took = wait_until("the stopped broker is fenced", || fenced(cluster.node(leader), gone));
+    let live: Vec<i32> = (1..=3).filter(|&id| id != gone).collect();
+    let fenced_live: Vec<i32> = live.iter().copied().filter(|&id| fenced(cluster.node(leader), id)).collect();
+    eprintln!("broker {gone} fenced {took:?} after its process stopped");
+    assert!(fenced_live.is_empty(), "the silent brokers whose processes listen were fenced too: {fenced_live:?}");
+}

@@ -12,6 +12,13 @@
 //! * A controller that just became leader has heard from nobody yet: every broker gets a
 //!   full session timeout from that moment before it can be fenced (Kafka does the same
 //!   on controller failover), so a controller election never fences healthy brokers.
+//! * A broker that missed a heartbeat ([`SUSPECT_AFTER_MS`] without one) is a suspect:
+//!   the leader checks whether anything still listens at its address. A refused
+//!   connection means its process is gone (a crash, a kill, an out-of-memory kill): it is
+//!   fenced then, not at the end of its session. A process that is slow, paused or cut
+//!   off still has its listening socket (the kernel answers for it), or cannot be reached
+//!   at all, so only its session decides, and a loaded machine does not get its brokers
+//!   fenced sooner. (Kafka waits for the session in every case.)
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -23,6 +30,9 @@ use super::image::MetadataImage;
 pub const BROKER_SESSION_TIMEOUT_MS: i64 = 9_000;
 /// Kafka's `broker.heartbeat.interval.ms` default.
 pub const BROKER_HEARTBEAT_INTERVAL_MS: i64 = 2_000;
+/// A broker not heard from for this long (one heartbeat missed, with half an interval to
+/// spare) is checked for a live process ([`BrokerLiveness::suspects`]).
+pub const SUSPECT_AFTER_MS: i64 = BROKER_HEARTBEAT_INTERVAL_MS * 3 / 2;
 
 /// A broker epoch that was not given (Kafka's -1: a fetch from before Fetch v15, a caller
 /// that does not know).
@@ -50,6 +60,27 @@ struct Broker {
     /// kept out of the ISR (a fetch it sent before the failure may still land at the
     /// leader and look caught up). Gone with the incarnation.
     offline: BTreeSet<(Uuid, i32)>,
+    /// A check that began at this time (ms) found nothing listening at the broker's
+    /// address, and no heartbeat came since: its process is gone.
+    gone_since: Option<i64>,
+}
+
+impl Broker {
+    fn new(incarnation: Option<Uuid>, now_ms: i64, fenced: bool) -> Broker {
+        Broker {
+            incarnation,
+            last_heartbeat_ms: now_ms,
+            fenced,
+            shutting_down: false,
+            offline: BTreeSet::new(),
+            gone_since: None,
+        }
+    }
+
+    /// Not fenced yet, and its session ran out at `now` or its process is gone.
+    fn expired(&self, session_timeout_ms: i64, now_ms: i64) -> bool {
+        !self.fenced && (now_ms - self.last_heartbeat_ms > session_timeout_ms || self.gone_since.is_some())
+    }
 }
 
 /// What a heartbeat changed.
@@ -80,19 +111,7 @@ impl BrokerLiveness {
     /// from the image but has heard from none of them; each gets a full session from
     /// now, and its next heartbeat's incarnation is taken as its current one.
     pub fn became_leader(&mut self, nodes: impl IntoIterator<Item = (i32, bool)>, now_ms: i64) {
-        self.brokers = nodes
-            .into_iter()
-            .map(|(node, fenced)| {
-                let broker = Broker {
-                    incarnation: None,
-                    last_heartbeat_ms: now_ms,
-                    fenced,
-                    shutting_down: false,
-                    offline: BTreeSet::new(),
-                };
-                (node, broker)
-            })
-            .collect();
+        self.brokers = nodes.into_iter().map(|(node, fenced)| (node, Broker::new(None, now_ms, fenced))).collect();
     }
 
     /// [`became_leader`](Self::became_leader) with what `image` says of every broker:
@@ -108,18 +127,13 @@ impl BrokerLiveness {
     }
 
     pub fn heartbeat(&mut self, node: i32, incarnation: Uuid, want_shut_down: bool, now_ms: i64) -> HeartbeatOutcome {
-        let fresh = Broker {
-            incarnation: Some(incarnation),
-            last_heartbeat_ms: now_ms,
-            fenced: true,
-            shutting_down: false,
-            offline: BTreeSet::new(),
-        };
+        let fresh = Broker::new(Some(incarnation), now_ms, true);
         let Some(b) = self.brokers.get_mut(&node) else {
             self.brokers.insert(node, fresh);
             return HeartbeatOutcome::Registered;
         };
         b.last_heartbeat_ms = now_ms;
+        b.gone_since = None;
         match b.incarnation {
             None => {
                 // The first word from this broker under this leader: if the image said it
@@ -147,14 +161,40 @@ impl BrokerLiveness {
     /// Whether [`expire`](Self::expire) at `now_ms` would fence anyone (a read-only look,
     /// so the leader can check often without deciding an operation each time).
     pub fn any_expired(&self, now_ms: i64) -> bool {
-        self.brokers.values().any(|b| !b.fenced && now_ms - b.last_heartbeat_ms > self.session_timeout_ms)
+        self.brokers.values().any(|b| b.expired(self.session_timeout_ms, now_ms))
     }
 
-    /// Brokers whose session expired at `now`; they are fenced from now on.
+    /// Brokers not heard from for [`SUSPECT_AFTER_MS`] at `now`, not fenced, and not
+    /// found gone yet: the leader checks whether anything listens at their addresses.
+    pub fn suspects(&self, now_ms: i64) -> Vec<i32> {
+        self.brokers
+            .iter()
+            .filter(|(_, b)| !b.fenced && b.gone_since.is_none() && now_ms - b.last_heartbeat_ms > SUSPECT_AFTER_MS)
+            .map(|(node, _)| *node)
+            .collect()
+    }
+
+    /// A check of `node` that began at `began_ms` found nothing listening at its address
+    /// (a refused connection): unless a heartbeat came since the check began, its process
+    /// is gone, and the next [`expire`](Self::expire) fences it.
+    pub fn nothing_listening(&mut self, node: i32, began_ms: i64) {
+        if let Some(b) = self.brokers.get_mut(&node).filter(|b| !b.fenced && b.last_heartbeat_ms < began_ms) {
+            b.gone_since = Some(began_ms);
+        }
+    }
+
+    /// Whether a check found `node`'s process gone (and no heartbeat came since).
+    pub fn found_gone(&self, node: i32) -> bool {
+        self.brokers.get(&node).is_some_and(|b| b.gone_since.is_some())
+    }
+
+    /// Brokers whose session expired at `now`, or whose process a check found gone; they
+    /// are fenced from now on.
     pub fn expire(&mut self, now_ms: i64) -> Vec<i32> {
         let mut out = Vec::new();
+        let session_timeout_ms = self.session_timeout_ms;
         for (node, b) in self.brokers.iter_mut() {
-            if !b.fenced && now_ms - b.last_heartbeat_ms > self.session_timeout_ms {
+            if b.expired(session_timeout_ms, now_ms) {
                 b.fenced = true;
                 out.push(*node);
             }
@@ -235,6 +275,36 @@ mod tests {
         assert!(l.is_fenced(1));
         assert!(l.expire(30_000).is_empty(), "fenced once");
         assert_eq!(l.heartbeat(1, A, false, 30_001), HeartbeatOutcome::Unfenced);
+    }
+
+    /// A broker that missed a heartbeat is checked; nothing listening at its address
+    /// fences it before its session ends, unless it was heard from since the check began.
+    #[test]
+    fn a_broker_found_gone_is_fenced_before_its_session_ends() {
+        let mut l = BrokerLiveness::new(9_000);
+        for node in [1, 2] {
+            l.heartbeat(node, A, false, 0);
+            l.heartbeat(node, A, false, 0);
+        }
+        assert!(l.suspects(SUSPECT_AFTER_MS).is_empty(), "not past one missed heartbeat");
+        assert_eq!(l.suspects(SUSPECT_AFTER_MS + 1), vec![1, 2]);
+        // Broker 2 heartbeats while its check is on its way: the check does not count.
+        l.heartbeat(2, A, false, 3_200);
+        l.nothing_listening(2, 3_100);
+        assert!(!l.any_expired(3_300) && !l.found_gone(2));
+        // Broker 1 is gone.
+        l.nothing_listening(1, 3_100);
+        assert!(l.found_gone(1) && l.any_expired(3_300));
+        assert!(l.suspects(3_300).is_empty(), "found gone: no more checks");
+        assert_eq!(l.expire(3_300), vec![1]);
+        assert!(l.is_fenced(1) && l.is_alive(2));
+        assert!(l.suspects(5_300).iter().all(|n| *n != 1), "fenced brokers are not checked");
+        l.nothing_listening(1, 5_400);
+        assert!(l.expire(5_500).is_empty(), "fenced once");
+        // Its next process registers as any restarted one.
+        assert_eq!(l.heartbeat(1, B, false, 6_000), HeartbeatOutcome::Registered);
+        assert_eq!(l.heartbeat(1, B, false, 6_001), HeartbeatOutcome::Unfenced);
+        assert!(!l.found_gone(1));
     }
 
     #[test]

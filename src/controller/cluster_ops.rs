@@ -58,7 +58,14 @@ pub fn decide(
         }
         ControllerOp::ExpireBrokers => {
             for node in liveness.expire(now_ms) {
-                tracing::warn!(node_id = node, "broker session expired; fencing it");
+                if liveness.found_gone(node) {
+                    tracing::warn!(
+                        node_id = node,
+                        "broker missed its heartbeat and nothing listens at its address; fencing it"
+                    );
+                } else {
+                    tracing::warn!(node_id = node, "broker session expired; fencing it");
+                }
                 out.fence(node, liveness);
             }
         }

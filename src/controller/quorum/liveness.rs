@@ -1,10 +1,13 @@
 //! Broker liveness on the quorum leader: heartbeats, session expiry and AlterPartition
 //! go through the same decide-and-commit path as every operation, decided by
 //! `cluster_ops` against the leader's [`BrokerLiveness`] (kept in memory only: a new
-//! leader starts it from the image and gives every broker a full session).
+//! leader starts it from the image and gives every broker a full session). The leader
+//! also checks brokers that missed a heartbeat for a live process (see
+//! [`BrokerLiveness::suspects`]).
 
-use std::sync::Weak;
-use std::time::Duration;
+use std::collections::HashMap;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 use uuid::Uuid;
 
@@ -20,6 +23,14 @@ use crate::controller::{cluster_ops, ControllerError};
 /// this long after its session ran out. (Kafka schedules the check for the next
 /// expiry; a look at the in-memory view costs as little.)
 const EXPIRE_CHECK_INTERVAL: Duration = Duration::from_millis(50);
+
+/// A check of a suspect broker gives up after this long: nothing listening is refused
+/// at once; a connection that neither opens nor is refused (a host that is down, a
+/// dropped route) is left to the session.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// A suspect broker is checked at most this often.
+const PROBE_INTERVAL: Duration = Duration::from_millis(500);
 
 pub(super) fn now_ms() -> i64 {
     std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as i64)
@@ -69,6 +80,37 @@ impl Core {
         guard.as_ref().is_none_or(|(t, view)| *t != term || view.any_expired(now_ms()))
     }
 
+    /// As the leader: brokers of this term's view to check for a live process.
+    fn suspects(&self) -> (u64, Vec<i32>) {
+        let term = self.raft.metrics().borrow().current_term;
+        let guard = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
+        let suspects = guard.as_ref().filter(|(t, _)| *t == term).map(|(_, v)| v.suspects(now_ms()));
+        (term, suspects.unwrap_or_default())
+    }
+
+    /// A check of `node` begun at `began_ms` in `term` found nothing listening.
+    fn nothing_listening(&self, term: u64, node: i32, began_ms: i64) {
+        let mut guard = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((_, view)) = guard.as_mut().filter(|(t, _)| *t == term) {
+            view.nothing_listening(node, began_ms);
+        }
+    }
+
+    /// Where broker `node`'s process listens, to check that it still runs: its controller
+    /// listener (every node of the quorum has one, voter or broker-only), else the client
+    /// listener it advertised.
+    fn probe_address(&self, node: i32) -> Option<String> {
+        let controller = self
+            .raft
+            .metrics()
+            .borrow()
+            .membership_config
+            .membership()
+            .get_node(&(node as NodeId))
+            .map(|n| n.addr.clone());
+        controller.or_else(|| self.published.image().brokers.get(&node).map(|b| format!("{}:{}", b.host, b.port)))
+    }
+
     /// A liveness decision was not committed: its view may be ahead of the image, so the
     /// next decision starts a fresh one (every broker gets a full session again).
     pub(super) fn forget_liveness(&self) {
@@ -76,18 +118,48 @@ impl Core {
     }
 }
 
-/// On every node of a cluster: while this node leads the quorum, fence brokers whose
-/// session expired.
+/// On every node of a cluster: while this node leads the quorum, check brokers that
+/// missed a heartbeat for a live process, and fence brokers whose session expired or
+/// whose process is gone.
 pub(super) async fn expire_loop(core: Weak<Core>) {
     let mut tick = tokio::time::interval(EXPIRE_CHECK_INTERVAL);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut checked: HashMap<i32, Instant> = HashMap::new();
     loop {
         tick.tick().await;
         let Some(c) = core.upgrade() else { return };
         let leads = c.raft.metrics().borrow().current_leader == Some(c.node_id as NodeId);
-        if leads && c.sessions_expired() {
+        if !leads {
+            continue;
+        }
+        let (term, suspects) = c.suspects();
+        for node in suspects {
+            if checked.get(&node).is_some_and(|at| at.elapsed() < PROBE_INTERVAL) {
+                continue;
+            }
+            let Some(addr) = c.probe_address(node) else { continue };
+            checked.insert(node, Instant::now());
+            tokio::spawn(check_listening(Arc::downgrade(&c), term, node, addr));
+        }
+        if c.sessions_expired() {
             if let Err(e) = c.submit(ControllerOp::ExpireBrokers).await {
                 tracing::debug!(error = %e, "broker session check");
+            }
+        }
+    }
+}
+
+/// Whether anything listens at broker `node`'s `addr`: a refused connection means its
+/// process is gone. A process that is alive but slow or paused still has its listening
+/// socket (the kernel completes the handshake), so it is never taken for gone.
+async fn check_listening(core: Weak<Core>, term: u64, node: i32, addr: String) {
+    let began = now_ms();
+    let connected = tokio::time::timeout(PROBE_TIMEOUT, tokio::net::TcpStream::connect(&addr)).await;
+    if let Ok(Err(e)) = connected {
+        if e.kind() == std::io::ErrorKind::ConnectionRefused {
+            if let Some(c) = core.upgrade() {
+                tracing::info!(node_id = node, %addr, "a broker missed its heartbeat and nothing listens at its address");
+                c.nothing_listening(term, node, began);
             }
         }
     }
