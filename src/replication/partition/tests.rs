@@ -58,18 +58,23 @@ fn a_pass_prepared_for_a_deleted_topic_never_touches_a_new_topic_at_the_same_pat
 }
 
 /// Broker 1 leads replicas [1, 2, 3] in `epoch`.
-fn lead(p: &Partition, epoch: i32) {
-    let pi = PartitionImage {
+/// Partition 0 on brokers 1–3 led by `leader` with `isr`, in leader and partition epoch
+/// `epoch`.
+fn pi(leader: i32, epoch: i32, isr: &[i32]) -> PartitionImage {
+    PartitionImage {
         partition: 0,
         replicas: vec![1, 2, 3],
-        isr: vec![1, 2, 3],
-        leader: 1,
+        isr: isr.to_vec(),
+        leader,
         leader_epoch: epoch,
         partition_epoch: epoch,
         adding_replicas: vec![],
         removing_replicas: vec![],
-    };
-    p.set_leadership(&pi, 30_000, 1_000);
+    }
+}
+
+fn lead(p: &Partition, epoch: i32) {
+    p.set_leadership(&pi(1, epoch, &[1, 2, 3]), 30_000, 1_000);
 }
 
 #[test]
@@ -173,16 +178,6 @@ fn the_leader_answers_a_follower_fetch_as_kafka_does() {
 fn a_new_leader_admits_a_follower_only_from_where_its_leadership_began() {
     let root = tempfile::tempdir().unwrap();
     let p = open(&root.path().join("t-0"));
-    let pi = |leader: i32, leader_epoch: i32, isr: &[i32]| PartitionImage {
-        partition: 0,
-        replicas: vec![1, 2, 3],
-        isr: isr.to_vec(),
-        leader,
-        leader_epoch,
-        partition_epoch: leader_epoch,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    };
     p.become_follower(&pi(2, 0, &[1, 2]));
     let fetched = p.follower_fetch_state().unwrap();
     let recs: Vec<String> = (0..10).map(|i| format!("v{i}")).collect();
@@ -214,17 +209,7 @@ fn refusing_a_dead_process_proposes_the_follower_process_that_replaced_it() {
 
     let root = tempfile::tempdir().unwrap();
     let p = open(&root.path().join("t-0"));
-    let pi = PartitionImage {
-        partition: 0,
-        replicas: vec![1, 2, 3],
-        isr: vec![1, 3],
-        leader: 1,
-        leader_epoch: 1,
-        partition_epoch: 1,
-        adding_replicas: vec![],
-        removing_replicas: vec![],
-    };
-    p.set_leadership(&pi, 30_000, 1_000);
+    p.set_leadership(&pi(1, 1, &[1, 3]), 30_000, 1_000);
     put(&p, "k", "v");
     p.follower_fetched(3, 1, 1_000);
     let fetch = |process: i64, now: i64| p.read_for_follower(2, process, 1, 1, None, 1 << 20, now).unwrap();
