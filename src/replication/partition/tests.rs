@@ -57,7 +57,6 @@ fn a_pass_prepared_for_a_deleted_topic_never_touches_a_new_topic_at_the_same_pat
     assert!(old.clean(1_000).unwrap().is_none());
 }
 
-/// Broker 1 leads replicas [1, 2, 3] in `epoch`.
 /// Partition 0 on brokers 1–3 led by `leader` with `isr`, in leader and partition epoch
 /// `epoch`.
 fn pi(leader: i32, epoch: i32, isr: &[i32]) -> PartitionImage {
@@ -73,6 +72,7 @@ fn pi(leader: i32, epoch: i32, isr: &[i32]) -> PartitionImage {
     }
 }
 
+/// Broker 1 leads replicas [1, 2, 3] in `epoch`.
 fn lead(p: &Partition, epoch: i32) {
     p.set_leadership(&pi(1, epoch, &[1, 2, 3]), 30_000, 1_000);
 }
