@@ -3,7 +3,7 @@
 //!
 //! Kafka's rules (`ReplicationControlManager`, `PartitionReassignmentReplicas`,
 //! `PartitionReassignmentRevert`):
-//! * starting moves the partition to `target ++ (original − target)`: the new replicas
+//! * starting moves the partition to `target ++ (replicas − target)`: the new replicas
 //!   join as `adding` (they fetch from the leader like any follower, outside the ISR), the
 //!   ones leaving stay as `removing` until the new ones caught up, and the leader stays;
 //! * it completes once every adding replica is in the ISR and the ISR keeps a target
@@ -12,8 +12,16 @@
 //!   So no acknowledged record depends on a replica that leaves before the others have
 //!   it. A broker that is no longer a replica deletes its copy;
 //! * cancelling (no target) goes back to the original replicas (`replicas − adding`, in
-//!   that order, as Kafka's revert does);
-//!   a new target while one runs starts from the original replicas too.
+//!   that order, as Kafka's revert does), and the ISR loses the adding ones;
+//! * a new target while one runs starts from the replicas the partition has now, the
+//!   running move's adding ones included (KRaft's `changePartitionReassignment`; the
+//!   ZooKeeper controller reverted first). Nothing leaves at once, so the leader and the
+//!   ISR stay valid: going back to the original replicas first could leave a leader that
+//!   was one of the adding replicas leading a partition it is no longer a replica of.
+//!
+//! Whatever the change, the leader ends up a live member of both the replicas and the
+//! ISR, or there is none (Kafka's `PartitionChangeBuilder` elects whenever the leader
+//! would leave the ISR).
 
 use std::collections::HashSet;
 
@@ -114,44 +122,43 @@ pub fn alter(
     alive: &dyn Fn(i32) -> bool,
 ) -> Result<Option<MetadataRecord>, ReassignmentError> {
     let pi = topic.partition(partition).ok_or(ReassignmentError::UnknownPartition)?;
-    let base = original(pi);
-    let mut next = Next::of(pi);
-    if pi.is_reassigning() {
-        // Back to the original replicas first (Kafka's revert); an ISR that would empty
-        // keeps its members (they hold what was acknowledged).
-        let isr: Vec<i32> = pi.isr.iter().copied().filter(|r| base.contains(r)).collect();
-        next = Next {
-            isr: if isr.is_empty() { pi.isr.clone() } else { isr },
-            replicas: base.clone(),
-            leader: pi.leader,
-            adding: vec![],
-            removing: vec![],
-        };
-    }
     let Some(target) = target else {
         if !pi.is_reassigning() {
             return Err(ReassignmentError::NoReassignmentInProgress);
         }
-        if !next.isr.iter().all(|r| base.contains(r)) {
+        // Back to the original replicas (Kafka's revert). An ISR of adding replicas only
+        // would need an unclean election: refused, as Kafka does unless the topic allows
+        // unclean election.
+        let base = original(pi);
+        let isr: Vec<i32> = pi.isr.iter().copied().filter(|r| base.contains(r)).collect();
+        if isr.is_empty() {
             return Err(ReassignmentError::InvalidAssignment(format!(
                 "cannot cancel the reassignment of partition {partition}: no original replica is in sync"
             )));
         }
+        let mut next = Next { isr, replicas: base, leader: pi.leader, adding: vec![], removing: vec![] };
         next.keep_or_elect_leader(alive);
         return Ok(next.record(topic.topic_id, pi));
     };
     validate(target, registered)?;
-    if !allow_replication_factor_change && target.len() != base.len() {
+    // The replica count the partition is heading for (Kafka compares with
+    // `replicas + adding − removing`).
+    let heading_for = minus(&pi.replicas, &pi.removing_replicas).len();
+    if !allow_replication_factor_change && target.len() != heading_for {
         return Err(ReassignmentError::ReplicationFactorChange);
     }
-    if target != base.as_slice() {
-        let mut replicas = target.to_vec();
-        replicas.extend(minus(&base, target));
-        next.adding = minus(target, &base);
-        next.removing = minus(&base, target);
-        next.replicas = replicas;
-        next.try_complete(alive);
-    }
+    let current = &pi.replicas;
+    let mut replicas = target.to_vec();
+    replicas.extend(minus(current, target));
+    let mut next = Next {
+        replicas,
+        isr: pi.isr.clone(),
+        leader: pi.leader,
+        adding: minus(target, current),
+        removing: minus(current, target),
+    };
+    next.try_complete(alive);
+    next.keep_or_elect_leader(alive);
     Ok(next.record(topic.topic_id, pi))
 }
 
@@ -271,15 +278,38 @@ mod tests {
     }
 
     #[test]
-    fn cancel_reverts_and_a_new_target_starts_from_the_original_replicas() {
+    fn cancel_reverts_and_a_new_target_starts_from_the_current_replicas() {
         let moving = topic(&[2, 3, 1], &[1, 2], 1, &[3], &[1]);
         // The original replicas in their merged order, as Kafka's revert keeps them.
         let cancel = alter(&moving, 0, None, true, ANY, ANY).unwrap().unwrap();
         assert_eq!(state(&cancel), (vec![2, 1], vec![1, 2], 1, 3, vec![], vec![]));
+        // KRaft's rule: 3, still being added, stays a replica until the new move is done.
         let other = alter(&moving, 0, Some(&[1, 4]), true, ANY, ANY).unwrap().unwrap();
-        assert_eq!(state(&other), (vec![1, 4, 2], vec![1, 2], 1, 3, vec![4], vec![2]));
+        assert_eq!(state(&other), (vec![1, 4, 2, 3], vec![1, 2], 1, 3, vec![4], vec![2, 3]));
         let idle = topic(&[1, 2], &[1, 2], 1, &[], &[]);
         assert_eq!(alter(&idle, 0, None, true, ANY, ANY), Err(ReassignmentError::NoReassignmentInProgress));
+        let only_adding_in_sync = topic(&[2, 3, 1], &[3], 3, &[3], &[1]);
+        assert!(matches!(
+            alter(&only_adding_in_sync, 0, None, true, ANY, ANY),
+            Err(ReassignmentError::InvalidAssignment(_))
+        ));
+    }
+
+    /// The case the replication simulation found: an adding replica that became leader
+    /// (it was in the ISR when the old leader died), then a new target without it. The
+    /// ZooKeeper-style revert-then-apply left it leading a partition it was no longer a
+    /// replica of (it deleted its copy), with an ISR that did not name it.
+    #[test]
+    fn a_new_target_never_leaves_a_leader_outside_the_replicas_or_the_isr() {
+        let moving = topic(&[4, 2, 3, 1], &[3, 1], 3, &[4, 3], &[1]);
+        let r = alter(&moving, 0, Some(&[4, 1, 2]), true, ANY, ANY).unwrap().unwrap();
+        let (replicas, isr, leader, epoch, adding, removing) = state(&r);
+        assert!(replicas.contains(&leader) && isr.contains(&leader), "{replicas:?} {isr:?} leader {leader}");
+        assert!(isr.iter().all(|m| replicas.contains(m)), "{replicas:?} {isr:?}");
+        assert_eq!((replicas, isr, leader, epoch, adding, removing), (vec![4, 1, 2], vec![1], 1, 4, vec![], vec![]));
+        // Cancelling instead also moves leadership to an original replica in sync.
+        let cancel = alter(&moving, 0, None, true, ANY, ANY).unwrap().unwrap();
+        assert_eq!(state(&cancel), (vec![2, 1], vec![1], 1, 4, vec![], vec![]));
     }
 
     #[test]
