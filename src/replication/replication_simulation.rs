@@ -1,5 +1,5 @@
-//! A randomised, deterministic simulation of one partition's replication on three
-//! brokers, checking the promise that an acknowledged record is never lost: every record
+//! A randomised, deterministic simulation of one partition's replication on three of
+//! four brokers, checking the promise that an acknowledged record is never lost: every record
 //! a leader ever had below its high watermark (what acks=all answers and consumers read)
 //! stays at its offset on every member of the ISR the controller has committed, and no
 //! offset is ever committed with two different records.
@@ -25,7 +25,14 @@
 //! `want_shut_down` from then on: leadership moves off it and it leaves the ISR, as on
 //! SIGTERM), goes on following, and stops later with its log and high watermark flushed.
 //!
-//! Not modelled: reassignment, unclean election, the controller's own failover.
+//! An operator now and then reassigns the partition to other brokers (sometimes changing
+//! its replica count) or cancels the reassignment in progress: the new replicas fetch
+//! from the leader outside the ISR, the controller completes the move once they are in
+//! it, and a broker that is no longer a replica deletes its copy (a broker that was down
+//! when it lost its replica keeps its files until it is made a replica again, as the
+//! replica manager only deletes partitions it has open).
+//!
+//! Not modelled: unclean election, the controller's own failover.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -48,7 +55,9 @@ use crate::storage::test_util::{build_records_batch, TestRecord};
 use crate::storage::FileCache;
 
 const TOPIC_ID: Uuid = Uuid::from_u128(0x5151);
-const BROKERS: [i32; 3] = [1, 2, 3];
+const BROKERS: [i32; 4] = [1, 2, 3, 4];
+/// The partition's replicas before any reassignment.
+const REPLICAS: [i32; 3] = [1, 2, 3];
 const LAG_MS: i64 = 40;
 const SESSION_MS: i64 = 60;
 
@@ -72,8 +81,9 @@ struct Broker {
     partition: Partition,
     alive: bool,
     incarnation: Uuid,
-    /// Whether this process has applied any metadata yet (before that its partition is
-    /// a provisional leader of no one and proves nothing).
+    /// Whether this process has applied any metadata naming it a replica yet (before
+    /// that its partition is a provisional leader of no one and proves nothing). False
+    /// again once its replica is reassigned away.
     has_role: bool,
     /// Whether its first heartbeat got through: a process applies metadata only after
     /// (as the server registers before it subscribes the replica manager).
@@ -160,8 +170,8 @@ impl Sim {
         image.apply(&MetadataRecord::Partition {
             topic_id: TOPIC_ID,
             partition: 0,
-            replicas: BROKERS.to_vec(),
-            isr: BROKERS.to_vec(),
+            replicas: REPLICAS.to_vec(),
+            isr: REPLICAS.to_vec(),
             leader: 1,
             leader_epoch: 0,
             partition_epoch: 0,
@@ -244,13 +254,27 @@ impl Sim {
         }
     }
 
-    /// Broker `b` applies the controller's latest metadata, as the replica manager does.
+    /// Broker `b` applies the controller's latest metadata, as the replica manager does:
+    /// a replica that was reassigned away is deleted (its files gone; the empty partition
+    /// left in its place plays no role until it is made a replica again).
     fn apply_metadata(&mut self, b: i32) {
         let pi = self.pi();
-        let broker = self.brokers.get_mut(&b).unwrap();
-        if !broker.registered {
+        if !self.brokers[&b].registered {
             return;
         }
+        if !pi.replicas.contains(&b) {
+            if self.brokers[&b].has_role {
+                let dir = self.brokers[&b].partition.dir();
+                self.brokers[&b].partition.mark_deleted();
+                std::fs::remove_dir_all(dir).unwrap();
+                let fresh = self.open(b);
+                let broker = self.brokers.get_mut(&b).unwrap();
+                broker.partition = fresh;
+                broker.has_role = false;
+            }
+            return;
+        }
+        let broker = self.brokers.get_mut(&b).unwrap();
         if pi.leader == b {
             broker.partition.set_leadership(&pi, LAG_MS, self.now);
         } else {
@@ -376,6 +400,20 @@ impl Sim {
         }
     }
 
+    /// An operator moves the partition to a random set of brokers (now and then of
+    /// another size), or cancels the move in progress. Refused targets change nothing.
+    fn reassign(&mut self) {
+        let target = if self.pi().is_reassigning() && self.rng.chance(30) {
+            None
+        } else {
+            let size = if self.rng.chance(20) { 2 + self.rng.below(3) } else { REPLICAS.len() };
+            let mut pool = BROKERS.to_vec();
+            Some((0..size).map(|_| pool.swap_remove(self.rng.below(pool.len()))).collect())
+        };
+        let partitions = vec![("t".to_string(), 0, target)];
+        let _ = self.control(ControllerOp::AlterReassignments { partitions, allow_replication_factor_change: true });
+    }
+
     /// Broker `b` crashes; half the time just after writing its high-watermark
     /// checkpoint, sometimes with a fetch still on its way, sometimes losing power. One
     /// in controlled shutdown stops cleanly instead: checkpointed, flushed.
@@ -430,8 +468,14 @@ impl Sim {
                 }
             }
             20..=47 => {
-                if let Some(b) = any {
-                    self.fetch(b);
+                // One of the followers: a broker that is no replica fetches nothing.
+                let following: Vec<i32> = alive
+                    .iter()
+                    .copied()
+                    .filter(|b| self.brokers[b].partition.follower_fetch_state().is_some())
+                    .collect();
+                if let Some(f) = self.pick(&following) {
+                    self.fetch(f);
                 }
             }
             48..=49 => self.deliver_stale_fetch(),
@@ -455,9 +499,10 @@ impl Sim {
                     }
                 }
             }
-            91..=93 => {
+            91..=92 => {
                 let _ = self.control(ControllerOp::ExpireBrokers);
             }
+            93 => self.reassign(),
             94..=96 => {
                 // Crash one, keeping at least one process up; or a controlled shutdown
                 // (SIGTERM) begins, and the next time it ends in a clean stop.
@@ -494,7 +539,7 @@ impl Sim {
                 let role = if !b.alive {
                     "dead"
                 } else if !b.has_role {
-                    "new"
+                    "idle"
                 } else if p.is_leader() {
                     "L"
                 } else {
@@ -512,11 +557,14 @@ impl Sim {
             .collect();
         let pi = self.pi();
         format!(
-            "{} | ctl leader {} e{} pe{} isr {:?}",
+            "{} | ctl leader {} e{} pe{} replicas {:?} (+{:?} -{:?}) isr {:?}",
             brokers.join(", "),
             pi.leader,
             pi.leader_epoch,
             pi.partition_epoch,
+            pi.replicas,
+            pi.adding_replicas,
+            pi.removing_replicas,
             pi.isr
         )
     }
@@ -597,16 +645,21 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
 
 /// Events: 0-19 produce, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply
 /// metadata, 60-69 the controller takes a proposal, 70-74 an answer reaches its leader,
-/// 75-86 heartbeat, 87-90 lag check, 91-93 expire sessions, 94-96 crash (half the time;
-/// now and then a controlled shutdown begins instead, and the next one stops it cleanly),
-/// 97-99 restart.
-fn run(seeds: std::ops::Range<u64>, steps: usize, min_isr: &str) -> (usize, BTreeSet<i32>) {
+/// 75-86 heartbeat, 87-90 lag check, 91-92 expire sessions, 93 reassign, 94-96 crash
+/// (half the time; now and then a controlled shutdown begins instead, and the next one
+/// stops it cleanly), 97-99 restart.
+///
+/// Returns the records committed, the leaders seen, and the moves completed (times the
+/// replicas changed with no reassignment left running).
+fn run(seeds: std::ops::Range<u64>, steps: usize, min_isr: &str) -> (usize, BTreeSet<i32>, usize) {
     let trace = seeds.end - seeds.start == 1;
     let mut committed = 0;
     let mut leaders = BTreeSet::new();
+    let mut moves = 0;
     for seed in seeds {
         let mut sim = Sim::new(seed, min_isr);
         for step in 0..steps {
+            let replicas_before = sim.pi().replicas;
             let (event, broker) = sim.step();
             if trace {
                 eprintln!("{step}: event {event} broker {broker:?} -> {}", sim.describe());
@@ -614,14 +667,16 @@ fn run(seeds: std::ops::Range<u64>, steps: usize, min_isr: &str) -> (usize, BTre
             if let Err(e) = sim.check(seed, step) {
                 panic!("{e}");
             }
-            leaders.insert(sim.pi().leader);
+            let pi = sim.pi();
+            leaders.insert(pi.leader);
+            moves += usize::from(pi.replicas != replicas_before && !pi.is_reassigning());
         }
         committed += sim.committed.len();
     }
-    (committed, leaders)
+    (committed, leaders, moves)
 }
 
-/// 80 seeds of 800 steps for each `min.insync.replicas` (a few seconds); more with
+/// 80 seeds of 1,200 steps for each `min.insync.replicas` (a few seconds); more with
 /// `RUNNEL_REPLICATION_SIM_SEEDS=N` for a long run by hand.
 #[test]
 fn committed_records_stay_on_every_isr_member_through_crashes_and_reordered_messages() {
@@ -631,13 +686,17 @@ fn committed_records_stay_on_every_isr_member_through_crashes_and_reordered_mess
         None => 0..var("RUNNEL_REPLICATION_SIM_SEEDS").unwrap_or(80),
     };
     for min_isr in ["1", "2"] {
-        let (committed, leaders) = run(seeds.clone(), 800, min_isr);
-        // The runs must have done something: records committed, leadership moved.
-        eprintln!("min.insync.replicas={min_isr}: {committed} records committed, leaders {leaders:?}");
+        let (committed, leaders, moves) = run(seeds.clone(), 1200, min_isr);
+        // The runs must have done something: records committed, leadership and replicas
+        // moved.
+        eprintln!(
+            "min.insync.replicas={min_isr}: {committed} records committed, leaders {leaders:?}, {moves} moves completed"
+        );
         if seeds.end - seeds.start < 80 {
             continue;
         }
         assert!(committed > 1_000, "min.insync.replicas={min_isr}: only {committed} records committed");
         assert!(leaders.len() >= 3, "min.insync.replicas={min_isr}: leaders seen {leaders:?}");
+        assert!(moves >= 20, "min.insync.replicas={min_isr}: only {moves} moves completed");
     }
 }
