@@ -12,6 +12,10 @@
 //! * A controller that just became leader has heard from nobody yet: every broker gets a
 //!   full session timeout from that moment before it can be fenced (Kafka does the same
 //!   on controller failover), so a controller election never fences healthy brokers.
+//!   The image names each broker's last registered process (its incarnation id): a first
+//!   heartbeat from another process registers it, fenced, as under the old leader. (A
+//!   broker that lost power while the controller leadership moved would otherwise keep
+//!   its ISR places with a log missing its unflushed tail.)
 //! * A broker that missed a heartbeat ([`SUSPECT_AFTER_MS`] without one) is a suspect:
 //!   the leader checks whether anything still listens at its address. A refused
 //!   connection means its process is gone (a crash, a kill, an out-of-memory kill): it is
@@ -53,6 +57,9 @@ struct Broker {
     /// The process's incarnation id; `None` after a controller failover, until the
     /// broker's next heartbeat names it.
     incarnation: Option<Uuid>,
+    /// After a controller failover, the process the image names (the last one
+    /// registered): a first heartbeat from another is a restart.
+    registered: Option<Uuid>,
     last_heartbeat_ms: i64,
     fenced: bool,
     shutting_down: bool,
@@ -69,6 +76,7 @@ impl Broker {
     fn new(incarnation: Option<Uuid>, now_ms: i64, fenced: bool) -> Broker {
         Broker {
             incarnation,
+            registered: None,
             last_heartbeat_ms: now_ms,
             fenced,
             shutting_down: false,
@@ -115,14 +123,17 @@ impl BrokerLiveness {
     }
 
     /// [`became_leader`](Self::became_leader) with what `image` says of every broker:
-    /// fenced, and in controlled shutdown (what the old leader decided; a broker's next
-    /// heartbeat may say otherwise).
+    /// fenced, in controlled shutdown (what the old leader decided; a broker's next
+    /// heartbeat may say otherwise), and its registered process.
     pub fn became_leader_of(&mut self, image: &MetadataImage, now_ms: i64) {
         self.became_leader(image.brokers.values().map(|b| (b.node_id, b.fenced)), now_ms);
         for node in &image.controlled_shutdown {
             if let Some(b) = self.brokers.get_mut(node) {
                 b.shutting_down = true;
             }
+        }
+        for (node, b) in self.brokers.iter_mut() {
+            b.registered = image.brokers.get(node).and_then(|i| i.incarnation);
         }
     }
 
@@ -135,6 +146,11 @@ impl BrokerLiveness {
         b.last_heartbeat_ms = now_ms;
         b.gone_since = None;
         match b.incarnation {
+            None if b.registered.is_some_and(|r| r != incarnation) => {
+                // It restarted while the controller leadership moved.
+                *b = fresh;
+                return HeartbeatOutcome::Registered;
+            }
             None => {
                 // The first word from this broker under this leader: if the image said it
                 // was shutting down and it no longer says so, it is not.
@@ -339,5 +355,32 @@ mod tests {
         assert!(l.expire(59_001).is_empty());
         assert_eq!(l.expire(59_002), vec![1]);
         assert_eq!(l.heartbeat(2, B, false, 59_003), HeartbeatOutcome::Unfenced);
+    }
+
+    /// A new controller leader knows each broker's registered process from the image:
+    /// that process is adopted as before, another one is a restart (fenced). A broker
+    /// the image names no process for (records from before they did) is adopted.
+    #[test]
+    fn a_new_controller_leader_fences_a_process_the_image_does_not_name() {
+        let mut img = MetadataImage::default();
+        for (node_id, incarnation) in [(1, Some(A)), (2, Some(A)), (3, None)] {
+            img.apply(&crate::controller::records::MetadataRecord::RegisterBroker {
+                node_id,
+                host: "h".into(),
+                port: 1,
+                rack: None,
+                inter_broker: None,
+                incarnation,
+            });
+        }
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader_of(&img, 0);
+        assert_eq!(l.heartbeat(1, A, false, 1), HeartbeatOutcome::Unchanged);
+        assert!(l.may_join_isr(1));
+        assert_eq!(l.heartbeat(2, B, false, 1), HeartbeatOutcome::Registered, "2 restarted meanwhile");
+        assert!(l.is_fenced(2) && l.is_stale(2, A));
+        assert_eq!(l.heartbeat(2, B, false, 2), HeartbeatOutcome::Unfenced);
+        assert_eq!(l.heartbeat(3, B, false, 1), HeartbeatOutcome::Unchanged);
+        assert!(l.may_join_isr(3));
     }
 }

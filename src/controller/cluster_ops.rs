@@ -3,6 +3,8 @@
 //! and AlterPartition. Pure: the image, the leader's [`BrokerLiveness`] and `now` in;
 //! records out (Kafka's `ReplicationControlManager` and `ClusterControlManager`).
 
+use uuid::Uuid;
+
 use super::broker_liveness::{BrokerLiveness, HeartbeatOutcome};
 use super::image::MetadataImage;
 use super::operations::ControllerOp;
@@ -27,7 +29,9 @@ pub fn decide(
             if !image.brokers.contains_key(node_id) {
                 return Err(ControllerError::Refused(format!("broker {node_id} is not registered")));
             }
-            match liveness.heartbeat(*node_id, *incarnation, *want_shut_down, now_ms) {
+            let outcome = liveness.heartbeat(*node_id, *incarnation, *want_shut_down, now_ms);
+            out.register_process(*node_id, *incarnation);
+            match outcome {
                 HeartbeatOutcome::Registered => out.fence(*node_id, liveness),
                 HeartbeatOutcome::Unfenced => {
                     out.set_fenced(*node_id, false);
@@ -196,6 +200,22 @@ impl Changes {
         self.push(records);
     }
 
+    /// The image names `incarnation` as `node_id`'s process from now on, if it named
+    /// another or none (a new process, or one a new controller leader adopted), so the
+    /// next controller leader knows which process the ISRs were decided with.
+    fn register_process(&mut self, node_id: i32, incarnation: Uuid) {
+        let Some(b) = self.image.brokers.get(&node_id).filter(|b| b.incarnation != Some(incarnation)) else { return };
+        let record = MetadataRecord::RegisterBroker {
+            node_id,
+            host: b.host.clone(),
+            port: b.port,
+            rack: b.rack.clone(),
+            inter_broker: b.inter_broker.clone(),
+            incarnation: Some(incarnation),
+        };
+        self.push(vec![record]);
+    }
+
     fn elect_leaderless(&mut self, liveness: &BrokerLiveness) {
         let records = elect_leaderless(&self.image, &alive(liveness));
         self.push(records);
@@ -221,7 +241,15 @@ mod tests {
         for id in 1..=3 {
             img.brokers.insert(
                 id,
-                BrokerImage { node_id: id, host: "h".into(), port: 1, rack: None, fenced: false, inter_broker: None },
+                BrokerImage {
+                    node_id: id,
+                    host: "h".into(),
+                    port: 1,
+                    rack: None,
+                    fenced: false,
+                    inter_broker: None,
+                    incarnation: None,
+                },
             );
         }
         let p = |i: i32, replicas: Vec<i32>| PartitionImage {
@@ -508,6 +536,32 @@ mod tests {
         assert!(!img.in_controlled_shutdown(3) && img.brokers[&3].fenced);
         run(&mut img, &restarted, &mut l, 10_005);
         assert_eq!(leaders(&img), vec![(3, vec![3]), (3, vec![3])]);
+    }
+
+    /// Every process a leader hears from is named in the image; a broker whose process
+    /// changed while the controller leadership moved (it lost power: its log may lack
+    /// what it had acknowledged as a follower) is fenced and leaves the ISRs, as under
+    /// the old leader, instead of being taken for the process the ISRs were decided with.
+    #[test]
+    fn a_broker_restarted_during_a_controller_failover_is_fenced_and_leaves_the_isr() {
+        let mut img = image();
+        // Admitted by a leader that adopted them (as after a failover): recorded anyway.
+        let mut l = leader_that_heard_from_all(&mut img);
+        assert!((1..=3).all(|n| img.brokers[&n].incarnation == Some(INC)));
+        assert_eq!(run(&mut img, &heartbeat(1, false), &mut l, 2), vec![], "recorded once");
+        // A snapshot keeps it.
+        let back = MetadataImage::from_records(&img.to_records(), img.offset);
+        assert_eq!(back.brokers[&2].incarnation, Some(INC));
+
+        let mut l = BrokerLiveness::new(9_000);
+        l.became_leader_of(&back, 10_000);
+        assert!(run(&mut img, &heartbeat(1, false), &mut l, 10_001).is_empty(), "the same process");
+        let restarted = Uuid::from_u128(6);
+        let hb = ControllerOp::BrokerHeartbeat { node_id: 2, incarnation: restarted, want_shut_down: false };
+        let records = run(&mut img, &hb, &mut l, 10_002);
+        assert!(records.contains(&MetadataRecord::BrokerFenced { node_id: 2, fenced: true }), "{records:?}");
+        assert_eq!(img.brokers[&2].incarnation, Some(restarted));
+        assert_eq!(leaders(&img), vec![(1, vec![1, 3]), (3, vec![3, 1])]);
     }
 
     /// The image says broker 2 is in controlled shutdown, but under the new controller

@@ -18,6 +18,9 @@ pub struct BrokerImage {
     pub fenced: bool,
     /// The inter-broker listener's advertised address, if the broker has one.
     pub inter_broker: Option<Endpoint>,
+    /// The broker process the controller last registered (its incarnation id), if any
+    /// record named one.
+    pub incarnation: Option<Uuid>,
 }
 
 /// Which of a broker's listeners a connection came in on, or an address is wanted for
@@ -153,15 +156,16 @@ impl MetadataImage {
         self.offset += 1;
         match record {
             MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id.clone(),
-            MetadataRecord::RegisterBroker { node_id, host, port, rack, inter_broker } => {
-                let fenced = self.brokers.get(node_id).is_some_and(|b| b.fenced);
+            MetadataRecord::RegisterBroker { node_id, host, port, rack, inter_broker, incarnation } => {
+                let known = self.brokers.get(node_id);
                 let broker = BrokerImage {
                     node_id: *node_id,
                     host: host.clone(),
                     port: *port,
                     rack: rack.clone(),
-                    fenced,
+                    fenced: known.is_some_and(|b| b.fenced),
                     inter_broker: inter_broker.clone(),
+                    incarnation: incarnation.or(known.and_then(|b| b.incarnation)),
                 };
                 self.brokers.insert(*node_id, broker);
             }
@@ -273,6 +277,7 @@ impl MetadataImage {
                 port: b.port,
                 rack: b.rack.clone(),
                 inter_broker: b.inter_broker.clone(),
+                incarnation: b.incarnation,
             });
             if b.fenced {
                 out.push(MetadataRecord::BrokerFenced { node_id: b.node_id, fenced: true });
@@ -378,9 +383,18 @@ mod tests {
             port: 1,
             rack: Some("r".into()),
             inter_broker: None,
+            incarnation: None,
         });
         let inter_broker = Some(Endpoint { host: "runnel-3".into(), port: 9094 });
-        img.apply(&MetadataRecord::RegisterBroker { node_id: 3, host: "h".into(), port: 2, rack: None, inter_broker });
+        let incarnation = Some(Uuid::from_u128(3));
+        img.apply(&MetadataRecord::RegisterBroker {
+            node_id: 3,
+            host: "h".into(),
+            port: 2,
+            rack: None,
+            inter_broker,
+            incarnation,
+        });
         img.apply(&MetadataRecord::Topic { name: "a".into(), topic_id: id });
         img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });
         img.apply(&MetadataRecord::Partition {
@@ -419,6 +433,7 @@ mod tests {
                 port: 1,
                 rack: None,
                 inter_broker: None,
+                incarnation: None,
             });
             img.apply(&MetadataRecord::BrokerControlledShutdown { node_id });
         }
@@ -437,6 +452,7 @@ mod tests {
             rack: None,
             fenced: false,
             inter_broker: None,
+            incarnation: None,
         };
         assert_eq!(b.endpoint(Listener::Client), ("localhost", 32768));
         assert_eq!(b.endpoint(Listener::InterBroker), ("localhost", 32768));

@@ -217,6 +217,7 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
                     port: *port,
                     rack: rack.clone(),
                     inter_broker: inter_broker.clone(),
+                    incarnation: None,
                 });
                 if *fenced && current.is_none() {
                     records.push(MetadataRecord::BrokerFenced { node_id: *node_id, fenced: true });

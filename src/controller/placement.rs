@@ -76,6 +76,7 @@ mod tests {
             rack: rack.map(str::to_owned),
             fenced: false,
             inter_broker: None,
+            incarnation: None,
         }
     }
 

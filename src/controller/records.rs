@@ -34,6 +34,13 @@ pub enum MetadataRecord {
         /// records keep their old bytes.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         inter_broker: Option<Endpoint>,
+        /// The broker process registered (the incarnation id its heartbeats name; Kafka's
+        /// broker registration carries it too), so that a controller that becomes leader
+        /// later knows which process the ISRs were decided with. Absent when the record
+        /// only changes the address (the process stays what it was), and from records
+        /// written before it existed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        incarnation: Option<Uuid>,
     },
     Topic {
         name: String,
@@ -101,14 +108,21 @@ pub enum MetadataRecord {
 mod tests {
     use super::*;
 
-    /// Data dirs written before the inter-broker listener existed hold registrations
-    /// without it; a registration without one is written as before.
+    /// Data dirs written before the inter-broker listener and the registered process
+    /// existed hold registrations without them; a registration without them is written
+    /// as before.
     #[test]
     fn a_registration_without_an_inter_broker_listener_keeps_its_old_form() {
         let old = r#"{"type":"RegisterBroker","node_id":1,"host":"h","port":9092,"rack":null}"#;
         let record: MetadataRecord = serde_json::from_str(old).unwrap();
-        let expected =
-            MetadataRecord::RegisterBroker { node_id: 1, host: "h".into(), port: 9092, rack: None, inter_broker: None };
+        let expected = MetadataRecord::RegisterBroker {
+            node_id: 1,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+            inter_broker: None,
+            incarnation: None,
+        };
         assert_eq!(record, expected);
         assert_eq!(serde_json::to_string(&record).unwrap(), old);
         let with = MetadataRecord::RegisterBroker {
@@ -117,6 +131,7 @@ mod tests {
             port: 9092,
             rack: None,
             inter_broker: Some(Endpoint { host: "runnel-1".into(), port: 9094 }),
+            incarnation: Some(Uuid::from_u128(7)),
         };
         let json = serde_json::to_string(&with).unwrap();
         assert!(json.contains(r#""inter_broker":{"host":"runnel-1","port":9094}"#), "{json}");

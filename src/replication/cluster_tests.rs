@@ -97,6 +97,7 @@ fn image(replicas: &[i32], leader: i32, epoch: i32) -> MetadataImage {
             port: 9000 + *node_id as u16,
             rack: None,
             inter_broker: None,
+            incarnation: None,
         });
     }
     image.apply(&MetadataRecord::Topic { name: TOPIC.into(), topic_id: TOPIC_ID });

@@ -164,6 +164,7 @@ impl Sim {
                 port: 1,
                 rack: None,
                 inter_broker: None,
+                incarnation: None,
             });
         }
         image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id: TOPIC_ID });

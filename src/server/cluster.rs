@@ -379,7 +379,15 @@ mod tests {
             let fenced = fenced.contains(&id);
             img.brokers.insert(
                 id,
-                BrokerImage { node_id: id, host: "h".into(), port: 1, rack: None, fenced, inter_broker: None },
+                BrokerImage {
+                    node_id: id,
+                    host: "h".into(),
+                    port: 1,
+                    rack: None,
+                    fenced,
+                    inter_broker: None,
+                    incarnation: None,
+                },
             );
         }
         let partitions = isrs

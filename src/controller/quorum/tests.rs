@@ -123,6 +123,7 @@ fn a_pre_raft_metadata_log_is_the_base_of_the_quorum() {
                 port: 9092,
                 rack: None,
                 inter_broker: None,
+                incarnation: None,
             },
         ])
         .unwrap();

@@ -152,7 +152,15 @@ mod tests {
         let mut img = MetadataImage::default();
         img.brokers.insert(
             1,
-            BrokerImage { node_id: 1, host: "h".into(), port: 9092, rack: None, fenced: false, inter_broker: None },
+            BrokerImage {
+                node_id: 1,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+                fenced: false,
+                inter_broker: None,
+                incarnation: None,
+            },
         );
         for (i, (name, n)) in topics.iter().enumerate() {
             let id = Uuid::from_u128(i as u128 + 1);

@@ -41,6 +41,7 @@ async fn setup(isr: &[i32]) -> Setup {
         port: 1,
         rack: None,
         inter_broker: None,
+        incarnation: None,
     });
     image.apply(&MetadataRecord::Partition {
         topic_id: topic.topic_id,
