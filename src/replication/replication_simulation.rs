@@ -32,7 +32,11 @@
 //! when it lost its replica keeps its files until it is made a replica again, as the
 //! replica manager only deletes partitions it has open).
 //!
-//! Not modelled: unclean election, the controller's own failover.
+//! The controller's leadership moves now and then: the new leader starts from the
+//! committed image, with no broker heard from yet (the Raft election itself is not
+//! modelled, and no committed decision is lost).
+//!
+//! Not modelled: unclean election.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -501,7 +505,13 @@ impl Sim {
                 }
             }
             91..=92 => {
-                let _ = self.control(ControllerOp::ExpireBrokers);
+                if event == 92 && self.rng.chance(30) {
+                    // Another controller takes over the quorum's leadership: it knows the
+                    // committed image, not the brokers' processes or sessions.
+                    self.liveness.became_leader_of(&self.image, self.now);
+                } else {
+                    let _ = self.control(ControllerOp::ExpireBrokers);
+                }
             }
             93 => self.reassign(),
             94..=96 => {
@@ -646,7 +656,8 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
 
 /// Events: 0-19 produce, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply
 /// metadata, 60-69 the controller takes a proposal, 70-74 an answer reaches its leader,
-/// 75-86 heartbeat, 87-90 lag check, 91-92 expire sessions, 93 reassign, 94-96 crash
+/// 75-86 heartbeat, 87-90 lag check, 91-92 expire sessions (a third of 92: the
+/// controller's leadership moves instead), 93 reassign, 94-96 crash
 /// (half the time; now and then a controlled shutdown begins instead, and the next one
 /// stops it cleanly), 97-99 restart.
 ///
