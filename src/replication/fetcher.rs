@@ -31,7 +31,7 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::leader_endpoint::LeaderEndpoint;
-use super::partition::{FollowerFetchState, Partition, PartitionError};
+use super::partition::{FetchApplied, FollowerFetchState, Partition, PartitionError};
 use super::replica_fetch::{
     FetchedData, FetchedPartition, PartitionFetch, ReplicaFetchError, ReplicaFetchRequest, REPLICA_FETCH_BACKOFF_MS,
     REPLICA_FETCH_MAX_BYTES, REPLICA_FETCH_MIN_BYTES, REPLICA_FETCH_RESPONSE_MAX_BYTES, REPLICA_FETCH_WAIT_MAX_MS,
@@ -273,38 +273,24 @@ impl Fetcher {
         state: &FollowerFetchState,
         result: Result<FetchedData, ReplicaFetchError>,
     ) -> Result<(), PartitionError> {
-        let data = match result {
-            Ok(data) => data,
-            Err(ReplicaFetchError::OffsetOutOfRange { log_start_offset })
-                if log_start_offset > state.log_end_offset =>
-            {
-                tracing::warn!(
-                    topic = %p.topic, partition = p.index, leader = self.leader, log_end_offset = state.log_end_offset,
-                    leader_log_start_offset = log_start_offset, "the leader's log starts past ours; starting over there"
-                );
-                return p.truncate_fully_as_follower(state, log_start_offset);
-            }
-            Err(e) => return Err(PartitionError::Replica(e)),
-        };
-        if let Some((epoch, end_offset)) = data.diverging_epoch {
-            let to = p.truncate_diverging_tail(state, epoch, end_offset)?;
-            tracing::info!(
+        match p.apply_fetched(state, result.as_ref(), self.manager.now_ms())? {
+            FetchApplied::StartedOver { log_start_offset } => tracing::warn!(
+                topic = %p.topic, partition = p.index, leader = self.leader, log_end_offset = state.log_end_offset,
+                leader_log_start_offset = log_start_offset, "the leader's log starts past ours; starting over there"
+            ),
+            FetchApplied::Truncated { epoch, end_offset, to } => tracing::info!(
                 topic = %p.topic, partition = p.index, leader = self.leader, leader_epoch = epoch, leader_end_offset = end_offset,
                 truncated_to = to, "follower log diverged from the leader's; truncated"
-            );
-            return Ok(());
-        }
-        let mut now_at = *state;
-        if !data.records.is_empty() {
-            now_at.log_end_offset = p.append_as_follower(state, &data.records, self.manager.now_ms())?;
-            if p.follower_throttled(self.manager.node_id()) {
-                self.manager.quotas().follower.record(data.records.len() as u64, Instant::now());
+            ),
+            FetchApplied::Appended { bytes, high_watermark_moved } => {
+                if bytes > 0 && p.follower_throttled(self.manager.node_id()) {
+                    self.manager.quotas().follower.record(bytes as u64, Instant::now());
+                }
+                if high_watermark_moved {
+                    self.manager.purgatory().wake(p.key());
+                }
             }
         }
-        if p.set_follower_high_watermark(&now_at, data.high_watermark).is_some() {
-            self.manager.purgatory().wake(p.key());
-        }
-        p.follow_log_start_offset(&now_at, data.log_start_offset)?;
         Ok(())
     }
 }

@@ -791,7 +791,7 @@ impl PartitionState {
 mod log_move;
 pub use log_move::MovePaused;
 mod replica;
-pub use replica::{FollowerFetchState, ReplicaRead};
+pub use replica::{FetchApplied, FollowerFetchState, ReplicaRead};
 
 #[cfg(test)]
 mod tests;

@@ -32,7 +32,14 @@
 //! when it lost its replica keeps its files until it is made a replica again, as the
 //! replica manager only deletes partitions it has open).
 //!
-//! The controller's leadership moves now and then: the new leader starts from the
+//! Clients delete records now and then (DeleteRecords, up to the high watermark): the
+//! leader's log start offset moves, followers follow it, and one that fell behind it
+//! starts over at the leader's log start. Records before a replica's log start offset
+//! are not checked on it. A follower applies its leader's answers with the fetcher's own
+//! code ([`Partition::apply_fetched`]).
+//!
+//! The preferred leader is elected now and then (ElectLeaders, or the automatic leader
+//! rebalance). The controller's leadership moves now and then: the new leader starts from the
 //! committed image, with no broker heard from yet (the Raft election itself is not
 //! modelled, and no committed decision is lost).
 //!
@@ -45,15 +52,17 @@ use uuid::Uuid;
 
 use super::isr::IsrProposal;
 use super::isr_sink::{IsrProposalAt, NotCommitted};
-use super::partition::{FollowerFetchState, Partition, PartitionId};
+use super::partition::{FollowerFetchState, Partition, PartitionError, PartitionId};
 use super::partition_config::PartitionConfig;
+use super::replica_fetch::{FetchedData, ReplicaFetchError};
 use super::{ProduceLimits, ValidatedRecords};
 use crate::config::BrokerConfig;
 use crate::controller::broker_liveness::{broker_epoch_of, BrokerLiveness};
 use crate::controller::cluster_ops::decide;
+
 use crate::controller::operations::ControllerOp;
 use crate::controller::records::MetadataRecord;
-use crate::controller::{ControllerError, MetadataImage, PartitionImage};
+use crate::controller::{ControllerError, ElectionType, MetadataImage, PartitionImage};
 use crate::storage::batch::split_batches;
 use crate::storage::test_util::{build_records_batch, TestRecord};
 use crate::storage::FileCache;
@@ -320,17 +329,21 @@ impl Sim {
         if let Some(at) = leader.partition.take_isr_proposal() {
             self.to_controller.push(Proposal { leader: state.leader, incarnation: leader.incarnation, at });
         }
-        let Ok(read) = read else { return };
-        let p = &self.brokers[&f].partition;
-        if let Some((epoch, end_offset)) = read.diverging_epoch {
-            p.truncate_diverging_tail(&state, epoch, end_offset).unwrap();
-            return;
+        // The answer as it crosses the wire, applied by the fetcher's own code.
+        let answer = match read {
+            Ok(read) => Ok(FetchedData {
+                records: read.records.read().unwrap(),
+                high_watermark: read.high_watermark,
+                log_start_offset: read.log_start_offset,
+                diverging_epoch: read.diverging_epoch,
+            }),
+            Err(e) => Err(ReplicaFetchError::of(&e)),
+        };
+        let applied = self.brokers[&f].partition.apply_fetched(&state, answer.as_ref(), self.now);
+        if let Err(e) = applied {
+            // Only the errors the fetcher backs off on; the next fetch tries again.
+            assert!(matches!(e, PartitionError::Replica(_)), "follower {f}: {e}");
         }
-        let mut now_at = state;
-        if !read.records.is_empty() {
-            now_at.log_end_offset = p.append_as_follower(&state, &read.records.read().unwrap(), self.now).unwrap();
-        }
-        p.set_follower_high_watermark(&now_at, read.high_watermark);
     }
 
     /// The controller takes one pending proposal; a refusal (or, now and then, a lost
@@ -405,6 +418,21 @@ impl Sim {
         }
     }
 
+    /// A client deletes the records before a random offset up to the high watermark
+    /// (DeleteRecords; retention moves the log start offset the same way) on broker
+    /// `b`, which refuses unless it leads.
+    fn delete_records(&mut self, b: i32) {
+        let p = &self.brokers[&b].partition;
+        if !self.brokers[&b].has_role || !p.is_leader() {
+            return;
+        }
+        let (start, hw) = (p.log_start_offset(), p.high_watermark());
+        if hw > start {
+            let offset = start + 1 + self.rng.below((hw - start) as usize) as i64;
+            p.delete_records_before(offset).unwrap();
+        }
+    }
+
     /// An operator moves the partition to a random set of brokers (now and then of
     /// another size), or cancels the move in progress. Refused targets change nothing.
     fn reassign(&mut self) {
@@ -467,9 +495,14 @@ impl Sim {
         let any = self.pick(&alive);
         let event = self.rng.below(100) as u8;
         match event {
-            0..=19 => {
+            0..=18 => {
                 if let Some(b) = any {
                     self.produce(b);
+                }
+            }
+            19 => {
+                if let Some(b) = any {
+                    self.delete_records(b);
                 }
             }
             20..=47 => {
@@ -512,6 +545,12 @@ impl Sim {
                 } else {
                     let _ = self.control(ControllerOp::ExpireBrokers);
                 }
+            }
+            93 if self.rng.chance(30) => {
+                // An operator (or the automatic leader rebalance) elects the preferred
+                // leader.
+                let election = ControllerOp::ElectLeaders { election: ElectionType::Preferred, partitions: None };
+                let _ = self.control(election);
             }
             93 => self.reassign(),
             94..=96 => {
@@ -559,8 +598,9 @@ impl Sim {
                 let forgetful = if b.forgetful { " (lost power)" } else { "" };
                 let stopping = if b.shutting_down { " (shutting down)" } else { "" };
                 format!(
-                    "{id}:{role}{forgetful}{stopping} e{} leo {} hw {}",
+                    "{id}:{role}{forgetful}{stopping} e{} lso {} leo {} hw {}",
                     p.leader_epoch(),
+                    p.log_start_offset(),
                     p.log_end_offset(),
                     p.high_watermark()
                 )
@@ -600,8 +640,10 @@ impl Sim {
         }
         let pi = self.pi();
         for member in pi.isr.iter().filter(|m| !self.brokers[m].forgetful) {
-            let log = records(&self.brokers[member].partition);
-            for (offset, record) in &self.committed {
+            let p = &self.brokers[member].partition;
+            let log = records(p);
+            // Records before its log start offset were deleted (DeleteRecords), not lost.
+            for (offset, record) in self.committed.range(p.log_start_offset()..) {
                 if log.get(offset) != Some(record) {
                     return Err(format!(
                         "seed {seed} step {step}: ISR member {member} (ISR {:?}, leader {} in epoch {}) lacks \
@@ -630,12 +672,12 @@ fn lose_unflushed_tail(p: &Partition, pick: impl FnOnce(usize) -> usize) {
         .collect();
     segments.sort();
     let active = segments.pop().unwrap();
-    let base: i64 = active.file_stem().unwrap().to_str().unwrap().parse().unwrap();
-    let mut cuts = vec![std::fs::metadata(&active).unwrap().len()];
+    // The file itself: the log's records may start inside it (after DeleteRecords).
+    let bytes = std::fs::read(&active).unwrap();
+    let mut cuts = vec![bytes.len() as u64];
     let mut position = 0;
-    let bytes = p.log_bytes();
     let batches = if bytes.is_empty() { Vec::new() } else { split_batches(&bytes).unwrap() };
-    for h in batches.iter().filter(|h| h.base_offset >= base) {
+    for h in &batches {
         if h.base_offset >= flushed {
             cuts.push(position);
         }
@@ -654,10 +696,11 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
     split_batches(&bytes).unwrap().iter().map(|h| (h.base_offset, h.max_timestamp)).collect()
 }
 
-/// Events: 0-19 produce, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply
+/// Events: 0-18 produce, 19 delete records, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply
 /// metadata, 60-69 the controller takes a proposal, 70-74 an answer reaches its leader,
 /// 75-86 heartbeat, 87-90 lag check, 91-92 expire sessions (a third of 92: the
-/// controller's leadership moves instead), 93 reassign, 94-96 crash
+/// controller's leadership moves instead), 93 reassign (or, 30% of the time, elect
+/// the preferred leader), 94-96 crash
 /// (half the time; now and then a controlled shutdown begins instead, and the next one
 /// stops it cleanly), 97-99 restart.
 ///

@@ -9,6 +9,7 @@ use super::{Partition, PartitionError, PartitionState, Role};
 use crate::controller::PartitionImage;
 use crate::replication::isr_sink::IsrProposalAt;
 use crate::replication::producer_state::ProducerStateTable;
+use crate::replication::replica_fetch::{FetchedData, ReplicaFetchError};
 use crate::storage::{LogSlices, StorageError};
 
 /// What a follower fetches with: the leadership it follows and its log's position.
@@ -21,6 +22,19 @@ pub struct FollowerFetchState {
     /// Epoch of the last batch in the log: the leader checks it against its own epochs
     /// and answers a diverging epoch when the logs part (KIP-320's truncation by fetch).
     pub last_fetched_epoch: Option<i32>,
+}
+
+/// What a follower did with its leader's answer ([`Partition::apply_fetched`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchApplied {
+    /// The leader's log starts past this follower's end: the follower emptied its log,
+    /// which now starts (and ends) at `log_start_offset`.
+    StartedOver { log_start_offset: i64 },
+    /// The logs parted after `epoch`, which ends at `end_offset` in the leader's log: the
+    /// follower truncated to `to`.
+    Truncated { epoch: i32, end_offset: i64, to: i64 },
+    /// `bytes` of records appended (none, for an answer without records).
+    Appended { bytes: usize, high_watermark_moved: bool },
 }
 
 /// The leader's answer to one partition of a follower's fetch.
@@ -177,6 +191,41 @@ impl Partition {
         s.log.truncate_fully_and_start_at(offset)?;
         s.follower_high_watermark = offset;
         s.after_truncation()
+    }
+
+    /// The follower applies its leader's answer to a fetch made at `state` (Kafka's
+    /// `processFetchRequest` for one partition): a leader whose log starts past this
+    /// follower's end makes it start over there; a diverging epoch truncates the tail;
+    /// otherwise the records are appended as they are, and the high watermark and the
+    /// log start offset follow the leader's. Other errors come back for the fetcher to
+    /// retry after a backoff.
+    pub fn apply_fetched(
+        &self,
+        state: &FollowerFetchState,
+        result: Result<&FetchedData, &ReplicaFetchError>,
+        now_ms: i64,
+    ) -> Result<FetchApplied, PartitionError> {
+        let data = match result {
+            Ok(data) => data,
+            Err(&ReplicaFetchError::OffsetOutOfRange { log_start_offset })
+                if log_start_offset > state.log_end_offset =>
+            {
+                self.truncate_fully_as_follower(state, log_start_offset)?;
+                return Ok(FetchApplied::StartedOver { log_start_offset });
+            }
+            Err(e) => return Err(PartitionError::Replica(e.clone())),
+        };
+        if let Some((epoch, end_offset)) = data.diverging_epoch {
+            let to = self.truncate_diverging_tail(state, epoch, end_offset)?;
+            return Ok(FetchApplied::Truncated { epoch, end_offset, to });
+        }
+        let mut now_at = *state;
+        if !data.records.is_empty() {
+            now_at.log_end_offset = self.append_as_follower(state, &data.records, now_ms)?;
+        }
+        let high_watermark_moved = self.set_follower_high_watermark(&now_at, data.high_watermark).is_some();
+        self.follow_log_start_offset(&now_at, data.log_start_offset)?;
+        Ok(FetchApplied::Appended { bytes: data.records.len(), high_watermark_moved })
     }
 
     /// The leader's side of a fetch from follower `replica` (its process's broker epoch

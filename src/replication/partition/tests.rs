@@ -227,3 +227,32 @@ fn refusing_a_dead_process_proposes_the_follower_process_that_replaced_it() {
     fetch(78, 1_500);
     assert_eq!(p.take_isr_proposal(), None);
 }
+
+/// A follower whose log ends before its leader's log start (the leader deleted records,
+/// by retention or DeleteRecords, while the follower was away) empties its log and
+/// starts at the leader's log start offset; an out-of-range answer for any other reason
+/// (the follower is past the leader's end) is left to the fetcher's backoff.
+#[test]
+fn a_follower_behind_the_leaders_log_start_starts_over_there() {
+    use crate::replication::replica_fetch::{FetchedData, ReplicaFetchError};
+    let root = tempfile::tempdir().unwrap();
+    let p = open(&root.path().join("t-0"));
+    put(&p, "k", "1");
+    p.become_follower(&pi(2, 1, &[2, 3]));
+    let state = p.follower_fetch_state().unwrap();
+    assert_eq!(state.log_end_offset, 1);
+
+    let gone = ReplicaFetchError::OffsetOutOfRange { log_start_offset: 5 };
+    assert_eq!(p.apply_fetched(&state, Err(&gone), 2_000).unwrap(), FetchApplied::StartedOver { log_start_offset: 5 });
+    assert_eq!((p.log_start_offset(), p.log_end_offset(), p.high_watermark()), (5, 5, 5));
+    assert!(p.log_bytes().is_empty());
+
+    let state = p.follower_fetch_state().unwrap();
+    let behind = ReplicaFetchError::OffsetOutOfRange { log_start_offset: 3 };
+    assert!(matches!(p.apply_fetched(&state, Err(&behind), 2_000), Err(PartitionError::Replica(_))));
+    assert_eq!(p.log_end_offset(), 5, "nothing truncated");
+    let nothing_new =
+        FetchedData { records: bytes::Bytes::new(), high_watermark: 5, log_start_offset: 5, diverging_epoch: None };
+    let applied = p.apply_fetched(&state, Ok(&nothing_new), 2_000).unwrap();
+    assert_eq!(applied, FetchApplied::Appended { bytes: 0, high_watermark_moved: false });
+}
