@@ -220,10 +220,11 @@ impl BrokerLiveness {
 
     /// Whether a request from process `incarnation` of `node` (an AlterPartition) is
     /// from a process that was replaced: this controller has heard from another one
-    /// since (Kafka's STALE_BROKER_EPOCH). A broker not heard from under this leader
-    /// is taken at its word.
+    /// since, or, before it has heard from any, the image names another (Kafka's
+    /// STALE_BROKER_EPOCH; a newer process heartbeats, and is named, before it can lead).
+    /// A broker the image names no process for is taken at its word.
     pub fn is_stale(&self, node: i32, incarnation: Uuid) -> bool {
-        self.brokers.get(&node).and_then(|b| b.incarnation).is_some_and(|known| known != incarnation)
+        self.brokers.get(&node).and_then(|b| b.incarnation.or(b.registered)).is_some_and(|known| known != incarnation)
     }
 
     /// The broker epoch ([`broker_epoch_of`]) of `node`'s process as this controller
@@ -375,6 +376,8 @@ mod tests {
         }
         let mut l = BrokerLiveness::new(9_000);
         l.became_leader_of(&img, 0);
+        assert!(l.is_stale(2, B) && !l.is_stale(2, A), "before a heartbeat, as the image says");
+        assert!(!l.is_stale(3, B), "named nowhere: taken at its word");
         assert_eq!(l.heartbeat(1, A, false, 1), HeartbeatOutcome::Unchanged);
         assert!(l.may_join_isr(1));
         assert_eq!(l.heartbeat(2, B, false, 1), HeartbeatOutcome::Registered, "2 restarted meanwhile");
