@@ -6,7 +6,7 @@
 use uuid::Uuid;
 
 use super::broker_liveness::{BrokerLiveness, HeartbeatOutcome};
-use super::image::MetadataImage;
+use super::image::{BrokerImage, MetadataImage};
 use super::operations::ControllerOp;
 use super::partition_change::{
     alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, remove_offline_replicas,
@@ -205,15 +205,8 @@ impl Changes {
     /// next controller leader knows which process the ISRs were decided with.
     fn register_process(&mut self, node_id: i32, incarnation: Uuid) {
         let Some(b) = self.image.brokers.get(&node_id).filter(|b| b.incarnation != Some(incarnation)) else { return };
-        let record = MetadataRecord::RegisterBroker {
-            node_id,
-            host: b.host.clone(),
-            port: b.port,
-            rack: b.rack.clone(),
-            inter_broker: b.inter_broker.clone(),
-            incarnation: Some(incarnation),
-        };
-        self.push(vec![record]);
+        let registered = BrokerImage { incarnation: Some(incarnation), ..b.clone() };
+        self.push(vec![registered.to_record()]);
     }
 
     fn elect_leaderless(&mut self, liveness: &BrokerLiveness) {

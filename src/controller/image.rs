@@ -43,6 +43,19 @@ impl BrokerImage {
             _ => (&self.host, self.port),
         }
     }
+
+    /// The registration record that sets this broker's address, rack and process as
+    /// they are (its fencing has records of its own).
+    pub fn to_record(&self) -> MetadataRecord {
+        MetadataRecord::RegisterBroker {
+            node_id: self.node_id,
+            host: self.host.clone(),
+            port: self.port,
+            rack: self.rack.clone(),
+            inter_broker: self.inter_broker.clone(),
+            incarnation: self.incarnation,
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -271,14 +284,7 @@ impl MetadataImage {
             out.push(MetadataRecord::Cluster { cluster_id: self.cluster_id.clone() });
         }
         for b in self.brokers.values() {
-            out.push(MetadataRecord::RegisterBroker {
-                node_id: b.node_id,
-                host: b.host.clone(),
-                port: b.port,
-                rack: b.rack.clone(),
-                inter_broker: b.inter_broker.clone(),
-                incarnation: b.incarnation,
-            });
+            out.push(b.to_record());
             if b.fenced {
                 out.push(MetadataRecord::BrokerFenced { node_id: b.node_id, fenced: true });
             }

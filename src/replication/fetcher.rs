@@ -242,6 +242,9 @@ impl Fetcher {
             let key = (p.topic_id, p.index);
             let Some(answer) = by_key.remove(&key) else { continue };
             if let Err(e) = self.apply_one(p, state, answer.result) {
+                // The high watermark may have moved before the error (following the
+                // leader's log start offset comes after it): what waits on it looks again.
+                self.manager.purgatory().wake(p.key());
                 let stale = matches!(
                     e,
                     PartitionError::LeaderEpochChanged { .. }

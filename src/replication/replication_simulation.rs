@@ -1,8 +1,9 @@
-//! A randomised, deterministic simulation of one partition's replication on three of
-//! four brokers, checking the promise that an acknowledged record is never lost: every record
-//! a leader ever had below its high watermark (what acks=all answers and consumers read)
-//! stays at its offset on every member of the ISR the controller has committed, and no
-//! offset is ever committed with two different records.
+//! A randomised, deterministic simulation of one partition's replication on four brokers
+//! (three replicas, until a reassignment moves them), checking the promise that an
+//! acknowledged record is never lost: every record a leader ever had below its high
+//! watermark (what acks=all answers and consumers read) stays at its offset on every
+//! member of the ISR the controller has committed, and no offset is ever committed with
+//! two different records.
 //!
 //! The parts under test are the real ones: each broker's [`Partition`] (its files, the
 //! leader's ISR and high-watermark rules, the follower's append and truncation) and the
@@ -39,9 +40,9 @@
 //! code ([`Partition::apply_fetched`]).
 //!
 //! The preferred leader is elected now and then (ElectLeaders, or the automatic leader
-//! rebalance). The controller's leadership moves now and then: the new leader starts from the
-//! committed image, with no broker heard from yet (the Raft election itself is not
-//! modelled, and no committed decision is lost).
+//! rebalance). The controller's leadership moves now and then: the new leader starts
+//! from the committed image, with no broker heard from yet (the Raft election itself is
+//! not modelled, and no committed decision is lost).
 //!
 //! Not modelled: unclean election.
 
@@ -696,13 +697,12 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
     split_batches(&bytes).unwrap().iter().map(|h| (h.base_offset, h.max_timestamp)).collect()
 }
 
-/// Events: 0-18 produce, 19 delete records, 20-47 fetch, 48-49 a dead process's fetch arrives, 50-59 apply
-/// metadata, 60-69 the controller takes a proposal, 70-74 an answer reaches its leader,
-/// 75-86 heartbeat, 87-90 lag check, 91-92 expire sessions (a third of 92: the
-/// controller's leadership moves instead), 93 reassign (or, 30% of the time, elect
-/// the preferred leader), 94-96 crash
-/// (half the time; now and then a controlled shutdown begins instead, and the next one
-/// stops it cleanly), 97-99 restart.
+/// Events: 0-18 produce, 19 delete records, 20-47 fetch, 48-49 a dead process's fetch
+/// arrives, 50-59 apply metadata, 60-69 the controller takes a proposal, 70-74 an answer
+/// reaches its leader, 75-86 heartbeat, 87-90 lag check, 91-92 expire sessions (30% of
+/// 92: the controller's leadership moves instead), 93 reassign (30% of the time: elect
+/// the preferred leader instead), 94-96 crash (half the time; now and then a controlled
+/// shutdown begins instead, and the next one stops it cleanly), 97-99 restart.
 ///
 /// Returns the records committed, the leaders seen, and the moves completed (times the
 /// replicas changed with no reassignment left running).
