@@ -10,7 +10,7 @@ use super::image::{BrokerImage, MetadataImage};
 use super::operations::ControllerOp;
 use super::partition_change::{
     alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, remove_offline_replicas,
-    AlterPartitionError, IsrProposal,
+    unclean_allowed, AlterPartitionError, IsrProposal,
 };
 use super::reassignment;
 use super::records::MetadataRecord;
@@ -146,8 +146,8 @@ pub fn decide(
                     *partition,
                     target.as_deref(),
                     *allow_replication_factor_change,
-                    &registered,
-                    &alive(liveness),
+                    (&registered, &alive(liveness)),
+                    unclean_allowed(&out.image, &t),
                 );
                 if let Ok(Some(r)) = decided {
                     out.push(vec![r]);

@@ -10,8 +10,10 @@
 //! * a fenced or shutting-down broker leaves every ISR, except that an ISR never becomes
 //!   empty: its last member stays, so it can lead again when it returns with everything
 //!   the ISR acknowledged;
-//! * the leader epoch moves only when the leader changes; the partition epoch moves on
-//!   every change (AlterPartition requests carry it to detect stale proposals).
+//! * the leader epoch moves when the leader changes, and when a replica leaves the
+//!   replicas (a reassignment: the removed replica's fetches are then fenced with
+//!   FENCED_LEADER_EPOCH); the partition epoch moves on every change (AlterPartition
+//!   requests carry it to detect stale proposals).
 
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -36,7 +38,9 @@ fn record(topic_id: Uuid, pi: &PartitionImage, target: Target) -> Option<Metadat
 
 /// The record that moves `pi` to `next`'s replicas, ISR, leader and reassignment, unless
 /// none of them changes. The epochs are derived, whatever `next` holds: the leader epoch
-/// moves only with the leader, the partition epoch on every change.
+/// moves with the leader and when a replica leaves (Kafka's
+/// `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`), the partition epoch on every
+/// change.
 pub(super) fn change_record(topic_id: Uuid, pi: &PartitionImage, next: PartitionImage) -> Option<MetadataRecord> {
     let unchanged = next.replicas == pi.replicas
         && next.isr == pi.isr
@@ -46,13 +50,14 @@ pub(super) fn change_record(topic_id: Uuid, pi: &PartitionImage, next: Partition
     if unchanged {
         return None;
     }
+    let bump_leader_epoch = next.leader != pi.leader || !pi.replicas.iter().all(|r| next.replicas.contains(r));
     Some(MetadataRecord::Partition {
         topic_id,
         partition: pi.partition,
         replicas: next.replicas,
         isr: next.isr,
         leader: next.leader,
-        leader_epoch: if next.leader != pi.leader { pi.leader_epoch + 1 } else { pi.leader_epoch },
+        leader_epoch: if bump_leader_epoch { pi.leader_epoch + 1 } else { pi.leader_epoch },
         partition_epoch: pi.partition_epoch + 1,
         adding_replicas: next.adding_replicas,
         removing_replicas: next.removing_replicas,
@@ -91,7 +96,7 @@ fn shrink(isr: &[i32], gone: &dyn Fn(i32) -> bool) -> Vec<i32> {
 /// default set at runtime, else false. (Kafka's controller also consults its own node's
 /// dynamic value between the two; here a decision depends on the image alone, not on
 /// which node leads the quorum.)
-fn unclean_allowed(image: &MetadataImage, topic: &TopicImage) -> bool {
+pub(super) fn unclean_allowed(image: &MetadataImage, topic: &TopicImage) -> bool {
     const NAME: &str = "unclean.leader.election.enable";
     let cluster = || broker_config::set_values(image, None, NAME).into_iter().next().map(|(_, v)| v);
     topic.configs.get(NAME).or_else(cluster).is_some_and(|v| v.eq_ignore_ascii_case("true"))

@@ -12,7 +12,10 @@
 //!   So no acknowledged record depends on a replica that leaves before the others have
 //!   it. A broker that is no longer a replica deletes its copy;
 //! * cancelling (no target) goes back to the original replicas (`replicas − adding`, in
-//!   that order, as Kafka's revert does), and the ISR loses the adding ones;
+//!   that order, as Kafka's revert does), and the ISR loses the adding ones. If that
+//!   would leave it empty (only adding replicas were in sync), the cancel needs an
+//!   unclean election: refused unless the topic allows it, and then the first live
+//!   original replica (else the first) becomes the ISR alone, as Kafka's revert does;
 //! * a new target while one runs starts from the replicas the partition has now, the
 //!   running move's adding ones included (KRaft's `changePartitionReassignment`; the
 //!   ZooKeeper controller reverted first). Nothing leaves at once, so the leader and the
@@ -111,15 +114,16 @@ impl Next {
 }
 
 /// One partition of an AlterPartitionReassignments request: `target` replicas, or `None`
-/// to cancel. `registered`: the broker id is known to the cluster; `alive`: it may lead.
+/// to cancel. `registered`: the broker id is known to the cluster; `alive`: it may lead;
+/// `unclean`: the topic allows unclean election (`unclean.leader.election.enable`).
 /// `Ok(None)`: nothing to change (the partition already has the target replicas).
 pub fn alter(
     topic: &TopicImage,
     partition: i32,
     target: Option<&[i32]>,
     allow_replication_factor_change: bool,
-    registered: &dyn Fn(i32) -> bool,
-    alive: &dyn Fn(i32) -> bool,
+    (registered, alive): (&dyn Fn(i32) -> bool, &dyn Fn(i32) -> bool),
+    unclean: bool,
 ) -> Result<Option<MetadataRecord>, ReassignmentError> {
     let pi = topic.partition(partition).ok_or(ReassignmentError::UnknownPartition)?;
     let Some(target) = target else {
@@ -127,14 +131,20 @@ pub fn alter(
             return Err(ReassignmentError::NoReassignmentInProgress);
         }
         // Back to the original replicas (Kafka's revert). An ISR of adding replicas only
-        // would need an unclean election: refused, as Kafka does unless the topic allows
-        // unclean election.
+        // needs an unclean election: records only they have may be lost.
         let base = original(pi);
-        let isr: Vec<i32> = pi.isr.iter().copied().filter(|r| base.contains(r)).collect();
+        let mut isr: Vec<i32> = pi.isr.iter().copied().filter(|r| base.contains(r)).collect();
         if isr.is_empty() {
-            return Err(ReassignmentError::InvalidAssignment(format!(
-                "cannot cancel the reassignment of partition {partition}: no original replica is in sync"
-            )));
+            if !unclean {
+                return Err(ReassignmentError::InvalidAssignment(format!(
+                    "cannot cancel the reassignment of partition {partition}: no original replica is in sync, \
+                     and the topic does not allow unclean leader election"
+                )));
+            }
+            let Some(&first) = base.iter().find(|r| alive(**r)).or(base.first()) else {
+                return Err(ReassignmentError::InvalidAssignment("no original replica to go back to".into()));
+            };
+            isr = vec![first];
         }
         let mut next = Next { isr, replicas: base, leader: pi.leader, adding: vec![], removing: vec![] };
         next.keep_or_elect_leader(alive);
@@ -255,7 +265,7 @@ mod tests {
     #[test]
     fn a_move_adds_first_and_removes_once_the_new_replicas_are_in_sync() {
         let t = topic(&[1, 2], &[1, 2], 1, &[], &[]);
-        let start = alter(&t, 0, Some(&[2, 3]), true, ANY, ANY).unwrap().unwrap();
+        let start = alter(&t, 0, Some(&[2, 3]), true, (ANY, ANY), false).unwrap().unwrap();
         assert_eq!(state(&start), (vec![2, 3, 1], vec![1, 2], 1, 3, vec![3], vec![1]), "leader stays");
         let moving = apply(&t, &start);
         assert_eq!(complete_if_caught_up(T, &moving.partitions[0], ANY), None, "3 is not in sync yet");
@@ -270,29 +280,55 @@ mod tests {
     #[test]
     fn a_removal_or_reorder_completes_at_once() {
         let t = topic(&[1, 2, 3], &[1, 2, 3], 1, &[], &[]);
-        let shrink = alter(&t, 0, Some(&[2, 3]), true, ANY, ANY).unwrap().unwrap();
+        let shrink = alter(&t, 0, Some(&[2, 3]), true, (ANY, ANY), false).unwrap().unwrap();
         assert_eq!(state(&shrink), (vec![2, 3], vec![2, 3], 2, 4, vec![], vec![]));
-        let reorder = alter(&t, 0, Some(&[3, 1, 2]), true, ANY, ANY).unwrap().unwrap();
+        let reorder = alter(&t, 0, Some(&[3, 1, 2]), true, (ANY, ANY), false).unwrap().unwrap();
         assert_eq!(state(&reorder), (vec![3, 1, 2], vec![1, 2, 3], 1, 3, vec![], vec![]), "leader kept");
-        assert_eq!(alter(&t, 0, Some(&[1, 2, 3]), true, ANY, ANY), Ok(None));
+        assert_eq!(alter(&t, 0, Some(&[1, 2, 3]), true, (ANY, ANY), false), Ok(None));
+    }
+
+    /// Kafka's controller bumps the leader epoch when a replica leaves, so that the
+    /// removed replica's fetches (it may not have applied its removal yet) are fenced.
+    #[test]
+    fn a_replica_leaving_moves_the_leader_epoch_though_the_leader_stays() {
+        let t = topic(&[1, 2, 3], &[1, 2, 3], 1, &[], &[]);
+        let r = alter(&t, 0, Some(&[1, 2]), true, (ANY, ANY), false).unwrap().unwrap();
+        assert_eq!(state(&r), (vec![1, 2], vec![1, 2], 1, 4, vec![], vec![]));
+        // Adding one keeps the epoch until the move completes and removes nothing.
+        let grow = alter(&t, 0, Some(&[1, 2, 3, 4]), true, (ANY, ANY), false).unwrap().unwrap();
+        assert_eq!(state(&grow), (vec![1, 2, 3, 4], vec![1, 2, 3], 1, 3, vec![4], vec![]));
     }
 
     #[test]
     fn cancel_reverts_and_a_new_target_starts_from_the_current_replicas() {
         let moving = topic(&[2, 3, 1], &[1, 2], 1, &[3], &[1]);
         // The original replicas in their merged order, as Kafka's revert keeps them.
-        let cancel = alter(&moving, 0, None, true, ANY, ANY).unwrap().unwrap();
-        assert_eq!(state(&cancel), (vec![2, 1], vec![1, 2], 1, 3, vec![], vec![]));
+        // 3 leaves the replicas: a new leader epoch, though 1 leads on.
+        let cancel = alter(&moving, 0, None, true, (ANY, ANY), false).unwrap().unwrap();
+        assert_eq!(state(&cancel), (vec![2, 1], vec![1, 2], 1, 4, vec![], vec![]));
         // KRaft's rule: 3, still being added, stays a replica until the new move is done.
-        let other = alter(&moving, 0, Some(&[1, 4]), true, ANY, ANY).unwrap().unwrap();
+        let other = alter(&moving, 0, Some(&[1, 4]), true, (ANY, ANY), false).unwrap().unwrap();
         assert_eq!(state(&other), (vec![1, 4, 2, 3], vec![1, 2], 1, 3, vec![4], vec![2, 3]));
         let idle = topic(&[1, 2], &[1, 2], 1, &[], &[]);
-        assert_eq!(alter(&idle, 0, None, true, ANY, ANY), Err(ReassignmentError::NoReassignmentInProgress));
+        assert_eq!(alter(&idle, 0, None, true, (ANY, ANY), false), Err(ReassignmentError::NoReassignmentInProgress));
         let only_adding_in_sync = topic(&[2, 3, 1], &[3], 3, &[3], &[1]);
         assert!(matches!(
-            alter(&only_adding_in_sync, 0, None, true, ANY, ANY),
+            alter(&only_adding_in_sync, 0, None, true, (ANY, ANY), false),
             Err(ReassignmentError::InvalidAssignment(_))
         ));
+    }
+
+    /// Kafka's revert when only adding replicas are in sync: allowed where the topic
+    /// allows unclean election, with the first live original replica as the ISR alone.
+    #[test]
+    fn a_cancel_that_needs_an_unclean_election_is_allowed_only_where_the_topic_allows_it() {
+        let only_adding_in_sync = topic(&[2, 3, 1], &[3], 3, &[3], &[1]);
+        let cancel = alter(&only_adding_in_sync, 0, None, true, (ANY, ANY), true).unwrap().unwrap();
+        assert_eq!(state(&cancel), (vec![2, 1], vec![2], 2, 4, vec![], vec![]));
+        let two_down = alter(&only_adding_in_sync, 0, None, true, (ANY, &|r| r != 2), true).unwrap().unwrap();
+        assert_eq!(state(&two_down), (vec![2, 1], vec![1], 1, 4, vec![], vec![]));
+        let all_down = alter(&only_adding_in_sync, 0, None, true, (ANY, &|_| false), true).unwrap().unwrap();
+        assert_eq!(state(&all_down), (vec![2, 1], vec![2], NO_LEADER, 4, vec![], vec![]));
     }
 
     /// The case the replication simulation found: an adding replica that became leader
@@ -302,13 +338,13 @@ mod tests {
     #[test]
     fn a_new_target_never_leaves_a_leader_outside_the_replicas_or_the_isr() {
         let moving = topic(&[4, 2, 3, 1], &[3, 1], 3, &[4, 3], &[1]);
-        let r = alter(&moving, 0, Some(&[4, 1, 2]), true, ANY, ANY).unwrap().unwrap();
+        let r = alter(&moving, 0, Some(&[4, 1, 2]), true, (ANY, ANY), false).unwrap().unwrap();
         let (replicas, isr, leader, epoch, adding, removing) = state(&r);
         assert!(replicas.contains(&leader) && isr.contains(&leader), "{replicas:?} {isr:?} leader {leader}");
         assert!(isr.iter().all(|m| replicas.contains(m)), "{replicas:?} {isr:?}");
         assert_eq!((replicas, isr, leader, epoch, adding, removing), (vec![4, 1, 2], vec![1], 1, 4, vec![], vec![]));
         // Cancelling instead also moves leadership to an original replica in sync.
-        let cancel = alter(&moving, 0, None, true, ANY, ANY).unwrap().unwrap();
+        let cancel = alter(&moving, 0, None, true, (ANY, ANY), false).unwrap().unwrap();
         assert_eq!(state(&cancel), (vec![2, 1], vec![1], 1, 4, vec![], vec![]));
     }
 
@@ -316,17 +352,29 @@ mod tests {
     fn bad_targets_are_refused() {
         let t = topic(&[1, 2], &[1, 2], 1, &[], &[]);
         let known = |r: i32| r <= 3;
-        assert!(matches!(alter(&t, 0, Some(&[]), true, &known, ANY), Err(ReassignmentError::InvalidAssignment(_))));
-        assert!(matches!(alter(&t, 0, Some(&[1, 1]), true, &known, ANY), Err(ReassignmentError::InvalidAssignment(_))));
-        assert!(matches!(alter(&t, 0, Some(&[1, 9]), true, &known, ANY), Err(ReassignmentError::InvalidAssignment(_))));
-        assert_eq!(alter(&t, 0, Some(&[1, 2, 3]), false, &known, ANY), Err(ReassignmentError::ReplicationFactorChange));
-        assert_eq!(alter(&t, 1, Some(&[1]), true, &known, ANY), Err(ReassignmentError::UnknownPartition));
+        assert!(matches!(
+            alter(&t, 0, Some(&[]), true, (&known, ANY), false),
+            Err(ReassignmentError::InvalidAssignment(_))
+        ));
+        assert!(matches!(
+            alter(&t, 0, Some(&[1, 1]), true, (&known, ANY), false),
+            Err(ReassignmentError::InvalidAssignment(_))
+        ));
+        assert!(matches!(
+            alter(&t, 0, Some(&[1, 9]), true, (&known, ANY), false),
+            Err(ReassignmentError::InvalidAssignment(_))
+        ));
+        assert_eq!(
+            alter(&t, 0, Some(&[1, 2, 3]), false, (&known, ANY), false),
+            Err(ReassignmentError::ReplicationFactorChange)
+        );
+        assert_eq!(alter(&t, 1, Some(&[1]), true, (&known, ANY), false), Err(ReassignmentError::UnknownPartition));
     }
 
     #[test]
     fn a_dead_target_replica_does_not_lead() {
         let t = topic(&[1, 2, 3], &[1, 2, 3], 1, &[], &[]);
-        let r = alter(&t, 0, Some(&[2, 3]), true, ANY, &|r| r != 2).unwrap().unwrap();
+        let r = alter(&t, 0, Some(&[2, 3]), true, (ANY, &|r| r != 2), false).unwrap().unwrap();
         assert_eq!(state(&r).2, 3);
     }
 }

@@ -198,8 +198,8 @@ impl Controller {
                     partition,
                     target.as_deref(),
                     allow_replication_factor_change,
-                    &registered,
-                    &|_| true,
+                    (&registered, &|_| true),
+                    partition_change::unclean_allowed(&image, t),
                 )
                 .map(drop),
                 None => Err(ReassignmentError::UnknownPartition),
