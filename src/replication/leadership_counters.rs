@@ -22,6 +22,8 @@ pub struct Before {
     pub leader_epoch: i32,
     /// Empty when no metadata was applied to the partition yet.
     pub isr: Vec<i32>,
+    /// The replicas, as the same metadata gave them.
+    pub replicas: Vec<i32>,
 }
 
 impl LeadershipCounters {
@@ -39,8 +41,14 @@ impl LeadershipCounters {
             if after.isr.iter().any(|r| !before.isr.contains(r)) {
                 self.isr_expands.fetch_add(1, Ordering::Relaxed);
             }
-        } else if after.leader_epoch > before.leader_epoch && !before.isr.contains(&me) {
+        } else if after.leader_epoch > before.leader_epoch
+            && !before.isr.contains(&me)
+            && before.replicas == after.replicas
+        {
             // Elected from outside the ISR: only `unclean.leader.election.enable` does that.
+            // (Not when the replicas changed too: a reassignment that completes as its
+            // last new replica joins the ISR may make that one leader in the same commit,
+            // and an unclean election never changes the replicas.)
             self.unclean_elections.fetch_add(1, Ordering::Relaxed);
         }
     }
@@ -76,7 +84,7 @@ mod tests {
     }
 
     fn before(leading: bool, leader_epoch: i32, isr: &[i32]) -> Before {
-        Before { leading, leader_epoch, isr: isr.to_vec() }
+        Before { leading, leader_epoch, isr: isr.to_vec(), replicas: vec![1, 2, 3] }
     }
 
     #[test]
@@ -101,5 +109,17 @@ mod tests {
         c.on_leadership(3, &before(false, 5, &[2]), &image(3, 6, &[3]));
         assert_eq!(c.unclean_elections(), 1);
         assert_eq!((c.isr_shrinks(), c.isr_expands()), (0, 0));
+    }
+
+    /// A move from [1, 2, 3] to [4, 2, 3] completes in the commit that lets 4 into the
+    /// ISR, and makes 4, the first target replica, the leader: 4 last saw an ISR without
+    /// itself, but the election was clean.
+    #[test]
+    fn a_reassignment_completing_with_its_new_replica_as_leader_is_no_unclean_election() {
+        let c = LeadershipCounters::default();
+        let moving = Before { leading: false, leader_epoch: 4, isr: vec![1, 2, 3], replicas: vec![4, 2, 3, 1] };
+        let done = PartitionImage { replicas: vec![4, 2, 3], ..image(4, 5, &[2, 3, 4]) };
+        c.on_leadership(4, &moving, &done);
+        assert_eq!(c.unclean_elections(), 0);
     }
 }

@@ -135,6 +135,8 @@ pub(super) struct PartitionState {
     /// The ISR as the last applied metadata gave it, leader or follower; empty until the
     /// first. What a new leader compares against to tell an unclean election.
     metadata_isr: Vec<i32>,
+    /// The replicas as the same metadata gave them.
+    metadata_replicas: Vec<i32>,
     /// Moves to another log directory so far: a cleaner pass planned before one is void.
     moves: u64,
     /// Whether the log directory holding the partition is offline: shared by every
@@ -198,6 +200,7 @@ impl Partition {
                 flushed_through: leo,
                 deleted: false,
                 metadata_isr: Vec::new(),
+                metadata_replicas: Vec::new(),
                 moves: 0,
                 log_dir_offline: Arc::new(AtomicBool::new(false)),
             }),
@@ -301,6 +304,7 @@ impl Partition {
         s.leader_epoch = pi.leader_epoch;
         s.partition_epoch = pi.partition_epoch;
         s.metadata_isr.clone_from(&pi.isr);
+        s.metadata_replicas.clone_from(&pi.replicas);
         if new_epoch || !same_leadership {
             // A new partition epoch answers what was proposed in the last one.
             s.isr_change_in_flight = None;
@@ -674,9 +678,11 @@ impl Partition {
         (self.bytes_in.load(Ordering::Relaxed), self.bytes_out.load(Ordering::Relaxed))
     }
 
-    /// The ISR of the last applied metadata (empty before the first).
-    pub fn metadata_isr(&self) -> Vec<i32> {
-        self.lock().metadata_isr.clone()
+    /// The ISR and the replicas as the last applied metadata gave them (empty before the
+    /// first).
+    pub fn metadata_replicas(&self) -> (Vec<i32>, Vec<i32>) {
+        let s = self.lock();
+        (s.metadata_isr.clone(), s.metadata_replicas.clone())
     }
 
     /// Whether [`Self::flush`] has anything to write.

@@ -72,6 +72,7 @@ impl Partition {
         s.leader_epoch = pi.leader_epoch;
         s.partition_epoch = pi.partition_epoch;
         s.metadata_isr.clone_from(&pi.isr);
+        s.metadata_replicas.clone_from(&pi.replicas);
         s.follower_high_watermark = hw;
         s.isr_change_in_flight = None;
         s.unsent_isr_proposal = None;
