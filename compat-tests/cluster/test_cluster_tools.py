@@ -5,7 +5,8 @@ describes the controller quorum and follows a controller failover, `kafka-topics
 moves leadership back to the preferred replica after a broker's restart;
 `kafka-reassign-partitions` moves a partition's replicas to another broker with its
 records, and with `--throttle` holds the new replica's copying to the bound it sets
-(dynamic broker configs, which `kafka-configs` shows and lifts)."""
+(dynamic broker configs, which `kafka-configs` shows and lifts); `--cancel` of a move
+whose only in-sync replica is a new one waits for the topic to allow unclean election."""
 import json
 import os
 import re
@@ -228,3 +229,61 @@ def test_reassign_with_a_throttle_holds_the_new_replica_back_until_the_throttle_
                     "--entity-name", "slow", timeout=60)
     assert "throttled.replicas" not in proc.stdout, describe(proc)
     assert log_bytes(nodes[outsider - 1], "slow-0") == full
+
+
+def test_cancel_that_needs_an_unclean_election_waits_for_the_topic_to_allow_it(cluster3, franz_bin, tmp_path):
+    """A move from A to [B, C] where B caught up and C is held back by a throttle; A dies,
+    so only B, a replica being added, is in sync. Going back to [A] would take B out and
+    elect A from outside the ISR: `--cancel` is refused until the topic allows unclean
+    election, as in Kafka, and then A alone is the ISR and leads again once it is back."""
+    net, nodes = cluster3
+    servers = bootstrap(nodes)
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "revert",
+                    "--partitions", "1", "--replication-factor", "1", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    proc = run_tool(PRODUCER_PERF_TEST, "--topic", "revert", "--num-records", "600", "--record-size", "10000",
+                    "--throughput", "-1", "--producer-props", f"bootstrap.servers={servers}", "acks=all",
+                    timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    a = partitions(servers, "revert")[0][1][0]
+    b, c = sorted({1, 2, 3} - {a})
+    # C copies at 10 kB/s (6 MB to go); B is not throttled.
+    for args in (("brokers", str(c), "follower.replication.throttled.rate=10000"),
+                 ("topics", "revert", f"follower.replication.throttled.replicas=[0:{c}]")):
+        proc = run_tool(CONFIGS, "--bootstrap-server", servers, "--alter", "--entity-type", args[0],
+                        "--entity-name", args[1], "--add-config", args[2], timeout=60)
+        assert proc.returncode == 0, describe(proc)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "revert", "partition": 0, "replicas": [b, c]}]}))
+    proc = run_tool(REASSIGN, "--bootstrap-server", servers, "--reassignment-json-file", plan, "--execute",
+                    timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    wait_for("B in the ISR", lambda: b in partitions(servers, "revert")[0][2])
+
+    nodes[a - 1].kill()
+    others = bootstrap(nodes, without=nodes[a - 1])
+    leader, replicas, isr = wait_for("B the ISR alone", lambda: (p := partitions(others, "revert")[0])[2] == [b] and p)
+    assert (leader, sorted(replicas)) == (b, [1, 2, 3]), (leader, replicas, isr)
+
+    def cancel():
+        return run_tool(REASSIGN, "--bootstrap-server", others, "--reassignment-json-file", plan, "--cancel",
+                        timeout=60)
+    proc = cancel()
+    assert proc.returncode != 0, describe(proc)
+    assert "Error cancelling partition reassignment for:" in proc.stdout + proc.stderr, describe(proc)
+    assert "unclean" in proc.stdout + proc.stderr, describe(proc)
+    assert partitions(others, "revert")[0] == (leader, replicas, isr), "the refused cancel changed nothing"
+
+    proc = run_tool(CONFIGS, "--bootstrap-server", others, "--alter", "--entity-type", "topics",
+                    "--entity-name", "revert", "--add-config", "unclean.leader.election.enable=true", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    proc = cancel()
+    assert proc.returncode == 0, describe(proc)
+    assert "Successfully cancelled partition reassignment for: revert-0" in proc.stdout, describe(proc)
+
+    nodes[a - 1].start(60)
+    wait_for("A leading alone", lambda: partitions(servers, "revert")[0] == (a, [a], [a]))
+    out = subprocess.run([franz_bin, "consume", "-brokers", servers, "-topic", "revert", "-n", "600"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert len(out.stdout.splitlines()) == 600, out.stdout[-2000:]
