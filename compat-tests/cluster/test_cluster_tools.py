@@ -40,13 +40,15 @@ def quorum_status(servers):
 
 
 def partitions(servers, topic):
-    """kafka-topics --describe: {partition: (leader, replicas, isr)}."""
+    """kafka-topics --describe: {partition: (leader, replicas, isr)}; leader -1 where the
+    tool says none."""
     proc = run_tool(TOPICS, "--bootstrap-server", servers, "--describe", "--topic", topic, timeout=60)
     assert proc.returncode == 0, describe(proc)
     out = {}
-    for m in re.finditer(r"Partition: (\d+)\tLeader: (-?\d+)\tReplicas: ([\d,]+)\tIsr: ([\d,]*)", proc.stdout):
+    for m in re.finditer(r"Partition: (\d+)\tLeader: (-?\d+|none)\tReplicas: ([\d,]+)\tIsr: ([\d,]*)",
+                         proc.stdout):
         ids = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
-        out[int(m[1])] = (int(m[2]), ids(m[3]), ids(m[4]))
+        out[int(m[1])] = (-1 if m[2] == "none" else int(m[2]), ids(m[3]), ids(m[4]))
     return out
 
 
