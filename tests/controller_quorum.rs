@@ -152,8 +152,8 @@ fn admit_all(cluster: &Cluster) {
     for (i, c) in cluster.nodes.iter().enumerate() {
         if let Some(c) = c {
             let incarnation = first_incarnation(i as i32 + 1);
-            c.heartbeat(incarnation, false).unwrap();
-            c.heartbeat(incarnation, false).unwrap();
+            c.heartbeat(incarnation, false, Vec::new()).unwrap();
+            c.heartbeat(incarnation, false, Vec::new()).unwrap();
         }
     }
     wait_until("every broker is unfenced on every node", || {
@@ -411,14 +411,14 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
     assert_eq!(preferred(cluster.node(1)), vec![true; 3]);
 
     // Broker 2 shuts down in a controlled way: it leads nothing and leaves the ISRs.
-    cluster.node(2).heartbeat(uuid::Uuid::new_v4(), true).unwrap();
+    cluster.node(2).heartbeat(uuid::Uuid::new_v4(), true, Vec::new()).unwrap();
     let led_by_2 =
         |c: &Controller| c.image().topic("spread").unwrap().partitions.iter().filter(|p| p.leader == 2).count();
     wait_until("broker 2 leads nothing", || led_by_2(cluster.node(1)) == 0);
     // It comes back (a new incarnation) and its partitions' leaders let it into the ISR.
     let back = uuid::Uuid::new_v4();
-    cluster.node(2).heartbeat(back, false).unwrap();
-    cluster.node(2).heartbeat(back, false).unwrap();
+    cluster.node(2).heartbeat(back, false, Vec::new()).unwrap();
+    cluster.node(2).heartbeat(back, false, Vec::new()).unwrap();
     let add = Some((2, runnel::controller::broker_liveness::broker_epoch_of(back)));
     for p in &created.partitions {
         let now = cluster.node(1).image().topic("spread").unwrap().partitions[p.partition as usize].clone();
@@ -456,7 +456,7 @@ fn a_leader_that_loses_its_quorum_mid_write_answers_in_bounded_time() {
         while writer.create_topic(&topic(&format!("t-{created}"), 1, 1), false).is_ok() {
             created += 1;
         }
-        let after = writer.heartbeat(uuid::Uuid::new_v4(), true).is_ok();
+        let after = writer.heartbeat(uuid::Uuid::new_v4(), true, Vec::new()).is_ok();
         // The node goes back to the test only once this thread no longer holds it.
         drop(writer);
         let _ = tx.send((created, after));

@@ -256,6 +256,15 @@ impl BrokerLiveness {
         }
     }
 
+    /// `node`'s heartbeat named all its replicas in failed log dirs: they replace what
+    /// was known. Returns those not known before (a new controller leader knows none).
+    pub fn offline_replicas_are(&mut self, node: i32, partitions: &[(Uuid, i32)]) -> Vec<(Uuid, i32)> {
+        let Some(b) = self.brokers.get_mut(&node) else { return Vec::new() };
+        let new = partitions.iter().copied().filter(|p| !b.offline.contains(p)).collect();
+        b.offline = partitions.iter().copied().collect();
+        new
+    }
+
     pub fn is_replica_offline(&self, node: i32, topic_id: Uuid, partition: i32) -> bool {
         self.brokers.get(&node).is_some_and(|b| b.offline.contains(&(topic_id, partition)))
     }

@@ -25,7 +25,7 @@ pub fn decide(
 ) -> Result<Vec<MetadataRecord>, ControllerError> {
     let mut out = Changes { image: image.clone(), records: Vec::new() };
     match op {
-        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down } => {
+        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down, offline_replicas } => {
             if !image.brokers.contains_key(node_id) {
                 return Err(ControllerError::Refused(format!("broker {node_id} is not registered")));
             }
@@ -57,6 +57,15 @@ pub fn decide(
                         }
                         out.elect_leaderless(liveness);
                     }
+                }
+            }
+            // Replicas in failed dirs this leader did not know of (it took over since
+            // they failed, or their report was lost): out of the ISRs and leadership, as
+            // for ReplicasOffline, and kept out.
+            if let Some(offline) = offline_replicas {
+                let new = liveness.offline_replicas_are(*node_id, offline);
+                if !new.is_empty() {
+                    out.push(remove_offline_replicas(&out.image, *node_id, &new, &alive(liveness)));
                 }
             }
         }
@@ -267,7 +276,7 @@ mod tests {
     }
 
     fn heartbeat(node_id: i32, want_shut_down: bool) -> ControllerOp {
-        ControllerOp::BrokerHeartbeat { node_id, incarnation: INC, want_shut_down }
+        ControllerOp::BrokerHeartbeat { node_id, incarnation: INC, want_shut_down, offline_replicas: None }
     }
 
     fn run(img: &mut MetadataImage, op: &ControllerOp, l: &mut BrokerLiveness, now: i64) -> Vec<MetadataRecord> {
@@ -361,7 +370,12 @@ mod tests {
         let mut l = leader_that_heard_from_all(&mut img);
         run(&mut img, &alter_p0(0, &[3], None), &mut l, 2);
         let restarted = Uuid::from_u128(0x3b);
-        let beat = ControllerOp::BrokerHeartbeat { node_id: 3, incarnation: restarted, want_shut_down: false };
+        let beat = ControllerOp::BrokerHeartbeat {
+            node_id: 3,
+            incarnation: restarted,
+            want_shut_down: false,
+            offline_replicas: None,
+        };
         run(&mut img, &beat, &mut l, 3);
         run(&mut img, &beat, &mut l, 4);
         let expand_seen_from = |img: &MetadataImage, process: Uuid| {
@@ -429,8 +443,12 @@ mod tests {
         let mut img = image();
         let mut l = new_leader();
         run(&mut img, &heartbeat(1, false), &mut l, 1);
-        let restarted =
-            ControllerOp::BrokerHeartbeat { node_id: 1, incarnation: Uuid::from_u128(2), want_shut_down: false };
+        let restarted = ControllerOp::BrokerHeartbeat {
+            node_id: 1,
+            incarnation: Uuid::from_u128(2),
+            want_shut_down: false,
+            offline_replicas: None,
+        };
         run(&mut img, &restarted, &mut l, 2);
         assert!(img.brokers[&1].fenced);
         assert_eq!(leaders(&img)[0], (2, vec![2, 3]));
@@ -470,12 +488,46 @@ mod tests {
         assert!(decide(&img, &expand, &mut l, 5).is_err(), "refused: its replica is offline");
         assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
         // Restarted (a new incarnation, the dir repaired), it may join again.
-        let restarted =
-            ControllerOp::BrokerHeartbeat { node_id: 1, incarnation: Uuid::from_u128(8), want_shut_down: false };
+        let restarted = ControllerOp::BrokerHeartbeat {
+            node_id: 1,
+            incarnation: Uuid::from_u128(8),
+            want_shut_down: false,
+            offline_replicas: None,
+        };
         run(&mut img, &restarted, &mut l, 6);
         run(&mut img, &restarted, &mut l, 7);
         run(&mut img, &expand, &mut l, 8);
         assert_eq!(leaders(&img), vec![(2, vec![1, 2, 3]), (2, vec![2, 3])]);
+    }
+
+    /// A controller leader that took over after broker 1 reported its failed dir knows
+    /// nothing of it: broker 1's next heartbeat, which names its offline replicas as
+    /// every heartbeat does, keeps them out of the ISR again (before, a fetch it sent
+    /// before the failure could bring it back in under the new leader), and a replica
+    /// that was let back in leaves.
+    #[test]
+    fn a_new_controller_leader_learns_the_offline_replicas_from_the_next_heartbeat() {
+        let mut img = image();
+        let mut l = leader_that_heard_from_all(&mut img);
+        run(&mut img, &ControllerOp::ReplicasOffline { broker: 1, partitions: vec![(T, 0)] }, &mut l, 2);
+        assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3, 1])]);
+        let beat = |offline: Vec<(Uuid, i32)>| ControllerOp::BrokerHeartbeat {
+            node_id: 1,
+            incarnation: INC,
+            want_shut_down: false,
+            offline_replicas: Some(offline),
+        };
+        // The quorum's leadership moves; the new leader hears from everyone.
+        let mut l = new_leader();
+        l.became_leader_of(&img, 3);
+        for n in [2, 3] {
+            run(&mut img, &heartbeat(n, false), &mut l, 4);
+        }
+        // Partition 1's dir fails too, and that report is lost; the heartbeat names both.
+        assert!(run(&mut img, &beat(vec![(T, 0), (T, 1)]), &mut l, 5).len() == 1, "partition 1 leaves");
+        assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
+        assert!(decide(&img, &expand_p0_with_1(), &mut l, 6).is_err(), "refused: its replica is offline");
+        assert!(run(&mut img, &beat(vec![(T, 0), (T, 1)]), &mut l, 7).is_empty(), "nothing new");
     }
 
     /// The offline replica is the last in sync: no one else may lead, so the partition
@@ -514,7 +566,12 @@ mod tests {
         // A new controller leader; broker 1 comes back (a new process: fenced, then let in).
         let mut l = BrokerLiveness::new(9_000);
         l.became_leader_of(&img, 10_000);
-        let back = ControllerOp::BrokerHeartbeat { node_id: 1, incarnation: Uuid::from_u128(5), want_shut_down: false };
+        let back = ControllerOp::BrokerHeartbeat {
+            node_id: 1,
+            incarnation: Uuid::from_u128(5),
+            want_shut_down: false,
+            offline_replicas: None,
+        };
         run(&mut img, &back, &mut l, 10_001);
         run(&mut img, &back, &mut l, 10_002);
         assert!(!img.brokers[&1].fenced);
@@ -523,8 +580,12 @@ mod tests {
         run(&mut img, &heartbeat(3, true), &mut l, 10_003);
         assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])]);
         // 3 restarts: a new incarnation, fenced first, then let in and elected.
-        let restarted =
-            ControllerOp::BrokerHeartbeat { node_id: 3, incarnation: Uuid::from_u128(6), want_shut_down: false };
+        let restarted = ControllerOp::BrokerHeartbeat {
+            node_id: 3,
+            incarnation: Uuid::from_u128(6),
+            want_shut_down: false,
+            offline_replicas: None,
+        };
         run(&mut img, &restarted, &mut l, 10_004);
         assert!(!img.in_controlled_shutdown(3) && img.brokers[&3].fenced);
         run(&mut img, &restarted, &mut l, 10_005);
@@ -550,7 +611,12 @@ mod tests {
         l.became_leader_of(&back, 10_000);
         assert!(run(&mut img, &heartbeat(1, false), &mut l, 10_001).is_empty(), "the same process");
         let restarted = Uuid::from_u128(6);
-        let hb = ControllerOp::BrokerHeartbeat { node_id: 2, incarnation: restarted, want_shut_down: false };
+        let hb = ControllerOp::BrokerHeartbeat {
+            node_id: 2,
+            incarnation: restarted,
+            want_shut_down: false,
+            offline_replicas: None,
+        };
         let records = run(&mut img, &hb, &mut l, 10_002);
         assert!(records.contains(&MetadataRecord::BrokerFenced { node_id: 2, fenced: true }), "{records:?}");
         assert_eq!(img.brokers[&2].incarnation, Some(restarted));

@@ -85,10 +85,16 @@ pub enum ControllerOp {
     },
     /// A broker process is alive (every `broker.heartbeat.interval.ms`); with
     /// `want_shut_down` it asks for its leadership to move off before it stops.
+    /// `offline_replicas`: all of its replicas in log dirs that failed (topic id,
+    /// partition), as Kafka's heartbeat carries the broker's offline dirs, so that a new
+    /// controller leader knows them from the first heartbeat. (None from a broker of an
+    /// older release, which reports them with [`ControllerOp::ReplicasOffline`] only.)
     BrokerHeartbeat {
         node_id: i32,
         incarnation: Uuid,
         want_shut_down: bool,
+        #[serde(default)]
+        offline_replicas: Option<Vec<(Uuid, i32)>>,
     },
     /// The leader's periodic check: fence brokers whose session expired.
     ExpireBrokers,

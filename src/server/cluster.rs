@@ -65,7 +65,8 @@ pub async fn heartbeat_loop(
         let leadership = ctx.controller.leadership();
         let controller = ctx.controller.clone();
         let want = wants_shut_down.load(Ordering::Acquire);
-        let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, want));
+        let offline = ctx.replicas.offline_partitions();
+        let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, want, offline));
         // Shutdown does not wait for an answer: Broker::shutdown waits for this task.
         let answer = tokio::select! {
             answer = beat => answer,
@@ -197,7 +198,8 @@ pub async fn register(controller: &Arc<Controller>, incarnation: Uuid, deadline:
     }
     loop {
         let c = controller.clone();
-        match tokio::task::spawn_blocking(move || c.heartbeat(incarnation, false)).await {
+        // (A new process: its log dirs are all online so far.)
+        match tokio::task::spawn_blocking(move || c.heartbeat(incarnation, false, Vec::new())).await {
             Ok(Ok(())) => return tracing::info!("registered with the controller quorum"),
             Ok(Err(e)) if tokio::time::Instant::now() >= deadline => {
                 return tracing::warn!(error = %e, "not registered with the controller quorum yet; going on");
@@ -244,7 +246,8 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
         let controller = ctx.controller.clone();
         // Bounded here too: the controller gives up on its own deadline, but this loop's
         // deadline is the one that must hold for the process to stop.
-        let ask = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, true));
+        let offline = ctx.replicas.offline_partitions();
+        let ask = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, true, offline));
         let asked = match tokio::time::timeout_at(deadline, ask).await {
             Ok(asked) => asked,
             Err(_) => {

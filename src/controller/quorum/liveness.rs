@@ -172,12 +172,20 @@ impl Controller {
         self.core.clustered
     }
 
-    /// This broker process (`incarnation`) is alive; with `want_shut_down` it asks for
-    /// its leadership to move off. Returns once the leader's decision is applied here.
-    pub fn heartbeat(&self, incarnation: Uuid, want_shut_down: bool) -> Result<(), ControllerError> {
+    /// This broker process (`incarnation`) is alive, with these replicas in log dirs that
+    /// failed; with `want_shut_down` it asks for its leadership to move off. Returns once
+    /// the leader's decision is applied here.
+    pub fn heartbeat(
+        &self,
+        incarnation: Uuid,
+        want_shut_down: bool,
+        offline: Vec<(Uuid, i32)>,
+    ) -> Result<(), ControllerError> {
         let node_id = self.core.node_id;
+        let offline_replicas = Some(offline);
         self.run(move |core| async move {
-            core.submit(ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down }).await.map(drop)
+            let op = ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down, offline_replicas };
+            core.submit(op).await.map(drop)
         })
     }
 
