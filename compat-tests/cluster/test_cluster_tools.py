@@ -166,18 +166,23 @@ def log_bytes(node, partition_dir):
     return sum(f.stat().st_size for f in d.glob("*.log")) if d.exists() else 0
 
 
-def test_reassign_with_a_throttle_holds_the_new_replica_back_until_the_throttle_is_lifted(cluster3, tmp_path):
-    net, nodes = cluster3
-    servers = bootstrap(nodes)
-    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "slow",
-                    "--partitions", "1", "--replication-factor", "2", timeout=60)
+def create_6mb_topic(servers, topic, replication_factor):
+    """A one-partition topic holding 6 MB: far more than the one fetch (1 MiB) a
+    throttled replica gets before a 10 kB/s quota (measured over up to 11 s) holds it
+    back."""
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", topic,
+                    "--partitions", "1", "--replication-factor", str(replication_factor), timeout=60)
     assert proc.returncode == 0, describe(proc)
-    # 6 MB: far more than the one fetch (1 MiB) a throttled replica gets before the quota
-    # (10 kB/s, measured over up to 11 s) holds it back.
-    proc = run_tool(PRODUCER_PERF_TEST, "--topic", "slow", "--num-records", "600", "--record-size", "10000",
+    proc = run_tool(PRODUCER_PERF_TEST, "--topic", topic, "--num-records", "600", "--record-size", "10000",
                     "--throughput", "-1", "--producer-props", f"bootstrap.servers={servers}", "acks=all",
                     timeout=120)
     assert proc.returncode == 0, describe(proc)
+
+
+def test_reassign_with_a_throttle_holds_the_new_replica_back_until_the_throttle_is_lifted(cluster3, tmp_path):
+    net, nodes = cluster3
+    servers = bootstrap(nodes)
+    create_6mb_topic(servers, "slow", 2)
     leader, replicas, _ = partitions(servers, "slow")[0]
     outsider = ({1, 2, 3} - set(replicas)).pop()
     plan = tmp_path / "plan.json"
@@ -240,13 +245,7 @@ def test_cancel_that_needs_an_unclean_election_waits_for_the_topic_to_allow_it(c
     election, as in Kafka, and then A alone is the ISR and leads again once it is back."""
     net, nodes = cluster3
     servers = bootstrap(nodes)
-    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "revert",
-                    "--partitions", "1", "--replication-factor", "1", timeout=60)
-    assert proc.returncode == 0, describe(proc)
-    proc = run_tool(PRODUCER_PERF_TEST, "--topic", "revert", "--num-records", "600", "--record-size", "10000",
-                    "--throughput", "-1", "--producer-props", f"bootstrap.servers={servers}", "acks=all",
-                    timeout=120)
-    assert proc.returncode == 0, describe(proc)
+    create_6mb_topic(servers, "revert", 1)
     a = partitions(servers, "revert")[0][1][0]
     b, c = sorted({1, 2, 3} - {a})
     # C copies at 10 kB/s (6 MB to go); B is not throttled.
