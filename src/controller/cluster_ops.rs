@@ -279,6 +279,11 @@ mod tests {
         ControllerOp::BrokerHeartbeat { node_id, incarnation: INC, want_shut_down, offline_replicas: None }
     }
 
+    /// A heartbeat of `node_id`'s process `incarnation` (another process than [`INC`]).
+    fn heartbeat_from(node_id: i32, incarnation: Uuid) -> ControllerOp {
+        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down: false, offline_replicas: None }
+    }
+
     fn run(img: &mut MetadataImage, op: &ControllerOp, l: &mut BrokerLiveness, now: i64) -> Vec<MetadataRecord> {
         let records = decide(img, op, l, now).unwrap();
         records.iter().for_each(|r| img.apply(r));
@@ -370,12 +375,7 @@ mod tests {
         let mut l = leader_that_heard_from_all(&mut img);
         run(&mut img, &alter_p0(0, &[3], None), &mut l, 2);
         let restarted = Uuid::from_u128(0x3b);
-        let beat = ControllerOp::BrokerHeartbeat {
-            node_id: 3,
-            incarnation: restarted,
-            want_shut_down: false,
-            offline_replicas: None,
-        };
+        let beat = heartbeat_from(3, restarted);
         run(&mut img, &beat, &mut l, 3);
         run(&mut img, &beat, &mut l, 4);
         let expand_seen_from = |img: &MetadataImage, process: Uuid| {
@@ -443,12 +443,7 @@ mod tests {
         let mut img = image();
         let mut l = new_leader();
         run(&mut img, &heartbeat(1, false), &mut l, 1);
-        let restarted = ControllerOp::BrokerHeartbeat {
-            node_id: 1,
-            incarnation: Uuid::from_u128(2),
-            want_shut_down: false,
-            offline_replicas: None,
-        };
+        let restarted = heartbeat_from(1, Uuid::from_u128(2));
         run(&mut img, &restarted, &mut l, 2);
         assert!(img.brokers[&1].fenced);
         assert_eq!(leaders(&img)[0], (2, vec![2, 3]));
@@ -488,12 +483,7 @@ mod tests {
         assert!(decide(&img, &expand, &mut l, 5).is_err(), "refused: its replica is offline");
         assert_eq!(leaders(&img), vec![(2, vec![2, 3]), (2, vec![2, 3])]);
         // Restarted (a new incarnation, the dir repaired), it may join again.
-        let restarted = ControllerOp::BrokerHeartbeat {
-            node_id: 1,
-            incarnation: Uuid::from_u128(8),
-            want_shut_down: false,
-            offline_replicas: None,
-        };
+        let restarted = heartbeat_from(1, Uuid::from_u128(8));
         run(&mut img, &restarted, &mut l, 6);
         run(&mut img, &restarted, &mut l, 7);
         run(&mut img, &expand, &mut l, 8);
@@ -566,12 +556,7 @@ mod tests {
         // A new controller leader; broker 1 comes back (a new process: fenced, then let in).
         let mut l = BrokerLiveness::new(9_000);
         l.became_leader_of(&img, 10_000);
-        let back = ControllerOp::BrokerHeartbeat {
-            node_id: 1,
-            incarnation: Uuid::from_u128(5),
-            want_shut_down: false,
-            offline_replicas: None,
-        };
+        let back = heartbeat_from(1, Uuid::from_u128(5));
         run(&mut img, &back, &mut l, 10_001);
         run(&mut img, &back, &mut l, 10_002);
         assert!(!img.brokers[&1].fenced);
@@ -580,12 +565,7 @@ mod tests {
         run(&mut img, &heartbeat(3, true), &mut l, 10_003);
         assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])]);
         // 3 restarts: a new incarnation, fenced first, then let in and elected.
-        let restarted = ControllerOp::BrokerHeartbeat {
-            node_id: 3,
-            incarnation: Uuid::from_u128(6),
-            want_shut_down: false,
-            offline_replicas: None,
-        };
+        let restarted = heartbeat_from(3, Uuid::from_u128(6));
         run(&mut img, &restarted, &mut l, 10_004);
         assert!(!img.in_controlled_shutdown(3) && img.brokers[&3].fenced);
         run(&mut img, &restarted, &mut l, 10_005);
@@ -611,12 +591,7 @@ mod tests {
         l.became_leader_of(&back, 10_000);
         assert!(run(&mut img, &heartbeat(1, false), &mut l, 10_001).is_empty(), "the same process");
         let restarted = Uuid::from_u128(6);
-        let hb = ControllerOp::BrokerHeartbeat {
-            node_id: 2,
-            incarnation: restarted,
-            want_shut_down: false,
-            offline_replicas: None,
-        };
+        let hb = heartbeat_from(2, restarted);
         let records = run(&mut img, &hb, &mut l, 10_002);
         assert!(records.contains(&MetadataRecord::BrokerFenced { node_id: 2, fenced: true }), "{records:?}");
         assert_eq!(img.brokers[&2].incarnation, Some(restarted));

@@ -680,7 +680,7 @@ impl Partition {
 
     /// The ISR and the replicas as the last applied metadata gave them (empty before the
     /// first).
-    pub fn metadata_replicas(&self) -> (Vec<i32>, Vec<i32>) {
+    pub fn metadata_isr_and_replicas(&self) -> (Vec<i32>, Vec<i32>) {
         let s = self.lock();
         (s.metadata_isr.clone(), s.metadata_replicas.clone())
     }

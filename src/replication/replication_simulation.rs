@@ -330,15 +330,9 @@ impl Sim {
 
     fn heartbeat(&mut self, b: i32) {
         let (incarnation, want_shut_down) = (self.brokers[&b].incarnation, self.brokers[&b].shutting_down);
-        if self
-            .control(ControllerOp::BrokerHeartbeat {
-                node_id: b,
-                incarnation,
-                want_shut_down,
-                offline_replicas: Some(Vec::new()),
-            })
-            .is_ok()
-        {
+        let op =
+            ControllerOp::BrokerHeartbeat { node_id: b, incarnation, want_shut_down, offline_replicas: Some(vec![]) };
+        if self.control(op).is_ok() {
             let broker = self.brokers.get_mut(&b).unwrap();
             broker.registered = true;
             broker.forgetful = false;
