@@ -7,7 +7,7 @@ use uuid::Uuid;
 
 use super::broker_liveness::{BrokerLiveness, HeartbeatOutcome};
 use super::image::{BrokerImage, MetadataImage};
-use super::operations::ControllerOp;
+use super::operations::{ControllerOp, IsrAlteration};
 use super::partition_change::{
     alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, remove_offline_replicas,
     unclean_allowed, AlterPartitionError, IsrProposal,
@@ -94,44 +94,23 @@ pub fn decide(
             add_broker_epoch,
         } => {
             if incarnation.is_some_and(|i| liveness.is_stale(*broker, i)) {
-                return Err(ControllerError::Refused(format!(
-                    "AlterPartition refused: StaleBrokerEpoch (broker {broker} restarted since)"
-                )));
+                return Err(stale_process(*broker));
             }
-            let topic =
-                image.topic_by_id(topic_id).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
-            let pi =
-                topic.partition(*partition).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
-            let mut new_isr: Vec<i32> = pi.isr.iter().copied().filter(|r| !remove.contains(r)).collect();
-            if let Some(a) = add {
-                if !new_isr.contains(a) {
-                    new_isr.push(*a);
-                }
-            }
-            let proposal = IsrProposal {
-                broker: *broker,
+            let current = image.topic_by_id(topic_id).and_then(|t| t.partition(*partition)).map(|p| p.partition_epoch);
+            let change = IsrAlteration {
                 topic_id: *topic_id,
                 partition: *partition,
                 leader_epoch: *leader_epoch,
-                partition_epoch: partition_epoch.unwrap_or(pi.partition_epoch),
-                new_isr,
+                // An older release's broker: against the ISR as it is now.
+                partition_epoch: partition_epoch.or(current).unwrap_or(0),
+                remove: remove.clone(),
+                add: *add,
+                add_broker_epoch: *add_broker_epoch,
             };
-            // The joining follower must still be the process whose fetch the leader saw
-            // caught up (-1: a leader that does not know which).
-            let same_process = |r: i32| {
-                *add != Some(r) || add_broker_epoch.is_none_or(|e| e < 0 || liveness.broker_epoch(r) == Some(e))
-            };
-            let may_join = |r: i32| {
-                liveness.may_join_isr(r) && !liveness.is_replica_offline(r, *topic_id, *partition) && same_process(r)
-            };
-            if let Some(r) = alter_partition(image, &proposal, &may_join).map_err(refused)? {
-                out.push(vec![r]);
-                // A reassignment completes once its new replicas are in sync.
-                let done = out.image.topic_by_id(topic_id).and_then(|t| {
-                    reassignment::complete_if_caught_up(*topic_id, t.partition(*partition)?, &alive(liveness))
-                });
-                out.push(done.into_iter().collect());
-            }
+            out.alter_isr(*broker, &change, liveness)?;
+        }
+        ControllerOp::AlterPartitions { .. } => {
+            return Err(ControllerError::Internal("AlterPartitions is decided by decide_alter_partitions".into()))
         }
         ControllerOp::ReplicasOffline { broker, partitions } => {
             liveness.replicas_offline(*broker, partitions);
@@ -181,6 +160,35 @@ fn refused(e: AlterPartitionError) -> ControllerError {
     }
 }
 
+/// The records a [`ControllerOp::AlterPartitions`] from process `incarnation` of
+/// `broker` commits, and the changes refused (topic id, partition, why): each change is
+/// decided on its own, against the image the ones before it make.
+pub fn decide_alter_partitions(
+    image: &MetadataImage,
+    broker: i32,
+    incarnation: Uuid,
+    changes: &[IsrAlteration],
+    liveness: &BrokerLiveness,
+) -> (Vec<MetadataRecord>, Vec<(Uuid, i32, ControllerError)>) {
+    if liveness.is_stale(broker, incarnation) {
+        let refused = changes.iter().map(|c| (c.topic_id, c.partition, stale_process(broker))).collect();
+        return (Vec::new(), refused);
+    }
+    let mut out = Changes { image: image.clone(), records: Vec::new() };
+    let mut refused = Vec::new();
+    for change in changes {
+        if let Err(e) = out.alter_isr(broker, change, liveness) {
+            refused.push((change.topic_id, change.partition, e));
+        }
+    }
+    (out.records, refused)
+}
+
+/// An AlterPartition from a process of `broker` that has been replaced.
+fn stale_process(broker: i32) -> ControllerError {
+    ControllerError::Refused(format!("AlterPartition refused: StaleBrokerEpoch (broker {broker} restarted since)"))
+}
+
 /// Records decided so far, and the image they make (later decisions of the same
 /// operation see earlier ones).
 struct Changes {
@@ -189,6 +197,51 @@ struct Changes {
 }
 
 impl Changes {
+    /// Leader `broker`'s ISR change of one partition (Kafka's AlterPartition, one
+    /// partition of it), and the reassignment it completes, if any.
+    fn alter_isr(
+        &mut self,
+        broker: i32,
+        change: &IsrAlteration,
+        liveness: &BrokerLiveness,
+    ) -> Result<(), ControllerError> {
+        let IsrAlteration { topic_id, partition, leader_epoch, partition_epoch, remove, add, add_broker_epoch } =
+            change;
+        let topic =
+            self.image.topic_by_id(topic_id).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
+        let pi = topic.partition(*partition).ok_or_else(|| refused(AlterPartitionError::UnknownTopicOrPartition))?;
+        let mut new_isr: Vec<i32> = pi.isr.iter().copied().filter(|r| !remove.contains(r)).collect();
+        if let Some(a) = add {
+            if !new_isr.contains(a) {
+                new_isr.push(*a);
+            }
+        }
+        let proposal = IsrProposal {
+            broker,
+            topic_id: *topic_id,
+            partition: *partition,
+            leader_epoch: *leader_epoch,
+            partition_epoch: *partition_epoch,
+            new_isr,
+        };
+        // The joining follower must still be the process whose fetch the leader saw
+        // caught up (-1: a leader that does not know which).
+        let same_process =
+            |r: i32| *add != Some(r) || add_broker_epoch.is_none_or(|e| e < 0 || liveness.broker_epoch(r) == Some(e));
+        let may_join = |r: i32| {
+            liveness.may_join_isr(r) && !liveness.is_replica_offline(r, *topic_id, *partition) && same_process(r)
+        };
+        if let Some(r) = alter_partition(&self.image, &proposal, &may_join).map_err(refused)? {
+            self.push(vec![r]);
+            // A reassignment completes once its new replicas are in sync.
+            let done = self.image.topic_by_id(topic_id).and_then(|t| {
+                reassignment::complete_if_caught_up(*topic_id, t.partition(*partition)?, &alive(liveness))
+            });
+            self.push(done.into_iter().collect());
+        }
+        Ok(())
+    }
+
     fn push(&mut self, records: Vec<MetadataRecord>) {
         for r in records {
             self.image.apply(&r);
@@ -412,6 +465,67 @@ mod tests {
         assert!(run(&mut img, &alter_p0(0, &[3], None), &mut l, 4).is_empty(), "the committed shrink, again");
         run(&mut img, &alter_p0(1, &[], Some(3)), &mut l, 5);
         assert_eq!(leaders(&img)[0], (1, vec![1, 2, 3]));
+    }
+
+    /// One partition's change in an AlterPartitions from broker 1.
+    fn change(partition: i32, partition_epoch: i32, remove: &[i32], add: Option<i32>) -> IsrAlteration {
+        IsrAlteration {
+            topic_id: T,
+            partition,
+            leader_epoch: 0,
+            partition_epoch,
+            remove: remove.to_vec(),
+            add,
+            add_broker_epoch: add.map(|_| broker_epoch_of(INC)),
+        }
+    }
+
+    /// One request carries many partitions' changes (a broker whose followers all caught
+    /// up at once): each is decided as its own AlterPartition would be; those that pass
+    /// commit together, and each refused one comes back with its own reason.
+    #[test]
+    fn an_alter_partitions_decides_each_change_and_answers_each_refusal() {
+        let mut img = image();
+        let l = leader_that_heard_from_all(&mut img);
+        let changes = vec![
+            change(0, 0, &[3], None), // broker 1 leads partition 0: commits
+            change(1, 0, &[3], None), // broker 2 leads partition 1
+            change(7, 0, &[3], None), // no such partition
+        ];
+        let (records, refused) = decide_alter_partitions(&img, 1, INC, &changes, &l);
+        let one = decide(&img, &alter_p0_from(Some(INC), 0, &[3], None), &mut l.clone(), 2).unwrap();
+        assert_eq!(records, one, "the same record as partition 0's change alone");
+        let why: Vec<_> = refused.iter().map(|(t, p, e)| (*t, *p, e.to_string())).collect();
+        assert_eq!(why.len(), 2, "{why:?}");
+        assert!(matches!(&refused[0], (T, 1, ControllerError::Refused(m)) if m.contains("NotLeader")), "{why:?}");
+        assert!(matches!(&refused[1], (T, 7, ControllerError::Refused(m)) if m.contains("UnknownTopic")), "{why:?}");
+        records.iter().for_each(|r| img.apply(r));
+        assert_eq!(leaders(&img), vec![(1, vec![1, 2]), (2, vec![2, 3, 1])]);
+
+        // Broker 3 back in partition 0 as seen by a process of it that was since
+        // replaced: not attempted (INELIGIBLE_REPLICA); the other change still commits.
+        let mut l = l;
+        run(&mut img, &heartbeat_from(3, Uuid::from_u128(0x3b)), &mut l, 3);
+        run(&mut img, &heartbeat_from(3, Uuid::from_u128(0x3b)), &mut l, 4);
+        // (Broker 1 leads partition 1 too here, so that its second change can commit.)
+        let mut img2 = img.clone();
+        if let Some(t) = img2.topics.get_mut("t").map(Arc::make_mut) {
+            t.partitions[1].leader = 1;
+        }
+        let epoch = |p: usize| img2.topic("t").unwrap().partitions[p].partition_epoch;
+        let changes = vec![change(0, epoch(0), &[], Some(3)), change(1, epoch(1), &[2], None)];
+        let (records, refused) = decide_alter_partitions(&img2, 1, INC, &changes, &l);
+        assert!(
+            matches!(&refused[..], [(T, 0, ControllerError::NotAttempted(m))] if m.contains("IneligibleReplica")),
+            "{refused:?}"
+        );
+        assert_eq!(records.len(), 1, "{records:?}");
+
+        // From a process of broker 1 that has been replaced: every change refused as stale.
+        run(&mut img, &heartbeat_from(1, Uuid::from_u128(0x1b)), &mut l, 5);
+        let (records, refused) = decide_alter_partitions(&img, 1, INC, &[change(0, 1, &[2], None)], &l);
+        assert!(records.is_empty());
+        assert!(matches!(&refused[..], [(T, 0, ControllerError::Refused(m))] if m.contains("StaleBrokerEpoch")));
     }
 
     fn leaders(img: &MetadataImage) -> Vec<(i32, Vec<i32>)> {

@@ -20,6 +20,19 @@ pub const MAX_PARTITIONS: i32 = 10_000;
 /// Producer ids are committed in blocks so that handing one out costs no commit.
 pub const PRODUCER_ID_BLOCK: i64 = 1000;
 
+/// One partition's ISR change in a [`ControllerOp::AlterPartitions`]: the fields of
+/// [`ControllerOp::AlterPartition`] that are the partition's own.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IsrAlteration {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub remove: Vec<i32>,
+    pub add: Option<i32>,
+    pub add_broker_epoch: Option<i64>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NewTopic {
     pub name: String,
@@ -121,6 +134,16 @@ pub enum ControllerOp {
         #[serde(default)]
         add_broker_epoch: Option<i64>,
     },
+    /// Many partitions' ISR changes from one process of leader `broker` in one request,
+    /// as Kafka's AlterPartition carries every change a broker has pending. Each is
+    /// decided as [`ControllerOp::AlterPartition`] would be, against the image the
+    /// changes before it make; all that pass commit together, and each refused one is
+    /// answered on its own (`OpReply::refused`).
+    AlterPartitions {
+        broker: i32,
+        incarnation: Uuid,
+        changes: Vec<IsrAlteration>,
+    },
     /// Broker `broker` lost the log directory holding these partitions (topic id,
     /// partition): its replicas of them are offline (Kafka's offline log dirs in
     /// BrokerHeartbeat). It leaves their ISRs and leadership moves to the ISR's others.
@@ -197,6 +220,7 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::BrokerHeartbeat { .. }
         | ControllerOp::ExpireBrokers
         | ControllerOp::AlterPartition { .. }
+        | ControllerOp::AlterPartitions { .. }
         | ControllerOp::ReplicasOffline { .. }
         | ControllerOp::ElectLeaders { .. }
         | ControllerOp::AlterReassignments { .. } => {

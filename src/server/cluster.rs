@@ -1,22 +1,20 @@
-//! A broker's part in the cluster (Kafka's `BrokerLifecycleManager` and
-//! `AlterPartitionManager`): heartbeats to the controller quorum so it is not fenced, a
-//! controlled shutdown that moves its leadership off before the process stops, and the
-//! ISR changes its partitions' leaders propose. A single node does none of this.
+//! A broker's part in the cluster (Kafka's `BrokerLifecycleManager`): heartbeats to the
+//! controller quorum so it is not fenced, and a controlled shutdown that moves its
+//! leadership off before the process stops. (The ISR changes its partitions' leaders
+//! propose go through `alter_partition.rs`.) A single node does none of this.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::broadcast;
 use uuid::Uuid;
 
+use super::alter_partition::ISR_RETRY_BACKOFF;
 use crate::controller::broker_liveness::BROKER_HEARTBEAT_INTERVAL_MS;
-use crate::controller::{Controller, ControllerError};
+use crate::controller::Controller;
 use crate::protocol::Ctx;
-use crate::replication::isr::IsrProposal;
-use crate::replication::isr_sink::{IsrChange, IsrChangeSink, NotCommitted};
 use crate::replication::replica_manager::HIGH_WATERMARK_CHECKPOINT_INTERVAL;
-use crate::replication::ReplicaManager;
 
 /// How long a controlled shutdown waits for its leadership to move off.
 const CONTROLLED_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(15);
@@ -290,80 +288,6 @@ fn shares_isr_with_a_live_broker(image: &crate::controller::image::MetadataImage
         .values()
         .flat_map(|t| t.partitions.iter())
         .any(|p| p.isr.contains(&me) && p.isr.iter().any(|r| *r != me && image.broker_staying(*r)))
-}
-
-/// After an ISR change the controller did not commit, this long passes before the
-/// partition acts on the answer (see [`NotCommitted`]): proposes again once the
-/// controller said a removal was not attempted, or sends the same again when no answer
-/// came. A refused addition is answered at once: the partition itself waits before it
-/// proposes the same follower process again, and not for a newer one
-/// ([`crate::replication::isr::EXPANSION_RETRY_MS`]).
-const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
-
-/// Takes a leader's ISR proposals to the controller as AlterPartition requests, one
-/// blocking task each (a partition has one proposal in flight until the metadata moves
-/// to a new partition epoch, or until the controller said it was not attempted).
-pub struct ControllerIsrSink {
-    controller: Weak<Controller>,
-    replicas: Weak<ReplicaManager>,
-    /// This broker process, as its heartbeats name it.
-    incarnation: Uuid,
-    runtime: tokio::runtime::Handle,
-}
-
-impl ControllerIsrSink {
-    pub fn new(controller: &Arc<Controller>, replicas: &Arc<ReplicaManager>, incarnation: Uuid) -> ControllerIsrSink {
-        ControllerIsrSink {
-            controller: Arc::downgrade(controller),
-            replicas: Arc::downgrade(replicas),
-            incarnation,
-            runtime: tokio::runtime::Handle::current(),
-        }
-    }
-}
-
-impl IsrChangeSink for ControllerIsrSink {
-    fn propose(&self, change: IsrChange) {
-        let Some(controller) = self.controller.upgrade() else { return };
-        let (replicas, runtime, incarnation) = (self.replicas.clone(), self.runtime.clone(), self.incarnation);
-        let (remove, add) = match &change.proposal {
-            IsrProposal::Shrink { remove } => (remove.clone(), None),
-            IsrProposal::Expand { add, broker_epoch } => (Vec::new(), Some((*add, *broker_epoch))),
-        };
-        self.runtime.spawn_blocking(move || {
-            let epochs = (change.leader_epoch, change.partition_epoch);
-            let partition = (change.topic_id, change.partition);
-            let result = controller.alter_partition(incarnation, partition, epochs, remove, add);
-            drop(controller);
-            match result {
-                Ok(()) => tracing::info!(
-                    topic = %change.topic, partition = change.partition, proposal = ?change.proposal,
-                    "ISR change committed"
-                ),
-                Err(e) => {
-                    let why = match e {
-                        ControllerError::NotAttempted(_) => NotCommitted::NotAttempted,
-                        ControllerError::Refused(_) => NotCommitted::Stale,
-                        _ => NotCommitted::NoAnswer,
-                    };
-                    tracing::warn!(
-                        topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
-                        ?why, "ISR change not committed"
-                    );
-                    let refused_addition =
-                        why == NotCommitted::NotAttempted && matches!(change.proposal, IsrProposal::Expand { .. });
-                    runtime.spawn(async move {
-                        if !refused_addition {
-                            tokio::time::sleep(ISR_RETRY_BACKOFF).await;
-                        }
-                        if let Some(replicas) = replicas.upgrade() {
-                            replicas.isr_change_not_committed(&change, why);
-                        }
-                    });
-                }
-            }
-        });
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! The network side: listener, connections, shutdown, and [`Broker`], the handle that
 //! starts and stops a whole broker (used by `main` and embeddable in tests).
 
+mod alter_partition;
 pub mod cluster;
 pub mod connection;
 pub mod connections;
@@ -230,7 +231,7 @@ impl Broker {
         let stop = shutdown.subscribe();
         let wants_shut_down = Arc::new(AtomicBool::new(false));
         if ctx.controller.is_clustered() {
-            ctx.replicas.set_isr_sink(Arc::new(cluster::ControllerIsrSink::new(
+            ctx.replicas.set_isr_sink(Arc::new(alter_partition::ControllerIsrSink::new(
                 &ctx.controller,
                 &ctx.replicas,
                 incarnation,

@@ -115,7 +115,7 @@ impl Core {
             observers: describe(&mut membership.learner_ids()),
             endpoints: self.voters.iter().map(|(id, addr)| (*id as i32, addr.clone())).collect(),
         };
-        Ok(OpReply { index: None, records: Vec::new(), quorum: Some(quorum) })
+        Ok(OpReply { index: None, records: Vec::new(), quorum: Some(quorum), refused: Vec::new() })
     }
 }
 

@@ -122,10 +122,15 @@ impl Core {
         }
         let image = self.published.image();
         let start = Uuid::new_v4().as_u128() as usize;
-        let decided = if op.needs_liveness() { self.decide_liveness(&image, &op) } else { decide(&image, &op, start) };
-        let records = decided.map_err(|e| ForwardError::from(&e))?;
+        let decided = if op.needs_liveness() {
+            self.decide_liveness(&image, &op)
+        } else {
+            decide(&image, &op, start).map(|records| (records, Vec::new()))
+        };
+        let (records, refused) = decided.map_err(|e| ForwardError::from(&e))?;
+        let refused: Vec<_> = refused.into_iter().map(|(t, p, e)| (t, p, ForwardError::from(&e))).collect();
         if op.validate_only() || records.is_empty() {
-            return Ok(OpReply { index: None, records, quorum: None });
+            return Ok(OpReply { index: None, records, quorum: None, refused });
         }
         let listeners = self.published.listeners();
         let prepared = {
@@ -140,7 +145,7 @@ impl Core {
         let written =
             tokio::time::timeout(OP_TIMEOUT, self.raft.client_write(Commit { records: records.clone() })).await;
         match written {
-            Ok(Ok(resp)) => Ok(OpReply { index: Some(resp.log_id.index), records, quorum: None }),
+            Ok(Ok(resp)) => Ok(OpReply { index: Some(resp.log_id.index), records, quorum: None, refused }),
             Err(_) => {
                 if op.needs_liveness() {
                     self.forget_liveness();
@@ -182,7 +187,7 @@ impl Core {
                 Err(e) => return Err((&internal(e)).into()),
             }
         }
-        Ok(OpReply { index: None, records: Vec::new(), quorum: None })
+        Ok(OpReply { index: None, records: Vec::new(), quorum: None, refused: Vec::new() })
     }
 }
 

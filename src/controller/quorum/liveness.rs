@@ -14,10 +14,14 @@ use uuid::Uuid;
 use super::{Controller, Core};
 use crate::controller::broker_liveness::{BrokerLiveness, BROKER_SESSION_TIMEOUT_MS};
 use crate::controller::image::MetadataImage;
-use crate::controller::operations::ControllerOp;
+use crate::controller::operations::{ControllerOp, IsrAlteration};
 use crate::controller::raft::NodeId;
 use crate::controller::records::MetadataRecord;
 use crate::controller::{cluster_ops, ControllerError};
+
+/// The records an operation commits, and the changes of an AlterPartitions refused
+/// (topic id, partition, why).
+pub(super) type Decided = (Vec<MetadataRecord>, Vec<(Uuid, i32, ControllerError)>);
 
 /// How often the leader looks for expired broker sessions: a broker is fenced at most
 /// this long after its session ran out. (Kafka schedules the check for the next
@@ -44,6 +48,7 @@ impl ControllerOp {
             ControllerOp::BrokerHeartbeat { .. }
                 | ControllerOp::ExpireBrokers
                 | ControllerOp::AlterPartition { .. }
+                | ControllerOp::AlterPartitions { .. }
                 | ControllerOp::ReplicasOffline { .. }
                 | ControllerOp::ElectLeaders { .. }
                 | ControllerOp::AlterReassignments { .. }
@@ -55,11 +60,8 @@ impl Core {
     /// As the leader (under the operation lock): decide a liveness operation. The view
     /// belongs to a term; a new term (this node became leader again, or for the first
     /// time) starts a new one from the image.
-    pub(super) fn decide_liveness(
-        &self,
-        image: &MetadataImage,
-        op: &ControllerOp,
-    ) -> Result<Vec<MetadataRecord>, ControllerError> {
+    /// Returns the records to commit and, for an AlterPartitions, the changes refused.
+    pub(super) fn decide_liveness(&self, image: &MetadataImage, op: &ControllerOp) -> Result<Decided, ControllerError> {
         let term = self.raft.metrics().borrow().current_term;
         let now = now_ms();
         let mut guard = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
@@ -69,7 +71,12 @@ impl Core {
             *guard = Some((term, view));
         }
         let (_, view) = guard.as_mut().ok_or_else(|| ControllerError::Internal("no liveness view".into()))?;
-        cluster_ops::decide(image, op, view, now)
+        match op {
+            ControllerOp::AlterPartitions { broker, incarnation, changes } => {
+                Ok(cluster_ops::decide_alter_partitions(image, *broker, *incarnation, changes, view))
+            }
+            _ => cluster_ops::decide(image, op, view, now).map(|records| (records, Vec::new())),
+        }
     }
 
     /// Whether a session check would fence anyone: true when this term has no view yet
@@ -195,6 +202,22 @@ impl Controller {
         let broker = self.core.node_id;
         self.run(move |core| async move {
             core.submit(ControllerOp::ReplicasOffline { broker, partitions }).await.map(drop)
+        })
+    }
+
+    /// As the leader of these partitions, in this broker process (`incarnation`, as its
+    /// heartbeats name it): ISR changes, each proposed against the ISR of its partition
+    /// epoch, in one request. Returns those refused (topic id, partition, why); the
+    /// others are committed and applied here.
+    pub fn alter_partitions(
+        &self,
+        incarnation: Uuid,
+        changes: Vec<IsrAlteration>,
+    ) -> Result<Vec<(Uuid, i32, ControllerError)>, ControllerError> {
+        let broker = self.core.node_id;
+        self.run(move |core| async move {
+            let reply = core.submit(ControllerOp::AlterPartitions { broker, incarnation, changes }).await?;
+            Ok(reply.refused.into_iter().map(|(t, p, e)| (t, p, e.into_controller_error())).collect())
         })
     }
 

@@ -14,6 +14,7 @@ use openraft::raft::{
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use uuid::Uuid;
 
 use super::{NodeId, TypeConfig};
 use crate::controller::operations::ControllerOp;
@@ -51,6 +52,10 @@ pub struct OpReply {
     /// The answer to a DescribeQuorum.
     #[serde(default)]
     pub quorum: Option<QuorumDescription>,
+    /// The changes of an AlterPartitions that were refused (topic id, partition, why);
+    /// the others are what `records` commits (or were already so).
+    #[serde(default)]
+    pub refused: Vec<(Uuid, i32, ForwardError)>,
 }
 
 /// Why a forwarded operation was not done.
