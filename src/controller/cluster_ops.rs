@@ -176,7 +176,14 @@ pub fn decide_alter_partitions(
     }
     let mut out = Changes { image: image.clone(), records: Vec::new() };
     let mut refused = Vec::new();
+    let mut seen = std::collections::HashSet::new();
     for change in changes {
+        if !seen.insert((change.topic_id, change.partition)) {
+            // Its answer would be ambiguous (a broker sends a partition once a request).
+            let twice = ControllerError::Refused("AlterPartition refused: the partition is named twice".into());
+            refused.push((change.topic_id, change.partition, twice));
+            continue;
+        }
         if let Err(e) = out.alter_isr(broker, change, liveness) {
             refused.push((change.topic_id, change.partition, e));
         }
@@ -520,6 +527,10 @@ mod tests {
             "{refused:?}"
         );
         assert_eq!(records.len(), 1, "{records:?}");
+
+        // A partition named twice in one request: the second is refused, unread.
+        let (_, refused) = decide_alter_partitions(&img2, 1, INC, &[changes[1].clone(), changes[1].clone()], &l);
+        assert!(matches!(&refused[..], [(T, 1, ControllerError::Refused(m))] if m.contains("twice")), "{refused:?}");
 
         // From a process of broker 1 that has been replaced: every change refused as stale.
         run(&mut img, &heartbeat_from(1, Uuid::from_u128(0x1b)), &mut l, 5);

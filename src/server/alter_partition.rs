@@ -8,10 +8,10 @@
 //! apply that would have answered them queued behind them in the same pool, and every
 //! change and heartbeat waited out its timeout, again and again.
 
-use std::collections::BTreeMap;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -34,27 +34,49 @@ pub(super) const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// KiB); the rest follow in the next.
 const MAX_CHANGES_PER_REQUEST: usize = 500;
 
+/// A controller leader of an older release cannot read a request of many changes (it
+/// closes the connection: no answer). Once one such leader answered a single change, the
+/// sender sends one change per request for this long before it tries many again.
+const ONE_BY_ONE_FOR: Duration = Duration::from_secs(60);
+
 /// Takes a leader's ISR proposals to the controller. A partition has one proposal in
 /// flight until the metadata moves to a new partition epoch, or until the controller
 /// said it was not attempted; a newer proposal of a partition whose last one has not
-/// been sent yet takes its place.
+/// been sent yet takes its place (the older one can no longer commit).
 pub struct ControllerIsrSink {
     queue: Arc<Queue>,
 }
 
 #[derive(Default)]
 struct Queue {
-    pending: Mutex<BTreeMap<(Uuid, i32), IsrChange>>,
+    pending: Mutex<Pending>,
     wake: Notify,
     /// The sink is gone: the sender stops.
     closed: AtomicBool,
 }
 
+/// Each partition's unsent change, numbered in the order it was proposed.
+#[derive(Default)]
+struct Pending {
+    proposed: u64,
+    changes: HashMap<(Uuid, i32), (u64, IsrChange)>,
+}
+
 impl Queue {
+    fn put(&self, change: IsrChange) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        pending.proposed += 1;
+        let n = pending.proposed;
+        pending.changes.insert((change.topic_id, change.partition), (n, change));
+    }
+
+    /// The oldest changes, at most a request's worth.
     fn take(&self) -> Vec<IsrChange> {
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        let keys: Vec<_> = pending.keys().take(MAX_CHANGES_PER_REQUEST).copied().collect();
-        keys.iter().filter_map(|k| pending.remove(k)).collect()
+        let mut oldest: Vec<_> = pending.changes.iter().map(|(k, (n, _))| (*n, *k)).collect();
+        oldest.sort_unstable();
+        let take = oldest.iter().take(MAX_CHANGES_PER_REQUEST);
+        take.filter_map(|(_, k)| pending.changes.remove(k)).map(|(_, c)| c).collect()
     }
 }
 
@@ -68,6 +90,7 @@ impl ControllerIsrSink {
             controller: Arc::downgrade(controller),
             replicas: Arc::downgrade(replicas),
             incarnation,
+            one_by_one_until: None,
         };
         tokio::spawn(sender.run());
         ControllerIsrSink { queue }
@@ -83,8 +106,7 @@ impl Drop for ControllerIsrSink {
 
 impl IsrChangeSink for ControllerIsrSink {
     fn propose(&self, change: IsrChange) {
-        let key = (change.topic_id, change.partition);
-        self.queue.pending.lock().unwrap_or_else(|e| e.into_inner()).insert(key, change);
+        self.queue.put(change);
         self.queue.wake.notify_one();
     }
 }
@@ -95,10 +117,12 @@ struct Sender {
     replicas: Weak<ReplicaManager>,
     /// This broker process, as its heartbeats name it.
     incarnation: Uuid,
+    /// Until then, one change per request (see [`ONE_BY_ONE_FOR`]).
+    one_by_one_until: Option<Instant>,
 }
 
 impl Sender {
-    async fn run(self) {
+    async fn run(mut self) {
         while !self.queue.closed.load(Ordering::Acquire) {
             let batch = self.queue.take();
             if batch.is_empty() {
@@ -107,35 +131,29 @@ impl Sender {
                 continue;
             }
             let Some(controller) = self.controller.upgrade() else { return };
-            let changes = batch.iter().map(alteration).collect();
-            let incarnation = self.incarnation;
-            let sent = tokio::task::spawn_blocking(move || controller.alter_partitions(incarnation, changes)).await;
-            let answered = sent.unwrap_or_else(|e| Err(ControllerError::Internal(e.to_string())));
-            self.answer(batch, answered);
-        }
-    }
-
-    /// Tells each partition what became of its change.
-    fn answer(&self, batch: Vec<IsrChange>, answered: Result<Vec<(Uuid, i32, ControllerError)>, ControllerError>) {
-        let mut refused: BTreeMap<(Uuid, i32), ControllerError> = BTreeMap::new();
-        let all_failed = match answered {
-            Ok(r) => {
-                refused.extend(r.into_iter().map(|(t, p, e)| ((t, p), e)));
-                None
+            let client = ControllerClient { controller, incarnation: self.incarnation };
+            let changes: Vec<_> = batch.iter().map(alteration).collect();
+            let many = self.one_by_one_until.is_none_or(|t| Instant::now() >= t);
+            let sent = tokio::task::spawn_blocking(move || send(&client, &changes, many)).await;
+            let (errors, how) = sent.unwrap_or_else(|e| {
+                let failed = batch.iter().map(|_| Some(ControllerError::Internal(e.to_string()))).collect();
+                (failed, Sent::Together)
+            });
+            if how == Sent::OneByOne && many {
+                tracing::warn!(
+                    "the controller leader did not read a request of many ISR changes but answered one \
+                     (a leader of an older release?): sending one change per request for a minute"
+                );
+                self.one_by_one_until = Some(Instant::now() + ONE_BY_ONE_FOR);
             }
-            Err(e) => Some(e),
-        };
-        for change in batch {
-            let error = match &all_failed {
-                Some(e) => Some(clone_error(e)),
-                None => refused.remove(&(change.topic_id, change.partition)),
-            };
-            match error {
-                None => tracing::info!(
-                    topic = %change.topic, partition = change.partition, proposal = ?change.proposal,
-                    "ISR change committed"
-                ),
-                Some(e) => self.not_committed(change, e),
+            for (change, error) in batch.into_iter().zip(errors) {
+                match error {
+                    None => tracing::info!(
+                        topic = %change.topic, partition = change.partition, proposal = ?change.proposal,
+                        "ISR change committed"
+                    ),
+                    Some(e) => self.not_committed(change, e),
+                }
             }
         }
     }
@@ -164,6 +182,90 @@ impl Sender {
     }
 }
 
+/// How the sender reaches the controller quorum's leader (blocking calls).
+trait AlterPartitionClient {
+    /// Many changes in one request: those refused (topic id, partition, why).
+    fn alter_partitions(
+        &self,
+        changes: Vec<IsrAlteration>,
+    ) -> Result<Vec<(Uuid, i32, ControllerError)>, ControllerError>;
+    /// One change, as a leader of an older release takes it.
+    fn alter_partition(&self, change: &IsrAlteration) -> Result<(), ControllerError>;
+}
+
+struct ControllerClient {
+    controller: Arc<Controller>,
+    incarnation: Uuid,
+}
+
+impl AlterPartitionClient for ControllerClient {
+    fn alter_partitions(
+        &self,
+        changes: Vec<IsrAlteration>,
+    ) -> Result<Vec<(Uuid, i32, ControllerError)>, ControllerError> {
+        self.controller.alter_partitions(self.incarnation, changes)
+    }
+
+    fn alter_partition(&self, c: &IsrAlteration) -> Result<(), ControllerError> {
+        let add = c.add.map(|a| (a, c.add_broker_epoch.unwrap_or(-1)));
+        let (partition, epochs) = ((c.topic_id, c.partition), (c.leader_epoch, c.partition_epoch));
+        self.controller.alter_partition(self.incarnation, partition, epochs, c.remove.clone(), add)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sent {
+    Together,
+    OneByOne,
+}
+
+/// Whether the controller decided (refused the change, or the request as a whole), as
+/// opposed to no answer at all (no leader, no quorum, a closed connection).
+fn decided(e: &ControllerError) -> bool {
+    matches!(e, ControllerError::Refused(_) | ControllerError::NotAttempted(_))
+}
+
+/// Sends `changes` (in one request if `many`, else one by one) and returns what became
+/// of each, in order (`None`: committed), and how they went. A request of many that gets
+/// no answer is tried once as a single change: a leader of an older release, which
+/// cannot read the request, answers that, and the rest go one by one too.
+fn send(
+    client: &impl AlterPartitionClient,
+    changes: &[IsrAlteration],
+    many: bool,
+) -> (Vec<Option<ControllerError>>, Sent) {
+    let mut errors: Vec<Option<ControllerError>> = Vec::with_capacity(changes.len());
+    if many {
+        match client.alter_partitions(changes.to_vec()) {
+            Ok(refused) => {
+                let mut refused: HashMap<(Uuid, i32), ControllerError> =
+                    refused.into_iter().map(|(t, p, e)| ((t, p), e)).collect();
+                let errors = changes.iter().map(|c| refused.remove(&(c.topic_id, c.partition))).collect();
+                return (errors, Sent::Together);
+            }
+            Err(e) if decided(&e) => return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together),
+            Err(e) => match changes.first().map(|c| client.alter_partition(c)) {
+                Some(Err(one)) if !decided(&one) => {
+                    return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together)
+                }
+                Some(first) => errors.push(first.err()),
+                None => return (Vec::new(), Sent::Together),
+            },
+        }
+    }
+    for c in &changes[errors.len()..] {
+        match client.alter_partition(c) {
+            Err(e) if !decided(&e) => {
+                // No answer: the rest would wait as long; they are sent again later.
+                errors.resize_with(changes.len(), || Some(clone_error(&e)));
+                break;
+            }
+            result => errors.push(result.err()),
+        }
+    }
+    (errors, Sent::OneByOne)
+}
+
 fn alteration(change: &IsrChange) -> IsrAlteration {
     let (remove, add, add_broker_epoch) = match &change.proposal {
         IsrProposal::Shrink { remove } => (remove.clone(), None, None),
@@ -187,12 +289,16 @@ fn clone_error(e: &ControllerError) -> ControllerError {
 
 #[cfg(test)]
 mod tests {
+    use std::cell::RefCell;
+
     use super::*;
+
+    const T: Uuid = Uuid::from_u128(7);
 
     fn change(partition: i32, partition_epoch: i32) -> IsrChange {
         IsrChange {
             topic: "t".into(),
-            topic_id: Uuid::from_u128(7),
+            topic_id: T,
             partition,
             leader_epoch: 0,
             partition_epoch,
@@ -201,21 +307,103 @@ mod tests {
     }
 
     /// A partition's newer proposal replaces its unsent one; a request carries at most
-    /// [`MAX_CHANGES_PER_REQUEST`] changes, the rest wait for the next.
+    /// [`MAX_CHANGES_PER_REQUEST`] changes, the oldest first, the rest wait for the next.
     #[test]
-    fn the_queue_keeps_each_partitions_newest_change_and_bounds_a_request() {
+    fn the_queue_keeps_each_partitions_newest_change_and_sends_the_oldest_first() {
         let queue = Queue::default();
-        let put = |c: IsrChange| {
-            queue.pending.lock().unwrap().insert((c.topic_id, c.partition), c);
-        };
-        for p in 0..MAX_CHANGES_PER_REQUEST as i32 + 10 {
-            put(change(p, 0));
+        for p in (0..MAX_CHANGES_PER_REQUEST as i32 + 10).rev() {
+            queue.put(change(p, 0));
         }
-        put(change(3, 1));
+        queue.put(change(509, 1));
         let first = queue.take();
         assert_eq!(first.len(), MAX_CHANGES_PER_REQUEST);
-        assert_eq!(first[3], change(3, 1));
-        assert_eq!(queue.take().len(), 10);
+        assert_eq!(first[0], change(508, 0), "proposed first, sent first");
+        assert!(!first.contains(&change(509, 0)) && !first.contains(&change(509, 1)), "proposed again: last");
+        let rest = queue.take();
+        assert_eq!(rest.len(), 10);
+        assert_eq!(rest.last(), Some(&change(509, 1)));
         assert!(queue.take().is_empty());
+    }
+
+    /// A controller leader that takes requests of many changes (`batches`) or not, and
+    /// answers single changes (`singles`) or not; it refuses partition 1's change.
+    struct Fake {
+        batches: bool,
+        singles: bool,
+        calls: RefCell<Vec<String>>,
+    }
+
+    fn no_answer() -> ControllerError {
+        ControllerError::NotController("no answer".into())
+    }
+
+    impl AlterPartitionClient for Fake {
+        fn alter_partitions(
+            &self,
+            changes: Vec<IsrAlteration>,
+        ) -> Result<Vec<(Uuid, i32, ControllerError)>, ControllerError> {
+            self.calls.borrow_mut().push(format!("many {}", changes.len()));
+            if !self.batches {
+                return Err(no_answer());
+            }
+            let refused = changes.iter().filter(|c| c.partition == 1);
+            Ok(refused.map(|c| (c.topic_id, c.partition, ControllerError::Refused("stale".into()))).collect())
+        }
+
+        fn alter_partition(&self, c: &IsrAlteration) -> Result<(), ControllerError> {
+            self.calls.borrow_mut().push(format!("one {}", c.partition));
+            match (self.singles, c.partition) {
+                (false, _) => Err(no_answer()),
+                (true, 1) => Err(ControllerError::Refused("stale".into())),
+                (true, _) => Ok(()),
+            }
+        }
+    }
+
+    fn fake(batches: bool, singles: bool) -> Fake {
+        Fake { batches, singles, calls: RefCell::new(Vec::new()) }
+    }
+
+    fn outcomes(errors: &[Option<ControllerError>]) -> Vec<&'static str> {
+        let name = |e: &Option<ControllerError>| match e {
+            None => "committed",
+            Some(ControllerError::Refused(_)) => "refused",
+            Some(ControllerError::NotController(_)) => "no answer",
+            Some(_) => "other",
+        };
+        errors.iter().map(name).collect()
+    }
+
+    fn three() -> Vec<IsrAlteration> {
+        (0..3).map(|p| alteration(&change(p, 0))).collect()
+    }
+
+    #[test]
+    fn each_change_of_a_request_is_answered_on_its_own() {
+        let client = fake(true, true);
+        let (errors, how) = send(&client, &three(), true);
+        assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "committed"], Sent::Together));
+        assert_eq!(*client.calls.borrow(), ["many 3"]);
+    }
+
+    /// A leader of an older release cannot read a request of many (no answer) but
+    /// answers one change: the changes go one by one. With no leader at all the single
+    /// try gets no answer either, and every change is answered so (sent again later).
+    #[test]
+    fn a_leader_that_cannot_read_a_request_of_many_gets_the_changes_one_by_one() {
+        let old_leader = fake(false, true);
+        let (errors, how) = send(&old_leader, &three(), true);
+        assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "committed"], Sent::OneByOne));
+        assert_eq!(*old_leader.calls.borrow(), ["many 3", "one 0", "one 1", "one 2"]);
+
+        let none = fake(false, false);
+        let (errors, how) = send(&none, &three(), true);
+        assert_eq!((outcomes(&errors), how), (vec!["no answer"; 3], Sent::Together));
+        assert_eq!(*none.calls.borrow(), ["many 3", "one 0"]);
+
+        // Already one by one: the first change without an answer ends the round.
+        let (errors, how) = send(&none, &three(), false);
+        assert_eq!((outcomes(&errors), how), (vec!["no answer"; 3], Sent::OneByOne));
+        assert_eq!(none.calls.borrow().len(), 3, "{:?}", none.calls.borrow());
     }
 }
