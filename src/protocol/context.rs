@@ -33,7 +33,17 @@ pub struct Ctx {
     pub telemetry: crate::telemetry::Telemetry,
     /// Produce spans waiting for the OTLP exporter; `None` when no collector is set.
     pub traces: Option<Arc<crate::traces::SpanQueue>>,
+    /// Bounds the controller operations of requests in flight (see [`Ctx::controller_op`]).
+    pub controller_ops: tokio::sync::Semaphore,
 }
+
+/// At most this many requests' controller operations hold a blocking thread at once;
+/// more wait for a turn without one. Each holds its thread until its commit is applied
+/// here, and the commit's own steps (preparing the listeners, applying to the image) need
+/// blocking threads too: with tokio's 512 all held by waiting requests (hundreds of
+/// clients creating topics at once), nothing would be applied until requests timed out.
+/// Commits happen one at a time anyway.
+pub const MAX_CONTROLLER_OPS_IN_FLIGHT: usize = 64;
 
 impl Ctx {
     pub fn now_ms(&self) -> i64 {
@@ -54,6 +64,9 @@ impl Ctx {
         T: Send + 'static,
         F: FnOnce(&Controller) -> Result<T, ControllerError> + Send + 'static,
     {
+        let Ok(_turn) = self.controller_ops.acquire().await else {
+            return Err(ControllerError::Internal("the broker is shutting down".into()));
+        };
         let controller = Arc::clone(&self.controller);
         match tokio::task::spawn_blocking(move || op(&controller)).await {
             Ok(result) => result,

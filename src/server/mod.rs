@@ -212,6 +212,7 @@ impl Broker {
                 requests: Default::default(),
                 telemetry: crate::telemetry::Telemetry::new(telemetry_max_bytes),
                 traces,
+                controller_ops: tokio::sync::Semaphore::new(crate::protocol::context::MAX_CONTROLLER_OPS_IN_FLIGHT),
             }
         });
         // A group is served by the broker that leads its partition of `__consumer_offsets`,
