@@ -34,10 +34,9 @@ pub(super) const ISR_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// KiB); the rest follow in the next.
 const MAX_CHANGES_PER_REQUEST: usize = 500;
 
-/// A controller leader of an older release cannot read a request of many changes (it
-/// closes the connection: no answer). Once one such leader answered a single change, the
-/// sender sends one change per request for this long before it tries many again.
-const ONE_BY_ONE_FOR: Duration = Duration::from_secs(60);
+/// A controller leader of an older release cannot read a request of many changes, and
+/// gets them one by one (see [`send`]); that is logged at most this often.
+const ONE_BY_ONE_LOG_EVERY: Duration = Duration::from_secs(60);
 
 /// Takes a leader's ISR proposals to the controller. A partition has one proposal in
 /// flight until the metadata moves to a new partition epoch, or until the controller
@@ -90,7 +89,7 @@ impl ControllerIsrSink {
             controller: Arc::downgrade(controller),
             replicas: Arc::downgrade(replicas),
             incarnation,
-            one_by_one_until: None,
+            one_by_one_logged: None,
         };
         tokio::spawn(sender.run());
         ControllerIsrSink { queue }
@@ -117,8 +116,8 @@ struct Sender {
     replicas: Weak<ReplicaManager>,
     /// This broker process, as its heartbeats name it.
     incarnation: Uuid,
-    /// Until then, one change per request (see [`ONE_BY_ONE_FOR`]).
-    one_by_one_until: Option<Instant>,
+    /// When the last request went one change at a time was logged.
+    one_by_one_logged: Option<Instant>,
 }
 
 impl Sender {
@@ -133,18 +132,17 @@ impl Sender {
             let Some(controller) = self.controller.upgrade() else { return };
             let client = ControllerClient { controller, incarnation: self.incarnation };
             let changes: Vec<_> = batch.iter().map(alteration).collect();
-            let many = self.one_by_one_until.is_none_or(|t| Instant::now() >= t);
-            let sent = tokio::task::spawn_blocking(move || send(&client, &changes, many)).await;
+            let sent = tokio::task::spawn_blocking(move || send(&client, &changes)).await;
             let (errors, how) = sent.unwrap_or_else(|e| {
                 let failed = batch.iter().map(|_| Some(ControllerError::Internal(e.to_string()))).collect();
                 (failed, Sent::Together)
             });
-            if how == Sent::OneByOne && many {
+            if how == Sent::OneByOne && self.one_by_one_logged.is_none_or(|t| t.elapsed() >= ONE_BY_ONE_LOG_EVERY) {
                 tracing::warn!(
                     "the controller leader did not read a request of many ISR changes but answered one \
-                     (a leader of an older release?): sending one change per request for a minute"
+                     (a leader of an older release?): sent them one by one"
                 );
-                self.one_by_one_until = Some(Instant::now() + ONE_BY_ONE_FOR);
+                self.one_by_one_logged = Some(Instant::now());
             }
             for (change, error) in batch.into_iter().zip(errors) {
                 match error {
@@ -225,35 +223,31 @@ fn decided(e: &ControllerError) -> bool {
     matches!(e, ControllerError::Refused(_) | ControllerError::NotAttempted(_))
 }
 
-/// Sends `changes` (in one request if `many`, else one by one) and returns what became
-/// of each, in order (`None`: committed), and how they went. A request of many that gets
-/// no answer is tried once as a single change: a leader of an older release, which
-/// cannot read the request, answers that, and the rest go one by one too.
-fn send(
-    client: &impl AlterPartitionClient,
-    changes: &[IsrAlteration],
-    many: bool,
-) -> (Vec<Option<ControllerError>>, Sent) {
-    let mut errors: Vec<Option<ControllerError>> = Vec::with_capacity(changes.len());
-    if many {
-        match client.alter_partitions(changes.to_vec()) {
-            Ok(refused) => {
-                let mut refused: HashMap<(Uuid, i32), ControllerError> =
-                    refused.into_iter().map(|(t, p, e)| ((t, p), e)).collect();
-                let errors = changes.iter().map(|c| refused.remove(&(c.topic_id, c.partition))).collect();
-                return (errors, Sent::Together);
-            }
-            Err(e) if decided(&e) => return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together),
-            Err(e) => match changes.first().map(|c| client.alter_partition(c)) {
-                Some(Err(one)) if !decided(&one) => {
-                    return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together)
-                }
-                Some(first) => errors.push(first.err()),
-                None => return (Vec::new(), Sent::Together),
-            },
+/// Sends `changes` in one request and returns what became of each, in order (`None`:
+/// committed), and how they went. A request that gets no answer is tried once as a
+/// single change: a leader of an older release, which cannot read a request of many
+/// (it closes the connection), answers that, and the rest go one by one too. (Tried
+/// again with each request: a leader that could not answer one request, in a failover
+/// say, is not taken for an old one for longer than that.)
+fn send(client: &impl AlterPartitionClient, changes: &[IsrAlteration]) -> (Vec<Option<ControllerError>>, Sent) {
+    let first = match client.alter_partitions(changes.to_vec()) {
+        Ok(refused) => {
+            let mut refused: HashMap<(Uuid, i32), ControllerError> =
+                refused.into_iter().map(|(t, p, e)| ((t, p), e)).collect();
+            let errors = changes.iter().map(|c| refused.remove(&(c.topic_id, c.partition))).collect();
+            return (errors, Sent::Together);
         }
-    }
-    for c in &changes[errors.len()..] {
+        Err(e) if decided(&e) => return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together),
+        Err(e) => match changes.first().map(|c| client.alter_partition(c)) {
+            Some(Err(one)) if !decided(&one) => {
+                return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together)
+            }
+            Some(first) => first.err(),
+            None => return (Vec::new(), Sent::Together),
+        },
+    };
+    let mut errors = vec![first];
+    for c in &changes[1..] {
         match client.alter_partition(c) {
             Err(e) if !decided(&e) => {
                 // No answer: the rest would wait as long; they are sent again later.
@@ -326,10 +320,11 @@ mod tests {
     }
 
     /// A controller leader that takes requests of many changes (`batches`) or not, and
-    /// answers single changes (`singles`) or not; it refuses partition 1's change.
+    /// answers single changes of partitions below `singles`; it refuses partition 1's
+    /// change.
     struct Fake {
         batches: bool,
-        singles: bool,
+        singles: i32,
         calls: RefCell<Vec<String>>,
     }
 
@@ -352,15 +347,15 @@ mod tests {
 
         fn alter_partition(&self, c: &IsrAlteration) -> Result<(), ControllerError> {
             self.calls.borrow_mut().push(format!("one {}", c.partition));
-            match (self.singles, c.partition) {
-                (false, _) => Err(no_answer()),
-                (true, 1) => Err(ControllerError::Refused("stale".into())),
-                (true, _) => Ok(()),
+            match c.partition {
+                p if p >= self.singles => Err(no_answer()),
+                1 => Err(ControllerError::Refused("stale".into())),
+                _ => Ok(()),
             }
         }
     }
 
-    fn fake(batches: bool, singles: bool) -> Fake {
+    fn fake(batches: bool, singles: i32) -> Fake {
         Fake { batches, singles, calls: RefCell::new(Vec::new()) }
     }
 
@@ -380,30 +375,31 @@ mod tests {
 
     #[test]
     fn each_change_of_a_request_is_answered_on_its_own() {
-        let client = fake(true, true);
-        let (errors, how) = send(&client, &three(), true);
+        let client = fake(true, 3);
+        let (errors, how) = send(&client, &three());
         assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "committed"], Sent::Together));
         assert_eq!(*client.calls.borrow(), ["many 3"]);
     }
 
     /// A leader of an older release cannot read a request of many (no answer) but
-    /// answers one change: the changes go one by one. With no leader at all the single
-    /// try gets no answer either, and every change is answered so (sent again later).
+    /// answers one change: the changes go one by one, until one gets no answer. With no
+    /// leader at all the single try gets no answer either, and every change is answered
+    /// so (sent again later).
     #[test]
     fn a_leader_that_cannot_read_a_request_of_many_gets_the_changes_one_by_one() {
-        let old_leader = fake(false, true);
-        let (errors, how) = send(&old_leader, &three(), true);
+        let old_leader = fake(false, 3);
+        let (errors, how) = send(&old_leader, &three());
         assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "committed"], Sent::OneByOne));
         assert_eq!(*old_leader.calls.borrow(), ["many 3", "one 0", "one 1", "one 2"]);
 
-        let none = fake(false, false);
-        let (errors, how) = send(&none, &three(), true);
+        let gone_midway = fake(false, 2);
+        let (errors, how) = send(&gone_midway, &(0..4).map(|p| alteration(&change(p, 0))).collect::<Vec<_>>());
+        assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "no answer", "no answer"], Sent::OneByOne));
+        assert_eq!(*gone_midway.calls.borrow(), ["many 4", "one 0", "one 1", "one 2"]);
+
+        let none = fake(false, 0);
+        let (errors, how) = send(&none, &three());
         assert_eq!((outcomes(&errors), how), (vec!["no answer"; 3], Sent::Together));
         assert_eq!(*none.calls.borrow(), ["many 3", "one 0"]);
-
-        // Already one by one: the first change without an answer ends the round.
-        let (errors, how) = send(&none, &three(), false);
-        assert_eq!((outcomes(&errors), how), (vec!["no answer"; 3], Sent::OneByOne));
-        assert_eq!(none.calls.borrow().len(), 3, "{:?}", none.calls.borrow());
     }
 }
