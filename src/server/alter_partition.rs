@@ -80,8 +80,8 @@ impl Queue {
 }
 
 impl ControllerIsrSink {
-    /// Starts the sender on the current runtime; it stops with the controller or the
-    /// replica manager.
+    /// Starts the sender on the current runtime; it stops once the sink is dropped or the
+    /// controller is gone.
     pub fn new(controller: &Arc<Controller>, replicas: &Arc<ReplicaManager>, incarnation: Uuid) -> ControllerIsrSink {
         let queue = Arc::new(Queue::default());
         let sender = Sender {
@@ -157,11 +157,7 @@ impl Sender {
     }
 
     fn not_committed(&self, change: IsrChange, e: ControllerError) {
-        let why = match e {
-            ControllerError::NotAttempted(_) => NotCommitted::NotAttempted,
-            ControllerError::Refused(_) => NotCommitted::Stale,
-            _ => NotCommitted::NoAnswer,
-        };
+        let why = why_not_committed(&e);
         tracing::warn!(
             topic = %change.topic, partition = change.partition, proposal = ?change.proposal, error = %e,
             ?why, "ISR change not committed"
@@ -217,10 +213,19 @@ enum Sent {
     OneByOne,
 }
 
-/// Whether the controller decided (refused the change, or the request as a whole), as
-/// opposed to no answer at all (no leader, no quorum, a closed connection).
+/// What the partition makes of `e`: the controller decided (said the change was not
+/// attempted, or refused it as stale), or no answer came (no leader, no quorum, a closed
+/// connection).
+fn why_not_committed(e: &ControllerError) -> NotCommitted {
+    match e {
+        ControllerError::NotAttempted(_) => NotCommitted::NotAttempted,
+        ControllerError::Refused(_) => NotCommitted::Stale,
+        _ => NotCommitted::NoAnswer,
+    }
+}
+
 fn decided(e: &ControllerError) -> bool {
-    matches!(e, ControllerError::Refused(_) | ControllerError::NotAttempted(_))
+    why_not_committed(e) != NotCommitted::NoAnswer
 }
 
 /// Sends `changes` in one request and returns what became of each, in order (`None`:
