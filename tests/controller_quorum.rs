@@ -435,7 +435,7 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
 }
 
 /// A leader whose followers go away while it writes cannot commit: the operation in
-/// flight is answered with an error once its time is up (NOT_CONTROLLER to a client),
+/// flight is answered with an error once its time is up (REQUEST_TIMED_OUT to a client),
 /// and so are the ones after it, which wait for the operation lock it holds. Before, a
 /// write in flight when the quorum went away held that lock forever, and every later
 /// operation (heartbeats, a controlled shutdown) waited behind it: a broker that could

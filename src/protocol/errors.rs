@@ -73,7 +73,11 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         // better than UNKNOWN_SERVER_ERROR, and clients treat it as retriable, as it is
         // once descriptors or the disk are back.
         ControllerError::Storage(_) => ResponseError::KafkaStorageError,
-        ControllerError::NotController(_) => ResponseError::NotController,
+        // No controller leader took it in time, or its answer was lost. A Kafka broker
+        // forwards to the active controller and retries NOT_CONTROLLER itself; once the
+        // forward's time is up its client gets REQUEST_TIMED_OUT (ForwardingManager's
+        // onTimeout), as from a controller whose quorum did not commit in time.
+        ControllerError::NotController(_) => ResponseError::RequestTimedOut,
         ControllerError::Io(_)
         | ControllerError::Internal(_)
         | ControllerError::Refused(_)

@@ -70,6 +70,14 @@ impl Core {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_millis(200));
                 }
+                // Leaders came and went, or none had a quorum (all voters cut from each
+                // other): what the caller needs to know is that none took it in time.
+                Err(ForwardError::NotLeader) => {
+                    return Err(ControllerError::NotController(format!(
+                        "no controller leader with a quorum took the operation within {} s",
+                        OP_TIMEOUT.as_secs()
+                    )))
+                }
                 Err(e) => return Err(e.into_controller_error()),
             }
         }
