@@ -14,8 +14,11 @@ cd "$(dirname "$0")/.."
 CYCLES="${1:-5}"
 CACHE="${RUNNEL_CACHE:-$HOME/.cache/runnel}"
 export FAULT_SECONDS="${FAULT_SECONDS:-60}"
-# All eight cases of Kafka's replication test matrix, not only CI's four.
+# All eight cases of Kafka's replication test matrix, not only CI's four, and the
+# nemeses CI leaves out (a bridge, an isolated quorum leader, random halves, a killed
+# majority, the whole cluster killed).
 export FAULT_MATRIX=all
+export FAULT_NEMESES=all
 if [ -z "${RUNNEL_BIN:-}" ]; then
     cargo build --release --locked --bins
     export RUNNEL_BIN="$PWD/target/release/runnel"
