@@ -454,7 +454,20 @@ fn main() -> anyhow::Result<()> {
         let mut stdout = std::io::stdout().lock();
         let _ = stdout.write_all(lines.as_bytes()).and_then(|()| stdout.flush());
         drop(stdout);
-        wait_for_signal().await;
+        tokio::select! {
+            () = wait_for_signal() => {}
+            reason = broker.failed() => {
+                // No controlled shutdown: it needs the metadata this node no longer
+                // follows. What was acknowledged is in the logs (or on the replicas);
+                // the next start recovers them.
+                tracing::error!(
+                    %reason,
+                    "the metadata log failed: this node no longer follows the cluster's metadata; exiting \
+                     (restart it once the disk has room or is repaired)"
+                );
+                std::process::exit(1);
+            }
+        }
         tracing::info!("shutting down");
         broker.shutdown().await;
         Ok(())

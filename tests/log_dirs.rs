@@ -415,3 +415,39 @@ async fn in_a_cluster_a_failed_log_dir_gives_its_leadership_to_an_in_sync_replic
     let (b1, b2) = (brokers.next().unwrap(), brokers.next().unwrap());
     tokio::join!(b1.shutdown(), b2.shutdown());
 }
+
+/// The disk under the metadata log fills up: the controller's Raft stops on the first
+/// entry that does not fit (openraft does not restart it), and `Broker::failed` says
+/// why. The binary exits on that (`main.rs`): a node whose metadata no longer moves must
+/// not go on serving as if it followed the cluster (in a cluster it would keep
+/// heartbeating, so nobody would fence it, and tell clients about leaders that moved).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_metadata_log_that_cannot_be_written_fails_the_broker() {
+    use runnel::controller::ConfigChange;
+    let data = tempfile::tempdir().unwrap();
+    let Some(_mount) = Tmpfs::mount(data.path(), "4m") else { return };
+    let path = data.path().to_path_buf();
+    let broker = TestBroker::start_with(move |c| c.data_dir = path).await;
+    broker.client().await.create_topic_ok("t", 1, &[]).await;
+    for (name, block) in [("filler", "1M"), ("filler.small", "1k")] {
+        let _ = std::process::Command::new("dd")
+            .args(["if=/dev/zero", &format!("of={}", data.path().join(name).display()), &format!("bs={block}")])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    let controller = broker.broker().context().controller.clone();
+    let failed = broker.broker().failed();
+    tokio::pin!(failed);
+    // A config change appends to the metadata log and touches no partition file.
+    for i in 0..20 {
+        let c = controller.clone();
+        let change = vec![ConfigChange::Set("retention.ms".into(), (60_000 + i).to_string())];
+        let answer = tokio::task::spawn_blocking(move || c.alter_topic_configs("t", &change, false)).await.unwrap();
+        if let Ok(reason) = tokio::time::timeout(Duration::from_millis(200), &mut failed).await {
+            assert!(answer.is_err(), "the change that did not fit was not acknowledged");
+            assert!(reason.contains("No space left on device"), "{reason}");
+            return;
+        }
+    }
+    panic!("20 metadata changes on a full disk, and Raft still runs");
+}

@@ -445,6 +445,65 @@ def test_cluster_controller_quorum_lost(tmp_path, cluster3, franz_bin):
     print(json.dumps({"create_without_quorum": create["outcome"]}))
 
 
+@pytest.fixture
+def tmpfs_cluster3(tmp_path, runnel_bin):
+    """Three brokers, each with its data dir (partitions and metadata log) on a tmpfs of
+    its own: a disk that a test can fill to the last byte."""
+    mounted = []
+    try:
+        for i in range(3):
+            d = tmp_path / f"n{i + 1}"
+            d.mkdir()
+            out = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256m", "tmpfs", str(d)],
+                                 capture_output=True, text=True)
+            if out.returncode != 0:
+                pytest.skip(f"cannot mount a tmpfs (needs root): {out.stderr.strip()}")
+            mounted.append(d)
+        yield from start_cluster(tmp_path, runnel_bin, 3)
+    finally:
+        for d in mounted:
+            subprocess.run(["umount", "-l", str(d)], check=False)
+
+
+def fill_disk(path):
+    """Fill the filesystem under `path` to its last byte (a big file, then a small one for
+    what is left)."""
+    for name, block in (("filler", "1M"), ("filler.small", "1k")):
+        subprocess.run(["dd", "if=/dev/zero", f"of={path / name}", f"bs={block}", "status=none"],
+                       stderr=subprocess.DEVNULL, check=False)
+
+
+def test_cluster_leader_disk_full(tmp_path, tmpfs_cluster3, franz_bin):
+    """The disk under the leader of partition 0 fills up while acks=all writers run. Its
+    appends fail (KAFKA_STORAGE_ERROR, retriable), its log dir goes offline and the
+    leadership of its partitions moves to the other in-sync replicas; when its metadata
+    log cannot take the next entry either, the node exits, as Kafka stops a broker whose
+    metadata log dir failed (KIP-858). Before, it stayed up with its metadata frozen:
+    still heartbeating (so never fenced) and telling clients it led partitions that had
+    moved, and a writer that asked it went on asking it until it was restarted. With
+    room again, it restarts and rejoins; nothing acknowledged is lost."""
+    net, nodes = tmpfs_cluster3
+    hit, topic = Target(), new_topic("disk-full")
+    exits = []
+
+    def heal():
+        node = hit.node
+        try:
+            exits.append(node.proc.wait(timeout=30))
+        except subprocess.TimeoutExpired:
+            exits.append(None)
+            node.kill()
+        for name in ("filler", "filler.small"):
+            (node.data_dir / name).unlink(missing_ok=True)
+        node.start(60)
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-disk-full", topic,
+                     on_leader(net, nodes, franz_bin, topic, hit, lambda leader: fill_disk(leader.data_dir)), heal)
+    assert exits and all(code == 1 for code in exits), f"exit codes of the full nodes: {exits}"
+    logs = "".join(n.log_path.read_text() for n in nodes)
+    assert "the metadata log failed" in logs and "No space left on device" in logs
+
+
 # Jepsen's usual nemeses beyond the ones above, about a minute each: CI runs none of them
 # (its time budget); scripts/faults-soak.sh sets FAULT_NEMESES=all.
 soak_only = pytest.mark.skipif(os.environ.get("FAULT_NEMESES") != "all",

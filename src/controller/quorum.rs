@@ -23,7 +23,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use openraft::error::{InitializeError, RaftError};
+use openraft::error::{Fatal, InitializeError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
@@ -323,6 +323,21 @@ impl Controller {
         };
         if !changed {
             std::future::pending::<()>().await;
+        }
+    }
+
+    /// Resolves, with the reason, once this node's Raft has stopped on its own: its
+    /// metadata log or snapshot could not be written or read (a full disk, an I/O
+    /// error). openraft does not restart it, so from then on this node's image is
+    /// frozen while the rest of the cluster goes on. Never resolves while Raft runs,
+    /// nor after [`Controller::shutdown`].
+    pub async fn failed(&self) -> String {
+        let mut metrics = self.core.raft.metrics();
+        let stopped =
+            metrics.wait_for(|m| m.running_state.is_err()).await.ok().and_then(|m| m.running_state.clone().err());
+        match stopped {
+            Some(Fatal::Stopped) | None => std::future::pending().await,
+            Some(e) => e.to_string(),
         }
     }
 

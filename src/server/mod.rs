@@ -328,6 +328,17 @@ impl Broker {
         &self.ctx
     }
 
+    /// Resolves, with the reason, if this broker can no longer follow the cluster's
+    /// metadata: its controller's Raft log failed (a full disk, an I/O error). It would
+    /// go on serving a frozen view of the cluster (leaders that moved, ISRs that
+    /// changed) to clients, and heartbeating as if healthy, so nobody would fence it.
+    /// The binary exits then, as Kafka stops a broker whose metadata log dir failed
+    /// (KIP-858); its partitions' leadership moves to the other replicas, and a restart
+    /// once the disk has room recovers it.
+    pub async fn failed(&self) -> String {
+        self.ctx.controller.failed().await
+    }
+
     /// Stop accepting, let in-flight requests finish and be answered (at most
     /// [`DRAIN_TIMEOUT`]), then flush every partition. Connections close after the
     /// request they are serving; requests parked in the purgatory (long-poll fetches)
