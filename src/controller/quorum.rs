@@ -46,8 +46,8 @@ pub use admin::{QuorumDescription, QuorumReplica};
 use bootstrap::{base_image, join_then_register, register_until_done};
 use leader::{forward_handler, wait_applied};
 
-/// How long an operation waits for a leader and its commit before failing with
-/// NOT_CONTROLLER (clients retry that).
+/// How long an operation waits for a leader and its commit before failing
+/// (`ControllerError::NotController`: REQUEST_TIMED_OUT to clients, which retry it).
 const OP_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a single voter waits for itself to lead at open.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
