@@ -819,3 +819,57 @@ def test_cluster_confluent_group_rides_through_a_coordinator_kill(tmp_path, clus
     assert check.returncode == 0, check.stderr[-3000:]
     positions = json.loads(check.stdout.strip().splitlines()[-1])
     assert len(positions) == 3 and all(c == high and high > 0 for c, high in positions.values()), positions
+
+
+def split_off(net, nodes, minority):
+    """Cut every link between `minority` and the other nodes."""
+    for a in minority:
+        for b in nodes:
+            if b not in minority:
+                net.partition(a.host, b.host)
+
+
+@soak_only
+def test_cluster5_leader_in_minority(tmp_path, cluster5, franz_bin):
+    """Five brokers split 2|3, the leader of partition 0 on the side of two: the three
+    elect leaders and fence the two; nothing the two accept is acknowledged."""
+    net, nodes = cluster5
+    topic = new_topic("minority5")
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+
+    def fault():
+        leader = partition_leader(net, nodes, franz_bin, topic)
+        split_off(net, nodes, [leader, rng.choice([n for n in nodes if n is not leader])])
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-minority-5", topic, fault, net.heal)
+
+
+@soak_only
+def test_cluster5_controller_in_minority(tmp_path, cluster5, franz_bin):
+    """Five brokers split 2|3, the controller quorum leader on the side of two."""
+    net, nodes = cluster5
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+
+    def fault():
+        leader = controller_leader(net, nodes, franz_bin)
+        split_off(net, nodes, [leader, rng.choice([n for n in nodes if n is not leader])])
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-minority-5", new_topic("cminority5"), fault,
+                     net.heal)
+
+
+@soak_only
+def test_cluster5_majorities_ring(tmp_path, cluster5, franz_bin):
+    """Jepsen's majorities ring on five brokers: each sees its two neighbours in a random
+    ring, so every node is in a majority and no two see the same one."""
+    net, nodes = cluster5
+    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+
+    def fault():
+        ring = rng.sample(nodes, len(nodes))
+        for i, a in enumerate(ring):
+            for b in ring[i + 2:]:
+                if not (a is ring[0] and b is ring[-1]):
+                    net.partition(a.host, b.host)
+
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "majorities-ring-5", new_topic("ring5"), fault, net.heal)
