@@ -274,6 +274,25 @@ def on_controller(net, nodes, franz, hit, act):
     return fault
 
 
+def split_off(net, nodes, minority):
+    """Cut every link between `minority` and the other nodes."""
+    for a in minority:
+        for b in nodes:
+            if b not in minority:
+                net.partition(a.host, b.host)
+
+
+def seeded_rng():
+    """The random choices of a nemesis: the same for a given FAULT_SEED."""
+    return random.Random(int(os.environ.get("FAULT_SEED", "7")))
+
+
+def fenced_nodes(nodes):
+    """The node ids that a controller fenced for an expired session, from every log."""
+    return {int(m) for n in nodes
+            for m in re.findall(r"broker session expired; fencing it node_id=(\d+)", n.log_path.read_text())}
+
+
 def cluster_scenario(tmp_path, net, nodes, franz, name, topic, fault, heal, hold=CLUSTER_HOLD):
     nemesis = Nemesis(name, fault, heal, hold=hold, gap=4.0)
     return run_scenario(tmp_path, net, nodes, franz, nemesis, writers=3, partitions=3, rf=3, min_isr=2,
@@ -302,7 +321,7 @@ def test_cluster5_leader_kill(tmp_path, cluster5, franz_bin):
 def test_cluster_random_kill(tmp_path, cluster3, franz_bin):
     net, nodes = cluster3
     hit = Target()
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+    rng = seeded_rng()
 
     def fault():
         hit.node = rng.choice(nodes)
@@ -327,12 +346,7 @@ def test_cluster_leader_isolated(tmp_path, cluster3, franz_bin):
     net, nodes = cluster3
     hit, topic = Target(), new_topic("leader")
 
-    def cut_off(leader):
-        for other in nodes:
-            if other is not leader:
-                net.partition(leader.host, other.host)
-
-    fault = on_leader(net, nodes, franz_bin, topic, hit, cut_off)
+    fault = on_leader(net, nodes, franz_bin, topic, hit, lambda leader: split_off(net, nodes, [leader]))
     cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-isolated", topic, fault, net.heal)
 
 
@@ -374,8 +388,7 @@ def test_cluster_controller_leader_pause(tmp_path, cluster3, franz_bin):
     cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-pause", new_topic("controller"), fault,
                      lambda: hit.node.resume())
     paused = nodes.index(hit.node) + 1
-    fenced = {int(m) for n in nodes
-              for m in re.findall(r"broker session expired; fencing it node_id=(\d+)", n.log_path.read_text())}
+    fenced = fenced_nodes(nodes)
     assert fenced <= {paused}, f"fenced {sorted(fenced)}, paused node {paused}"
 
 
@@ -437,8 +450,7 @@ def test_cluster_controller_quorum_lost(tmp_path, cluster3, franz_bin):
     # into the cut to 2 s before its heal (second i of acks_per_second covers [i, i+1)).
     acks = result["acks_per_second"]
     assert sum(acks[int(WARMUP) + 12:int(WARMUP + QUORUM_LOST_HOLD) - 2]) > 0, acks
-    fenced = {int(m) for n in nodes
-              for m in re.findall(r"broker session expired; fencing it node_id=(\d+)", n.log_path.read_text())}
+    fenced = fenced_nodes(nodes)
     assert not fenced, f"fenced {sorted(fenced)} after the quorum came back"
     name = new_topic("quorum-back")
     admin.create_topics([NewTopic(name, 1, 3)], request_timeout=30)[name].result(timeout=60)
@@ -532,13 +544,9 @@ def test_cluster_controller_leader_isolated(tmp_path, cluster3, franz_bin):
     net, nodes = cluster3
     hit = Target()
 
-    def cut_off(leader):
-        for other in nodes:
-            if other is not leader:
-                net.partition(leader.host, other.host)
-
     cluster_scenario(tmp_path, net, nodes, franz_bin, "controller-isolated", new_topic("controller"),
-                     on_controller(net, nodes, franz_bin, hit, cut_off), net.heal)
+                     on_controller(net, nodes, franz_bin, hit, lambda leader: split_off(net, nodes, [leader])),
+                     net.heal)
 
 
 @soak_only
@@ -546,13 +554,10 @@ def test_cluster_random_halves(tmp_path, cluster3, franz_bin):
     """Jepsen's random halves, often and briefly: a random node cut off from the others
     for less than a broker session, again and again."""
     net, nodes = cluster3
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+    rng = seeded_rng()
 
     def fault():
-        lone = rng.choice(nodes)
-        for other in nodes:
-            if other is not lone:
-                net.partition(lone.host, other.host)
+        split_off(net, nodes, [rng.choice(nodes)])
 
     cluster_scenario(tmp_path, net, nodes, franz_bin, "random-halves", new_topic("halves"), fault, net.heal,
                      hold=5.0)
@@ -563,7 +568,7 @@ def test_cluster_majority_kill(tmp_path, cluster3, franz_bin):
     """SIGKILL two of three nodes (a majority of the voters and of every ISR) and start
     them again: nothing can be acknowledged meanwhile, and nothing acknowledged is lost."""
     net, nodes = cluster3
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+    rng = seeded_rng()
     killed = []
 
     def fault():
@@ -821,21 +826,13 @@ def test_cluster_confluent_group_rides_through_a_coordinator_kill(tmp_path, clus
     assert len(positions) == 3 and all(c == high and high > 0 for c, high in positions.values()), positions
 
 
-def split_off(net, nodes, minority):
-    """Cut every link between `minority` and the other nodes."""
-    for a in minority:
-        for b in nodes:
-            if b not in minority:
-                net.partition(a.host, b.host)
-
-
 @soak_only
 def test_cluster5_leader_in_minority(tmp_path, cluster5, franz_bin):
     """Five brokers split 2|3, the leader of partition 0 on the side of two: the three
     elect leaders and fence the two; nothing the two accept is acknowledged."""
     net, nodes = cluster5
     topic = new_topic("minority5")
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+    rng = seeded_rng()
 
     def fault():
         leader = partition_leader(net, nodes, franz_bin, topic)
@@ -848,7 +845,7 @@ def test_cluster5_leader_in_minority(tmp_path, cluster5, franz_bin):
 def test_cluster5_controller_in_minority(tmp_path, cluster5, franz_bin):
     """Five brokers split 2|3, the controller quorum leader on the side of two."""
     net, nodes = cluster5
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+    rng = seeded_rng()
 
     def fault():
         leader = controller_leader(net, nodes, franz_bin)
@@ -863,7 +860,7 @@ def test_cluster5_majorities_ring(tmp_path, cluster5, franz_bin):
     """Jepsen's majorities ring on five brokers: each sees its two neighbours in a random
     ring, so every node is in a majority and no two see the same one."""
     net, nodes = cluster5
-    rng = random.Random(int(os.environ.get("FAULT_SEED", "7")))
+    rng = seeded_rng()
 
     def fault():
         ring = rng.sample(nodes, len(nodes))

@@ -73,10 +73,7 @@ impl Core {
                 // Leaders came and went, or none had a quorum (all voters cut from each
                 // other): what the caller needs to know is that none took it in time.
                 Err(ForwardError::NotLeader) => {
-                    return Err(ControllerError::NotController(format!(
-                        "no controller leader with a quorum took the operation within {} s",
-                        OP_TIMEOUT.as_secs()
-                    )))
+                    return Err(not_in_time("finding a leader with a quorum").into_controller_error())
                 }
                 Err(e) => return Err(e.into_controller_error()),
             }
