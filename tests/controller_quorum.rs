@@ -152,8 +152,8 @@ fn admit_all(cluster: &Cluster) {
     for (i, c) in cluster.nodes.iter().enumerate() {
         if let Some(c) = c {
             let incarnation = first_incarnation(i as i32 + 1);
-            c.heartbeat(incarnation, false, Vec::new()).unwrap();
-            c.heartbeat(incarnation, false, Vec::new()).unwrap();
+            cluster.rt.block_on(c.heartbeat(incarnation, false, Vec::new())).unwrap();
+            cluster.rt.block_on(c.heartbeat(incarnation, false, Vec::new())).unwrap();
         }
     }
     wait_until("every broker is unfenced on every node", || {
@@ -191,7 +191,7 @@ fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
     });
 
     // Through a follower: forwarded to the leader, and visible on the follower at once.
-    let created = cluster.node(follower).create_topic(&topic("orders", 3, 3), false).unwrap();
+    let created = cluster.rt.block_on(cluster.node(follower).create_topic(&topic("orders", 3, 3), false)).unwrap();
     assert!(has_topic(cluster.node(follower), "orders"), "the node that took the request sees it at once");
     for p in &created.partitions {
         assert_eq!(p.replicas.len(), 3);
@@ -202,10 +202,10 @@ fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
     assert_eq!(leaders.len(), 3, "leaders spread over the brokers: {:?}", created.partitions);
     wait_until("every image has the topic", || cluster.running().all(|c| has_topic(c, "orders")));
     // Validation happens on the leader, for forwarded operations too.
-    let again = cluster.node(follower).create_topic(&topic("orders", 1, 1), false);
+    let again = cluster.rt.block_on(cluster.node(follower).create_topic(&topic("orders", 1, 1), false));
     assert!(matches!(again, Err(runnel::controller::ControllerError::TopicAlreadyExists(_))), "{again:?}");
-    let id1 = cluster.node(follower).allocate_producer_id().unwrap();
-    let id2 = cluster.node(leader).allocate_producer_id().unwrap();
+    let id1 = cluster.rt.block_on(cluster.node(follower).allocate_producer_id()).unwrap();
+    let id2 = cluster.rt.block_on(cluster.node(leader).allocate_producer_id()).unwrap();
     assert_ne!(id1 / 1000, id2 / 1000, "each node takes its own block of producer ids");
 
     // Stop the leader: the others elect a new one.
@@ -214,7 +214,7 @@ fn a_quorum_of_three_replicates_fails_over_and_catches_up() {
         wait_until("the survivors agree on a new leader", || cluster.agreed_leader().is_some_and(|l| l != leader));
     eprintln!("failover: new leader agreed {failover:?} after the old one stopped");
     let survivor = (1..=3).find(|&id| id != leader && Some(id) != cluster.agreed_leader()).unwrap();
-    cluster.node(survivor).create_topic(&topic("after-failover", 1, 2), false).unwrap();
+    cluster.rt.block_on(cluster.node(survivor).create_topic(&topic("after-failover", 1, 2), false)).unwrap();
     assert!(has_topic(cluster.node(survivor), "after-failover"));
 
     // The stopped node comes back and catches up.
@@ -285,7 +285,7 @@ fn a_forward_to_a_leader_that_hangs_goes_to_the_new_leader() {
     });
     let before = cluster.node(follower).leader();
     let started = Instant::now();
-    let created = cluster.node(follower).create_topic(&topic("past-a-hung-leader", 1, 1), false);
+    let created = cluster.rt.block_on(cluster.node(follower).create_topic(&topic("past-a-hung-leader", 1, 1), false));
     eprintln!(
         "forwarded while node {follower} saw leader {before:?}: {:?} after {:?}",
         created.is_ok(),
@@ -321,8 +321,11 @@ fn a_restarted_leader_that_resumes_its_term_wakes_whoever_waits() {
                 .block_on(async { tokio::time::timeout(Duration::from_millis(1500), c.leadership_changed(seen)).await })
         });
         for i in 0..3 {
-            cluster.node(leader).create_topic(&topic(&format!("idle{i}"), 1, 1), false).unwrap();
-            cluster.node(watcher).create_topic(&topic(&format!("forwarded{i}"), 1, 1), false).unwrap();
+            cluster.rt.block_on(cluster.node(leader).create_topic(&topic(&format!("idle{i}"), 1, 1), false)).unwrap();
+            cluster
+                .rt
+                .block_on(cluster.node(watcher).create_topic(&topic(&format!("forwarded{i}"), 1, 1), false))
+                .unwrap();
         }
         waiting.join().unwrap()
     });
@@ -349,7 +352,7 @@ fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
     let lagging = (1..=3).find(|&id| id != leader).unwrap();
     cluster.stop(lagging);
     for i in 0..20 {
-        cluster.node(leader).create_topic(&topic(&format!("t{i}"), 1, 1), false).unwrap();
+        cluster.rt.block_on(cluster.node(leader).create_topic(&topic(&format!("t{i}"), 1, 1), false)).unwrap();
     }
     let metrics = cluster.node(leader).raft_metrics();
     let purged = metrics.purged.map(|p| p.index).unwrap_or(0);
@@ -376,7 +379,7 @@ fn a_lagging_node_installs_a_snapshot_after_log_compaction() {
 fn a_broker_only_node_follows_the_log_and_forwards_changes() {
     let cluster = Cluster::start(RaftTuning::default());
     admit_all(&cluster);
-    cluster.node(1).create_topic(&topic("before-join", 1, 1), false).unwrap();
+    cluster.rt.block_on(cluster.node(1).create_topic(&topic("before-join", 1, 1), false)).unwrap();
     let dir = tempfile::tempdir().unwrap();
     let mut config = cluster.config(0);
     config.node_id = 4;
@@ -388,7 +391,7 @@ fn a_broker_only_node_follows_the_log_and_forwards_changes() {
     wait_until("every node lists four brokers", || {
         observer.image().brokers.len() == 4 && cluster.running().all(|c| c.image().brokers.len() == 4)
     });
-    observer.create_topic(&topic("from-observer", 2, 3), false).unwrap();
+    cluster.rt.block_on(observer.create_topic(&topic("from-observer", 2, 3), false)).unwrap();
     assert!(has_topic(&observer, "from-observer"), "visible at once on the node that took it");
     wait_until("the voters have it", || cluster.running().all(|c| has_topic(c, "from-observer")));
     let m = cluster.node(cluster.agreed_leader().unwrap()).raft_metrics();
@@ -404,21 +407,21 @@ fn a_broker_only_node_follows_the_log_and_forwards_changes() {
 fn leadership_returns_to_the_preferred_replicas_by_itself() {
     let cluster = Cluster::start_with(RaftTuning::default(), Some(Duration::from_millis(200)));
     admit_all(&cluster);
-    let created = cluster.node(1).create_topic(&topic("spread", 3, 3), false).unwrap();
+    let created = cluster.rt.block_on(cluster.node(1).create_topic(&topic("spread", 3, 3), false)).unwrap();
     let preferred = |c: &Controller| -> Vec<bool> {
         c.image().topic("spread").unwrap().partitions.iter().map(|p| p.leader == p.replicas[0]).collect()
     };
     assert_eq!(preferred(cluster.node(1)), vec![true; 3]);
 
     // Broker 2 shuts down in a controlled way: it leads nothing and leaves the ISRs.
-    cluster.node(2).heartbeat(uuid::Uuid::new_v4(), true, Vec::new()).unwrap();
+    cluster.rt.block_on(cluster.node(2).heartbeat(uuid::Uuid::new_v4(), true, Vec::new())).unwrap();
     let led_by_2 =
         |c: &Controller| c.image().topic("spread").unwrap().partitions.iter().filter(|p| p.leader == 2).count();
     wait_until("broker 2 leads nothing", || led_by_2(cluster.node(1)) == 0);
     // It comes back (a new incarnation) and its partitions' leaders let it into the ISR.
     let back = uuid::Uuid::new_v4();
-    cluster.node(2).heartbeat(back, false, Vec::new()).unwrap();
-    cluster.node(2).heartbeat(back, false, Vec::new()).unwrap();
+    cluster.rt.block_on(cluster.node(2).heartbeat(back, false, Vec::new())).unwrap();
+    cluster.rt.block_on(cluster.node(2).heartbeat(back, false, Vec::new())).unwrap();
     let add = Some((2, runnel::controller::broker_liveness::broker_epoch_of(back)));
     for p in &created.partitions {
         let now = cluster.node(1).image().topic("spread").unwrap().partitions[p.partition as usize].clone();
@@ -426,7 +429,10 @@ fn leadership_returns_to_the_preferred_replicas_by_itself() {
             let leader = cluster.node(now.leader);
             let epochs = (now.leader_epoch, now.partition_epoch);
             let incarnation = first_incarnation(now.leader);
-            leader.alter_partition(incarnation, (created.topic_id, p.partition), epochs, vec![], add).unwrap();
+            cluster
+                .rt
+                .block_on(leader.alter_partition(incarnation, (created.topic_id, p.partition), epochs, vec![], add))
+                .unwrap();
         }
     }
     wait_until("leadership back on the preferred replicas", || {
@@ -449,14 +455,14 @@ fn a_leader_that_loses_its_quorum_mid_write_answers_in_bounded_time() {
     let leader = cluster.agreed_leader().unwrap();
     let node = std::sync::Arc::new(cluster.nodes[leader as usize - 1].take().expect("the leader runs"));
     let (tx, rx) = std::sync::mpsc::channel();
-    let writer = node.clone();
+    let (writer, rt) = (node.clone(), cluster.rt.handle().clone());
     std::thread::spawn(move || {
         // Until the first refusal, then one more operation, which waits for the lock.
         let mut created = 0;
-        while writer.create_topic(&topic(&format!("t-{created}"), 1, 1), false).is_ok() {
+        while rt.block_on(writer.create_topic(&topic(&format!("t-{created}"), 1, 1), false)).is_ok() {
             created += 1;
         }
-        let after = writer.heartbeat(uuid::Uuid::new_v4(), true, Vec::new()).is_ok();
+        let after = rt.block_on(writer.heartbeat(uuid::Uuid::new_v4(), true, Vec::new())).is_ok();
         // The node goes back to the test only once this thread no longer holds it.
         drop(writer);
         let _ = tx.send((created, after));

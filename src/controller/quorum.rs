@@ -11,10 +11,11 @@
 //! the leader over the controller network and waits until its own image has applied
 //! the leader's commit.
 //!
-//! The public calls are synchronous, as handlers expect (they run them on blocking
-//! threads through `Ctx::controller_op`): each runs its operation as a task on the
-//! runtime the controller was opened on and waits for it. Never call them on an async
-//! worker thread.
+//! The public calls are async. Each runs its operation as a task of its own on the
+//! runtime the controller was opened on and awaits it: a caller that stops waiting (a
+//! request dropped, a heartbeat loop shutting down) does not stop an operation between
+//! its prepare and its commit. Waiting holds no thread: the blocking work of a commit
+//! (listeners creating and deleting partition files) runs on tokio's blocking pool.
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -403,20 +404,19 @@ impl Controller {
     }
 
     /// Run `op` through the quorum and wait for it; see the module doc.
-    fn run<T, F>(&self, f: impl FnOnce(Arc<Core>) -> F + Send + 'static) -> Result<T, ControllerError>
+    async fn run<T, F>(&self, f: impl FnOnce(Arc<Core>) -> F) -> Result<T, ControllerError>
     where
         T: Send + 'static,
         F: Future<Output = Result<T, ControllerError>> + Send + 'static,
     {
-        let (tx, rx) = std::sync::mpsc::sync_channel(1);
-        let core = self.core.clone();
-        self.runtime.spawn(async move {
-            let _ = tx.send(f(core).await);
-        });
-        rx.recv().unwrap_or_else(|_| Err(ControllerError::Internal("the controller is shutting down".into())))
+        match self.runtime.spawn(f(self.core.clone())).await {
+            Ok(result) => result,
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(_) => Err(ControllerError::Internal("the controller is shutting down".into())),
+        }
     }
 
-    pub fn create_topic(&self, req: &NewTopic, validate_only: bool) -> Result<Arc<TopicImage>, ControllerError> {
+    pub async fn create_topic(&self, req: &NewTopic, validate_only: bool) -> Result<Arc<TopicImage>, ControllerError> {
         let req = req.clone();
         self.run(move |core| async move {
             let name = req.name.clone();
@@ -429,22 +429,24 @@ impl Controller {
                 _ => topic_of(&reply.records, &name),
             }
         })
+        .await
     }
 
-    pub fn delete_topic(&self, topic_id: Uuid) -> Result<(), ControllerError> {
-        self.run(move |core| async move { core.submit(ControllerOp::DeleteTopic { topic_id }).await.map(drop) })
+    pub async fn delete_topic(&self, topic_id: Uuid) -> Result<(), ControllerError> {
+        self.run(move |core| async move { core.submit(ControllerOp::DeleteTopic { topic_id }).await.map(drop) }).await
     }
 
     /// Grow a topic to `total` partitions (Kafka never shrinks).
-    pub fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<(), ControllerError> {
+    pub async fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<(), ControllerError> {
         let name = name.to_owned();
         self.run(move |core| async move {
             core.submit(ControllerOp::CreatePartitions { name, total, validate_only }).await.map(drop)
         })
+        .await
     }
 
     /// Apply config changes to a topic, all or none.
-    pub fn alter_topic_configs(
+    pub async fn alter_topic_configs(
         &self,
         name: &str,
         changes: &[ConfigChange],
@@ -454,10 +456,11 @@ impl Controller {
         self.run(move |core| async move {
             core.submit(ControllerOp::AlterTopicConfigs { name, changes, validate_only }).await.map(drop)
         })
+        .await
     }
 
     /// Change a client-metrics subscription's configs, all or none.
-    pub fn alter_client_metrics(
+    pub async fn alter_client_metrics(
         &self,
         subscription: &str,
         changes: &[ConfigChange],
@@ -467,11 +470,12 @@ impl Controller {
         self.run(move |core| async move {
             core.submit(ControllerOp::AlterClientMetrics { subscription, changes, validate_only }).await.map(drop)
         })
+        .await
     }
 
     /// Change one broker's dynamic configs (`resource` = its node id) or the cluster
     /// default's (`resource` = ""), all or none.
-    pub fn alter_broker_configs(
+    pub async fn alter_broker_configs(
         &self,
         resource: &str,
         changes: &[ConfigChange],
@@ -481,11 +485,12 @@ impl Controller {
         self.run(move |core| async move {
             core.submit(ControllerOp::AlterBrokerConfigs { resource, changes, validate_only }).await.map(drop)
         })
+        .await
     }
 
     /// Hand out a fresh producer id; never reused, also across restarts and nodes: each
     /// node takes blocks of ids from the quorum.
-    pub fn allocate_producer_id(&self) -> Result<i64, ControllerError> {
+    pub async fn allocate_producer_id(&self) -> Result<i64, ControllerError> {
         let take = |ids: &mut (i64, i64)| {
             (ids.0 < ids.1).then(|| {
                 ids.0 += 1;
@@ -495,7 +500,7 @@ impl Controller {
         if let Some(id) = take(&mut self.core.producer_ids.lock().unwrap_or_else(|e| e.into_inner())) {
             return Ok(id);
         }
-        let reply = self.run(|core| async move { core.submit(ControllerOp::AllocateProducerIds).await })?;
+        let reply = self.run(|core| async move { core.submit(ControllerOp::AllocateProducerIds).await }).await?;
         let limit = reply
             .records
             .iter()

@@ -37,12 +37,12 @@ pub struct Ctx {
     pub controller_ops: tokio::sync::Semaphore,
 }
 
-/// At most this many requests' controller operations hold a blocking thread at once;
-/// more wait for a turn without one. Each holds its thread until its commit is applied
-/// here, and the commit's own steps (preparing the listeners, applying to the image) need
-/// blocking threads too: with tokio's 512 all held by waiting requests (hundreds of
-/// clients creating topics at once), nothing would be applied until requests timed out.
-/// Commits happen one at a time anyway.
+/// At most this many requests' controller operations are in flight at once; more wait
+/// for a turn. Commits happen one at a time at the quorum leader, so more in flight would
+/// only queue there, each forwarded one holding a connection to the leader. (Before the
+/// controller's calls were async, each also held one of tokio's 512 blocking threads,
+/// which the commits' own steps need: hundreds of clients creating topics at once
+/// stalled every commit until requests timed out.)
 pub const MAX_CONTROLLER_OPS_IN_FLIGHT: usize = 64;
 
 impl Ctx {
@@ -54,24 +54,16 @@ impl Ctx {
         self.controller.image()
     }
 
-    /// Runs a controller operation off the async workers. A commit appends to the
-    /// metadata log with an fsync and its listeners create or delete partitions' files
-    /// (CreateTopics of thousands of partitions takes seconds), so it runs on a blocking
-    /// thread while the workers go on serving other clients. Commits still happen one at
-    /// a time, under the controller's lock.
-    pub async fn controller_op<T, F>(&self, op: F) -> Result<T, ControllerError>
-    where
-        T: Send + 'static,
-        F: FnOnce(&Controller) -> Result<T, ControllerError> + Send + 'static,
-    {
+    /// Runs a controller operation (a call on [`Ctx::controller`]) when its turn comes
+    /// (see [`MAX_CONTROLLER_OPS_IN_FLIGHT`]). The operation itself runs as a task of its
+    /// own: a request dropped while it waits does not stop a commit half-way.
+    pub async fn controller_op<T>(
+        &self,
+        op: impl std::future::Future<Output = Result<T, ControllerError>>,
+    ) -> Result<T, ControllerError> {
         let Ok(_turn) = self.controller_ops.acquire().await else {
             return Err(ControllerError::Internal("the broker is shutting down".into()));
         };
-        let controller = Arc::clone(&self.controller);
-        match tokio::task::spawn_blocking(move || op(&controller)).await {
-            Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(_) => Err(ControllerError::Internal("the broker is shutting down".into())),
-        }
+        op.await
     }
 }

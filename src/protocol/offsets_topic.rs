@@ -143,7 +143,7 @@ pub async fn ensure_topic_exists(ctx: &Ctx) -> Result<(), String> {
                 ("segment.bytes".into(), Some(ctx.config.offsets_topic_segment_bytes.to_string())),
             ],
         };
-        match ctx.controller_op(move |c| c.create_topic(&req, false)).await {
+        match ctx.controller_op(ctx.controller.create_topic(&req, false)).await {
             Ok(_) | Err(ControllerError::TopicAlreadyExists(_)) => {}
             Err(e) => return Err(e.to_string()),
         }

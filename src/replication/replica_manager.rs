@@ -3,7 +3,8 @@
 //! Where disk work runs. An append writes to the page cache on the async worker that
 //! serves the request, and so does a fetch's read plan (index lookups, a few header
 //! reads); fsyncs (`flush_mode: fsync`, shutdown), decompression, retention, the
-//! cleaner and controller commits (`Ctx::controller_op`) run on blocking threads.
+//! cleaner and the partition files a controller commit opens or deletes run on
+//! blocking threads.
 //! The append stays inline because it is cheaper than the hop that would move it:
 //! measured on the 2-core project machine (2026-11-30, three runs, tokio with 2 workers),
 //! a `spawn_blocking` round trip costs p50 6–42 µs (p99 ≈ 90 µs) while appending a 16 KiB

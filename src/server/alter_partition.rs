@@ -132,11 +132,7 @@ impl Sender {
             let Some(controller) = self.controller.upgrade() else { return };
             let client = ControllerClient { controller, incarnation: self.incarnation };
             let changes: Vec<_> = batch.iter().map(alteration).collect();
-            let sent = tokio::task::spawn_blocking(move || send(&client, &changes)).await;
-            let (errors, how) = sent.unwrap_or_else(|e| {
-                let failed = batch.iter().map(|_| Some(ControllerError::Internal(e.to_string()))).collect();
-                (failed, Sent::Together)
-            });
+            let (errors, how) = send(&client, &changes).await;
             if how == Sent::OneByOne && self.one_by_one_logged.is_none_or(|t| t.elapsed() >= ONE_BY_ONE_LOG_EVERY) {
                 tracing::warn!(
                     "the controller leader did not read a request of many ISR changes but answered one \
@@ -176,15 +172,15 @@ impl Sender {
     }
 }
 
-/// How the sender reaches the controller quorum's leader (blocking calls).
+/// How the sender reaches the controller quorum's leader.
 trait AlterPartitionClient {
     /// Many changes in one request: those refused (topic id, partition, why).
-    fn alter_partitions(
+    async fn alter_partitions(
         &self,
         changes: Vec<IsrAlteration>,
     ) -> Result<Vec<(Uuid, i32, ControllerError)>, ControllerError>;
     /// One change, as a leader of an older release takes it.
-    fn alter_partition(&self, change: &IsrAlteration) -> Result<(), ControllerError>;
+    async fn alter_partition(&self, change: &IsrAlteration) -> Result<(), ControllerError>;
 }
 
 struct ControllerClient {
@@ -193,17 +189,17 @@ struct ControllerClient {
 }
 
 impl AlterPartitionClient for ControllerClient {
-    fn alter_partitions(
+    async fn alter_partitions(
         &self,
         changes: Vec<IsrAlteration>,
     ) -> Result<Vec<(Uuid, i32, ControllerError)>, ControllerError> {
-        self.controller.alter_partitions(self.incarnation, changes)
+        self.controller.alter_partitions(self.incarnation, changes).await
     }
 
-    fn alter_partition(&self, c: &IsrAlteration) -> Result<(), ControllerError> {
+    async fn alter_partition(&self, c: &IsrAlteration) -> Result<(), ControllerError> {
         let add = c.add.map(|a| (a, c.add_broker_epoch.unwrap_or(-1)));
         let (partition, epochs) = ((c.topic_id, c.partition), (c.leader_epoch, c.partition_epoch));
-        self.controller.alter_partition(self.incarnation, partition, epochs, c.remove.clone(), add)
+        self.controller.alter_partition(self.incarnation, partition, epochs, c.remove.clone(), add).await
     }
 }
 
@@ -234,8 +230,8 @@ fn decided(e: &ControllerError) -> bool {
 /// (it closes the connection), answers that, and the rest go one by one too. (Tried
 /// again with each request: a leader that could not answer one request, in a failover
 /// say, is not taken for an old one for longer than that.)
-fn send(client: &impl AlterPartitionClient, changes: &[IsrAlteration]) -> (Vec<Option<ControllerError>>, Sent) {
-    let first = match client.alter_partitions(changes.to_vec()) {
+async fn send(client: &impl AlterPartitionClient, changes: &[IsrAlteration]) -> (Vec<Option<ControllerError>>, Sent) {
+    let first = match client.alter_partitions(changes.to_vec()).await {
         Ok(refused) => {
             let mut refused: HashMap<(Uuid, i32), ControllerError> =
                 refused.into_iter().map(|(t, p, e)| ((t, p), e)).collect();
@@ -243,17 +239,19 @@ fn send(client: &impl AlterPartitionClient, changes: &[IsrAlteration]) -> (Vec<O
             return (errors, Sent::Together);
         }
         Err(e) if decided(&e) => return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together),
-        Err(e) => match changes.first().map(|c| client.alter_partition(c)) {
-            Some(Err(one)) if !decided(&one) => {
-                return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together)
+        Err(e) => {
+            let Some(c) = changes.first() else { return (Vec::new(), Sent::Together) };
+            match client.alter_partition(c).await {
+                Err(one) if !decided(&one) => {
+                    return (changes.iter().map(|_| Some(clone_error(&e))).collect(), Sent::Together)
+                }
+                first => first.err(),
             }
-            Some(first) => first.err(),
-            None => return (Vec::new(), Sent::Together),
-        },
+        }
     };
     let mut errors = vec![first];
     for c in &changes[1..] {
-        match client.alter_partition(c) {
+        match client.alter_partition(c).await {
             Err(e) if !decided(&e) => {
                 // No answer: the rest would wait as long; they are sent again later.
                 errors.resize_with(changes.len(), || Some(clone_error(&e)));
@@ -338,7 +336,7 @@ mod tests {
     }
 
     impl AlterPartitionClient for Fake {
-        fn alter_partitions(
+        async fn alter_partitions(
             &self,
             changes: Vec<IsrAlteration>,
         ) -> Result<Vec<(Uuid, i32, ControllerError)>, ControllerError> {
@@ -350,7 +348,7 @@ mod tests {
             Ok(refused.map(|c| (c.topic_id, c.partition, ControllerError::Refused("stale".into()))).collect())
         }
 
-        fn alter_partition(&self, c: &IsrAlteration) -> Result<(), ControllerError> {
+        async fn alter_partition(&self, c: &IsrAlteration) -> Result<(), ControllerError> {
             self.calls.borrow_mut().push(format!("one {}", c.partition));
             match c.partition {
                 p if p >= self.singles => Err(no_answer()),
@@ -378,10 +376,10 @@ mod tests {
         (0..3).map(|p| alteration(&change(p, 0))).collect()
     }
 
-    #[test]
-    fn each_change_of_a_request_is_answered_on_its_own() {
+    #[tokio::test]
+    async fn each_change_of_a_request_is_answered_on_its_own() {
         let client = fake(true, 3);
-        let (errors, how) = send(&client, &three());
+        let (errors, how) = send(&client, &three()).await;
         assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "committed"], Sent::Together));
         assert_eq!(*client.calls.borrow(), ["many 3"]);
     }
@@ -390,20 +388,20 @@ mod tests {
     /// answers one change: the changes go one by one, until one gets no answer. With no
     /// leader at all the single try gets no answer either, and every change is answered
     /// so (sent again later).
-    #[test]
-    fn a_leader_that_cannot_read_a_request_of_many_gets_the_changes_one_by_one() {
+    #[tokio::test]
+    async fn a_leader_that_cannot_read_a_request_of_many_gets_the_changes_one_by_one() {
         let old_leader = fake(false, 3);
-        let (errors, how) = send(&old_leader, &three());
+        let (errors, how) = send(&old_leader, &three()).await;
         assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "committed"], Sent::OneByOne));
         assert_eq!(*old_leader.calls.borrow(), ["many 3", "one 0", "one 1", "one 2"]);
 
         let gone_midway = fake(false, 2);
-        let (errors, how) = send(&gone_midway, &(0..4).map(|p| alteration(&change(p, 0))).collect::<Vec<_>>());
+        let (errors, how) = send(&gone_midway, &(0..4).map(|p| alteration(&change(p, 0))).collect::<Vec<_>>()).await;
         assert_eq!((outcomes(&errors), how), (vec!["committed", "refused", "no answer", "no answer"], Sent::OneByOne));
         assert_eq!(*gone_midway.calls.borrow(), ["many 4", "one 0", "one 1", "one 2"]);
 
         let none = fake(false, 0);
-        let (errors, how) = send(&none, &three());
+        let (errors, how) = send(&none, &three()).await;
         assert_eq!((outcomes(&errors), how), (vec!["no answer"; 3], Sent::Together));
         assert_eq!(*none.calls.borrow(), ["many 3", "one 0"]);
     }

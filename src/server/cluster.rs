@@ -61,30 +61,28 @@ pub async fn heartbeat_loop(
     let mut answered = 0u64;
     loop {
         let leadership = ctx.controller.leadership();
-        let controller = ctx.controller.clone();
         let want = wants_shut_down.load(Ordering::Acquire);
         let offline = ctx.replicas.offline_partitions();
-        let beat = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, want, offline));
+        let beat = ctx.controller.heartbeat(incarnation, want, offline);
         // Shutdown does not wait for an answer: Broker::shutdown waits for this task.
         let answer = tokio::select! {
             answer = beat => answer,
             _ = shutdown.recv() => return,
         };
         match answer {
-            Ok(Ok(())) => {
+            Ok(()) => {
                 if failures > 0 && answered > 0 {
                     tracing::info!(failures, "controller heartbeats answered again");
                 }
                 failures = 0;
                 answered += 1;
             }
-            Ok(Err(e)) => {
+            Err(e) => {
                 failures += 1;
                 if failures.is_power_of_two() {
                     tracing::warn!(error = %e, failures, "broker heartbeat not answered");
                 }
             }
-            Err(_) => return,
         }
         // The second heartbeat of an incarnation unfences it: send it at once. Until the
         // first is answered (the quorum forming, the registration committing), retry
@@ -170,14 +168,10 @@ pub async fn offline_replicas_loop(ctx: Arc<Ctx>, mut shutdown: broadcast::Recei
             continue;
         }
         last = Some((counted_on.clone(), tokio::time::Instant::now()));
-        let controller = ctx.controller.clone();
         let count = counted_on.len();
-        match tokio::task::spawn_blocking(move || controller.replicas_offline(counted_on)).await {
-            Ok(Ok(())) => {
-                tracing::warn!(partitions = count, "replicas in an offline log dir reported to the controller")
-            }
-            Ok(Err(e)) => tracing::warn!(partitions = count, error = %e, "offline replicas not reported; retrying"),
-            Err(e) => tracing::error!(partitions = count, error = %e, "reporting offline replicas failed; retrying"),
+        match ctx.controller.replicas_offline(counted_on).await {
+            Ok(()) => tracing::warn!(partitions = count, "replicas in an offline log dir reported to the controller"),
+            Err(e) => tracing::warn!(partitions = count, error = %e, "offline replicas not reported; retrying"),
         }
     }
 }
@@ -195,15 +189,13 @@ pub async fn register(controller: &Arc<Controller>, incarnation: Uuid, deadline:
         return;
     }
     loop {
-        let c = controller.clone();
         // (A new process: its log dirs are all online so far.)
-        match tokio::task::spawn_blocking(move || c.heartbeat(incarnation, false, Vec::new())).await {
-            Ok(Ok(())) => return tracing::info!("registered with the controller quorum"),
-            Ok(Err(e)) if tokio::time::Instant::now() >= deadline => {
+        match controller.heartbeat(incarnation, false, Vec::new()).await {
+            Ok(()) => return tracing::info!("registered with the controller quorum"),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
                 return tracing::warn!(error = %e, "not registered with the controller quorum yet; going on");
             }
-            Ok(Err(_)) => tokio::time::sleep(Duration::from_millis(100)).await,
-            Err(_) => return,
+            Err(_) => tokio::time::sleep(Duration::from_millis(100)).await,
         }
     }
 }
@@ -241,11 +233,10 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
     let timeout = if shares_isr { CONTROLLED_SHUTDOWN_TIMEOUT } else { NOTHING_TO_MOVE_TIMEOUT };
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let controller = ctx.controller.clone();
         // Bounded here too: the controller gives up on its own deadline, but this loop's
         // deadline is the one that must hold for the process to stop.
         let offline = ctx.replicas.offline_partitions();
-        let ask = tokio::task::spawn_blocking(move || controller.heartbeat(incarnation, true, offline));
+        let ask = ctx.controller.heartbeat(incarnation, true, offline);
         let asked = match tokio::time::timeout_at(deadline, ask).await {
             Ok(asked) => asked,
             Err(_) => {
@@ -254,7 +245,7 @@ pub async fn controlled_shutdown(ctx: &Ctx, incarnation: Uuid) -> bool {
             }
         };
         let still_leading = leads_with_a_live_follower(&ctx.controller.image(), me).count();
-        if matches!(asked, Ok(Ok(()))) && still_leading == 0 {
+        if asked.is_ok() && still_leading == 0 {
             tracing::info!("controlled shutdown: leadership moved off this broker");
             return leads_shared;
         }

@@ -338,7 +338,7 @@ mod tests {
             assignments: vec![],
             configs: vec![],
         };
-        let created = tokio::task::spawn_blocking(move || controller.create_topic(&topic, false)).await.unwrap();
+        let created = controller.create_topic(&topic, false).await;
         assert!(created.unwrap().partitions.iter().all(|p| p.replicas.len() == 3));
         let dir = cluster.broker(1).unwrap().data_dir().to_owned();
         cluster.stop(1).await;

@@ -167,14 +167,14 @@ impl Controller {
     /// ElectLeaders: each requested partition (or every partition, for `None`) with its
     /// outcome, as Kafka's controller answers.
     #[allow(clippy::type_complexity)]
-    pub fn elect_leaders(
+    pub async fn elect_leaders(
         &self,
         election: ElectionType,
         partitions: Option<Vec<(String, i32)>>,
     ) -> Result<Vec<(String, i32, Result<(), ElectionError>)>, ControllerError> {
         let before = self.image();
         let op = ControllerOp::ElectLeaders { election, partitions: partitions.clone() };
-        let reply = self.run(move |core| async move { core.submit(op).await })?;
+        let reply = self.run(move |core| async move { core.submit(op).await }).await?;
         Ok(election_outcomes(&before, election, partitions.as_deref(), &reply.records))
     }
 
@@ -182,7 +182,7 @@ impl Controller {
     /// against this node's image (bad targets, unknown partitions, nothing to cancel);
     /// the valid ones go to the quorum leader, which decides them against its own.
     #[allow(clippy::type_complexity)]
-    pub fn alter_reassignments(
+    pub async fn alter_reassignments(
         &self,
         partitions: Vec<(String, i32, Option<Vec<i32>>)>,
         allow_replication_factor_change: bool,
@@ -211,14 +211,14 @@ impl Controller {
         }
         if !valid.is_empty() {
             let op = ControllerOp::AlterReassignments { partitions: valid, allow_replication_factor_change };
-            self.run(move |core| async move { core.submit(op).await })?;
+            self.run(move |core| async move { core.submit(op).await }).await?;
         }
         Ok(outcomes)
     }
 
     /// DescribeQuorum, answered by the quorum leader.
-    pub fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
-        let reply = self.run(|core| async move { core.submit(ControllerOp::DescribeQuorum).await })?;
+    pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
+        let reply = self.run(|core| async move { core.submit(ControllerOp::DescribeQuorum).await }).await?;
         reply.quorum.ok_or_else(|| ControllerError::Internal("the leader sent no quorum description".into()))
     }
 }

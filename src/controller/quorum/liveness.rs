@@ -182,7 +182,7 @@ impl Controller {
     /// This broker process (`incarnation`) is alive, with these replicas in log dirs that
     /// failed; with `want_shut_down` it asks for its leadership to move off. Returns once
     /// the leader's decision is applied here.
-    pub fn heartbeat(
+    pub async fn heartbeat(
         &self,
         incarnation: Uuid,
         want_shut_down: bool,
@@ -194,22 +194,24 @@ impl Controller {
             let op = ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down, offline_replicas };
             core.submit(op).await.map(drop)
         })
+        .await
     }
 
     /// This broker's replicas of `partitions` are in a log directory that went offline:
     /// take them out of the ISRs and leadership (see [`ControllerOp::ReplicasOffline`]).
-    pub fn replicas_offline(&self, partitions: Vec<(Uuid, i32)>) -> Result<(), ControllerError> {
+    pub async fn replicas_offline(&self, partitions: Vec<(Uuid, i32)>) -> Result<(), ControllerError> {
         let broker = self.core.node_id;
         self.run(move |core| async move {
             core.submit(ControllerOp::ReplicasOffline { broker, partitions }).await.map(drop)
         })
+        .await
     }
 
     /// As the leader of these partitions, in this broker process (`incarnation`, as its
     /// heartbeats name it): ISR changes, each proposed against the ISR of its partition
     /// epoch, in one request. Returns those refused (topic id, partition, why); the
     /// others are committed and applied here.
-    pub fn alter_partitions(
+    pub async fn alter_partitions(
         &self,
         incarnation: Uuid,
         changes: Vec<IsrAlteration>,
@@ -219,12 +221,13 @@ impl Controller {
             let reply = core.submit(ControllerOp::AlterPartitions { broker, incarnation, changes }).await?;
             Ok(reply.refused.into_iter().map(|(t, p, e)| (t, p, e.into_controller_error())).collect())
         })
+        .await
     }
 
     /// As the leader of a partition, in this broker process (`incarnation`, as its
     /// heartbeats name it): take `remove` out of its ISR, or `add` into it, as proposed
     /// against the ISR of `partition_epoch`.
-    pub fn alter_partition(
+    pub async fn alter_partition(
         &self,
         incarnation: Uuid,
         (topic_id, partition): (Uuid, i32),
@@ -247,5 +250,6 @@ impl Controller {
             };
             core.submit(op).await.map(drop)
         })
+        .await
     }
 }

@@ -17,7 +17,7 @@ fn config() -> ControllerConfig {
     }
 }
 
-/// A runtime of its own, as the broker's; the synchronous calls run from the test thread.
+/// A runtime of its own, as the broker's; the test thread blocks on each call.
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap()
 }
@@ -45,14 +45,15 @@ fn create_alter_delete_survive_reopen() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let c = open(&rt, dir.path());
-    let t = c.create_topic(&new_topic("orders", 3), false).unwrap();
+    let t = rt.block_on(c.create_topic(&new_topic("orders", 3), false)).unwrap();
     let id = t.topic_id;
     assert_eq!(t.partitions.len(), 3);
-    c.alter_topic_configs("orders", &[ConfigChange::Set("retention.ms".into(), "1000".into())], false).unwrap();
-    c.create_partitions("orders", 5, false).unwrap();
-    c.create_topic(&new_topic("gone", 1), false).unwrap();
+    rt.block_on(c.alter_topic_configs("orders", &[ConfigChange::Set("retention.ms".into(), "1000".into())], false))
+        .unwrap();
+    rt.block_on(c.create_partitions("orders", 5, false)).unwrap();
+    rt.block_on(c.create_topic(&new_topic("gone", 1), false)).unwrap();
     let gone = c.image().topic("gone").unwrap().topic_id;
-    c.delete_topic(gone).unwrap();
+    rt.block_on(c.delete_topic(gone)).unwrap();
     close(&rt, c);
     let c = open(&rt, dir.path());
     let img = c.image();
@@ -71,23 +72,35 @@ fn validation_errors() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let c = open(&rt, dir.path());
-    assert!(matches!(c.create_topic(&new_topic("a b", 1), false), Err(ControllerError::InvalidTopic(_))));
-    assert!(matches!(c.create_topic(&new_topic("", 1), false), Err(ControllerError::InvalidTopic(_))));
-    assert!(matches!(c.create_topic(&new_topic(&"x".repeat(250), 1), false), Err(ControllerError::InvalidTopic(_))));
-    assert!(matches!(c.create_topic(&new_topic("n", 0), false), Err(ControllerError::InvalidPartitions(_))));
-    assert!(matches!(c.create_topic(&new_topic("n", -5), false), Err(ControllerError::InvalidPartitions(_))));
+    assert!(matches!(rt.block_on(c.create_topic(&new_topic("a b", 1), false)), Err(ControllerError::InvalidTopic(_))));
+    assert!(matches!(rt.block_on(c.create_topic(&new_topic("", 1), false)), Err(ControllerError::InvalidTopic(_))));
+    assert!(matches!(
+        rt.block_on(c.create_topic(&new_topic(&"x".repeat(250), 1), false)),
+        Err(ControllerError::InvalidTopic(_))
+    ));
+    assert!(matches!(
+        rt.block_on(c.create_topic(&new_topic("n", 0), false)),
+        Err(ControllerError::InvalidPartitions(_))
+    ));
+    assert!(matches!(
+        rt.block_on(c.create_topic(&new_topic("n", -5), false)),
+        Err(ControllerError::InvalidPartitions(_))
+    ));
     let mut rf = new_topic("rf", 1);
     rf.replication_factor = 3;
-    assert!(matches!(c.create_topic(&rf, false), Err(ControllerError::InvalidReplicationFactor(_))));
+    assert!(matches!(rt.block_on(c.create_topic(&rf, false)), Err(ControllerError::InvalidReplicationFactor(_))));
     let mut cfg = new_topic("cfg", 1);
     cfg.configs = vec![("retention.ms".into(), Some("soon".into()))];
-    assert!(matches!(c.create_topic(&cfg, false), Err(ControllerError::InvalidConfig(_))));
-    c.create_topic(&new_topic("a.b", 1), false).unwrap();
-    assert!(matches!(c.create_topic(&new_topic("a.b", 1), false), Err(ControllerError::TopicAlreadyExists(_))));
-    assert!(matches!(c.create_topic(&new_topic("a_b", 1), false), Err(ControllerError::InvalidTopic(_))));
-    assert!(matches!(c.create_partitions("a.b", 1, false), Err(ControllerError::InvalidPartitions(_))));
+    assert!(matches!(rt.block_on(c.create_topic(&cfg, false)), Err(ControllerError::InvalidConfig(_))));
+    rt.block_on(c.create_topic(&new_topic("a.b", 1), false)).unwrap();
+    assert!(matches!(
+        rt.block_on(c.create_topic(&new_topic("a.b", 1), false)),
+        Err(ControllerError::TopicAlreadyExists(_))
+    ));
+    assert!(matches!(rt.block_on(c.create_topic(&new_topic("a_b", 1), false)), Err(ControllerError::InvalidTopic(_))));
+    assert!(matches!(rt.block_on(c.create_partitions("a.b", 1, false)), Err(ControllerError::InvalidPartitions(_))));
     // validate_only changes nothing
-    let dry = c.create_topic(&new_topic("dry", 2), true).unwrap();
+    let dry = rt.block_on(c.create_topic(&new_topic("dry", 2), true)).unwrap();
     assert_eq!(dry.partitions.len(), 2);
     assert!(c.image().topic("dry").is_none());
     close(&rt, c);
@@ -98,11 +111,11 @@ fn producer_ids_are_never_reused() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let c = open(&rt, dir.path());
-    let first: Vec<i64> = (0..3).map(|_| c.allocate_producer_id().unwrap()).collect();
+    let first: Vec<i64> = (0..3).map(|_| rt.block_on(c.allocate_producer_id()).unwrap()).collect();
     assert_eq!(first, vec![0, 1, 2]);
     close(&rt, c);
     let c = open(&rt, dir.path());
-    let next = c.allocate_producer_id().unwrap();
+    let next = rt.block_on(c.allocate_producer_id()).unwrap();
     assert!(next > 2, "{next}");
     close(&rt, c);
 }
@@ -149,8 +162,8 @@ fn a_pre_raft_metadata_log_is_the_base_of_the_quorum() {
     let img = c.image();
     assert_eq!(img.cluster_id, "old-cluster-id-0000000");
     assert_eq!(img.topic("legacy").unwrap().topic_id, topic_id);
-    assert!(c.allocate_producer_id().unwrap() >= 1000);
-    c.create_topic(&new_topic("fresh", 1), false).unwrap();
+    assert!(rt.block_on(c.allocate_producer_id()).unwrap() >= 1000);
+    rt.block_on(c.create_topic(&new_topic("fresh", 1), false)).unwrap();
     // Snapshotting folds the base into the Raft state; the old file is no longer needed
     // after that, but stays as it was.
     rt.block_on(c.snapshot()).unwrap();

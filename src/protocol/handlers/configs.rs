@@ -337,7 +337,7 @@ async fn apply_changes(
     match resource_type {
         RESOURCE_TOPIC => {
             let topic = name.to_owned();
-            match ctx.controller_op(move |c| c.alter_topic_configs(&topic, &changes, validate_only)).await {
+            match ctx.controller_op(ctx.controller.alter_topic_configs(&topic, &changes, validate_only)).await {
                 Ok(()) => Ok(()),
                 Err(e @ ControllerError::UnknownTopic(_)) => {
                     Err((controller_error(&e), format!("Topic {name} does not exist")))
@@ -348,13 +348,13 @@ async fn apply_changes(
         RESOURCE_BROKER => {
             broker_resource(ctx, name, false)?;
             let resource = name.to_owned();
-            ctx.controller_op(move |c| c.alter_broker_configs(&resource, &changes, validate_only))
+            ctx.controller_op(ctx.controller.alter_broker_configs(&resource, &changes, validate_only))
                 .await
                 .map_err(|e| (controller_error(&e), e.to_string()))
         }
         RESOURCE_CLIENT_METRICS => {
             let subscription = name.to_owned();
-            ctx.controller_op(move |c| c.alter_client_metrics(&subscription, &changes, validate_only))
+            ctx.controller_op(ctx.controller.alter_client_metrics(&subscription, &changes, validate_only))
                 .await
                 .map_err(|e| (controller_error(&e), e.to_string()))
         }

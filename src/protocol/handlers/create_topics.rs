@@ -48,7 +48,7 @@ pub async fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> Create
             configs: t.configs.iter().map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))).collect(),
         };
         let validate_only = req.validate_only;
-        match ctx.controller_op(move |c| c.create_topic(&new_topic, validate_only)).await {
+        match ctx.controller_op(ctx.controller.create_topic(&new_topic, validate_only)).await {
             Ok(topic) => {
                 let rf = topic.partitions.first().map_or(1, |p| p.replicas.len() as i16);
                 let mut r = base

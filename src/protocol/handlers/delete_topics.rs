@@ -36,7 +36,7 @@ pub async fn handle(ctx: &Ctx, req: DeleteTopicsRequest, version: i16) -> Delete
         }
         let result = base.with_name(Some(TopicName(str_bytes(topic.name.clone())))).with_topic_id(topic.topic_id);
         let topic_id = topic.topic_id;
-        match ctx.controller_op(move |c| c.delete_topic(topic_id)).await {
+        match ctx.controller_op(ctx.controller.delete_topic(topic_id)).await {
             Ok(()) => {
                 tracing::info!(topic = %topic.name, "deleted topic");
                 // As Kafka's onPartitionsDeleted: the topic is gone either way; offsets a

@@ -41,7 +41,7 @@ pub async fn handle(ctx: &Ctx, req: DescribeQuorumRequest, _version: i16) -> Des
             .collect();
         return DescribeQuorumResponse::default().with_topics(topics);
     }
-    let quorum = match ctx.controller_op(|c| c.describe_quorum()).await {
+    let quorum = match ctx.controller_op(ctx.controller.describe_quorum()).await {
         Ok(q) => q,
         Err(e) => {
             let code = controller_error(&e);

@@ -26,7 +26,7 @@ pub async fn handle(ctx: &Ctx, req: ElectLeadersRequest, version: i16) -> ElectL
         topics.into_iter().flat_map(|t| t.partitions.into_iter().map(move |p| (t.topic.0.to_string(), p))).collect()
     });
     let asked = partitions.as_ref().map_or(0, Vec::len);
-    let outcomes = match ctx.controller_op(move |c| c.elect_leaders(election, partitions)).await {
+    let outcomes = match ctx.controller_op(ctx.controller.elect_leaders(election, partitions)).await {
         Ok(o) => o,
         Err(e) => {
             return ElectLeadersResponse::default().with_error_code(controller_error(&e).code());

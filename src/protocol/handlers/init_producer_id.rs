@@ -23,7 +23,7 @@ pub async fn handle(ctx: &Ctx, req: InitProducerIdRequest, _version: i16) -> Ini
     // Without a transactional id Kafka always hands out a fresh producer id (an existing
     // id is never bumped for the asker: that would let any client fence any producer).
     // Mostly no I/O (ids are persisted a block at a time), but a new block is a commit.
-    match ctx.controller_op(|c| c.allocate_producer_id()).await {
+    match ctx.controller_op(ctx.controller.allocate_producer_id()).await {
         Ok(id) => InitProducerIdResponse::default().with_producer_id(ProducerId(id)).with_producer_epoch(0),
         Err(e) => {
             tracing::error!(error = %e, "could not allocate a producer id");

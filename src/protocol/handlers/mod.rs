@@ -62,7 +62,7 @@ pub async fn topic_or_auto_create(
         assignments: vec![],
         configs: vec![],
     };
-    match ctx.controller_op(move |c| c.create_topic(&req, false)).await {
+    match ctx.controller_op(ctx.controller.create_topic(&req, false)).await {
         Ok(t) => {
             tracing::info!(topic = name, partitions = t.partitions.len(), "auto-created topic");
             Ok(t)

@@ -40,7 +40,7 @@ pub async fn alter(
         })
         .collect();
     let base = AlterPartitionReassignmentsResponse::default().with_allow_replication_factor_change(allow_rf_change);
-    let outcomes = match ctx.controller_op(move |c| c.alter_reassignments(partitions, allow_rf_change)).await {
+    let outcomes = match ctx.controller_op(ctx.controller.alter_reassignments(partitions, allow_rf_change)).await {
         Ok(o) => o,
         Err(e) => {
             return base.with_error_code(controller_error(&e).code()).with_error_message(Some(str_bytes(e.to_string())))

@@ -33,7 +33,7 @@ async fn setup(isr: &[i32]) -> Setup {
     let ctx = leader.context().clone();
     let new =
         NewTopic { name: "t".into(), num_partitions: 1, replication_factor: -1, assignments: vec![], configs: vec![] };
-    let topic = ctx.controller.create_topic(&new, false).unwrap();
+    let topic = ctx.controller.create_topic(&new, false).await.unwrap();
     let mut image: MetadataImage = (*ctx.image()).clone();
     image.apply(&MetadataRecord::RegisterBroker {
         node_id: 2,

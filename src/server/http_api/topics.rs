@@ -48,7 +48,7 @@ pub async fn create(State(state): State<Arc<ApiState>>, body: BodyResult) -> Res
     let names: Vec<String> = configs.iter().map(|(k, _)| k.clone()).collect();
     let req =
         NewTopic { name: name.clone(), num_partitions: partitions, replication_factor, assignments: vec![], configs };
-    match state.ctx.controller_op(move |c| c.create_topic(&req, false)).await {
+    match state.ctx.controller_op(state.ctx.controller.create_topic(&req, false)).await {
         Ok(t) => {
             let rf = t.partitions.first().map_or(0, |p| p.replicas.len());
             let body = json!({"name": t.name, "topic_id": t.topic_id.to_string(), "partitions": t.partitions.len(),
