@@ -33,6 +33,7 @@
 //!
 //! * [`metrics`]: lock-free latency histograms the layers record into on their hot paths
 //!   (a leaf: every layer may use it); the broker renders them at scrape time.
+//! * [`log_limit`]: the binary's limit on openraft's repeated log lines (a leaf).
 //! * [`traces`]: a span per produce request, queued (bounded, never waited on) for the
 //!   OTLP exporter of `server::otlp_traces` when a collector is configured (a leaf too).
 //!
@@ -48,6 +49,7 @@ pub mod config;
 pub mod controller;
 pub mod coordinator;
 pub mod dev_cluster;
+pub mod log_limit;
 pub mod metrics;
 pub mod protocol;
 pub mod replication;

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use runnel::config::{BrokerConfig, ConfigOverrides, FlushMode};
+use runnel::log_limit::LogLimit;
 use runnel::Broker;
 
 /// mimalloc keeps freed memory for reuse: Fetch responses are MiB-sized buffers, and with
@@ -66,7 +67,7 @@ struct ServeArgs {
     config: Option<PathBuf>,
     /// Log lines on stderr as `text` (colored only when stderr is a terminal) or `json`
     /// (one object per line). Levels and filters: RUNNEL_LOG (e.g. `info`,
-    /// `runnel::replication=debug`).
+    /// `runnel::replication=debug`); unset, openraft's repeated lines are limited.
     #[arg(long, env = "RUNNEL_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
     /// Address to listen on, ip:port (port 0 = any free port).
@@ -306,13 +307,26 @@ enum LogFormat {
 
 fn init_logging(format: LogFormat) {
     use std::io::IsTerminal;
-    let filter =
-        tracing_subscriber::EnvFilter::try_from_env("RUNNEL_LOG").unwrap_or_else(|_| "info,openraft=warn".into());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
-    match format {
-        // Escape codes only for a person at a terminal, never into files or `docker logs`.
-        LogFormat::Text => builder.with_ansi(std::io::stderr().is_terminal()).init(),
-        LogFormat::Json => builder.json().with_current_span(false).init(),
+    use tracing_subscriber::layer::{Layer, SubscriberExt};
+    use tracing_subscriber::util::SubscriberInitExt;
+    let chosen = tracing_subscriber::EnvFilter::try_from_env("RUNNEL_LOG").ok();
+    // The default filter limits openraft's repeated lines; a filter the operator chose
+    // does not (see `runnel::log_limit`).
+    let limit: Option<&'static LogLimit> = chosen.is_none().then(|| &*Box::leak(Box::default()));
+    let filter = chosen.unwrap_or_else(|| "info,openraft=warn".into());
+    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
+    // Escape codes only for a person at a terminal, never into files or `docker logs`.
+    let fmt = match format {
+        LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).boxed(),
+        LogFormat::Json => fmt.json().with_current_span(false).boxed(),
+    };
+    let registry = tracing_subscriber::registry().with(filter);
+    match limit {
+        Some(limit) => {
+            registry.with(fmt.with_filter(limit)).init();
+            LogLimit::report_every_window(limit);
+        }
+        None => registry.with(fmt).init(),
     }
 }
 
