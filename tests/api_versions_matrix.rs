@@ -90,6 +90,7 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::ListConfigResources => list_config_resources(c, v).await,
         ApiKey::ElectLeaders => elect_leaders(c, v).await,
         ApiKey::DescribeQuorum => describe_quorum(c, v).await,
+        ApiKey::UnregisterBroker => unregister_broker(c, v).await,
         ApiKey::DescribeLogDirs => describe_log_dirs(c, v).await,
         ApiKey::AlterReplicaLogDirs => alter_replica_log_dirs(c, v).await,
         ApiKey::AlterPartitionReassignments => alter_partition_reassignments(c, v).await,
@@ -685,6 +686,15 @@ async fn describe_quorum(c: &mut Client, v: i16) -> anyhow::Result<()> {
     })?;
     // A single node opens no controller listener: there is no endpoint to name.
     ensure(resp.nodes.is_empty(), || format!("nodes {:?}", resp.nodes))
+}
+
+/// A broker that never registered: BROKER_ID_NOT_REGISTERED, as Kafka's controller
+/// answers (the single broker itself stays registered).
+async fn unregister_broker(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let resp = c.try_send(v, UnregisterBrokerRequest::default().with_broker_id(BrokerId(42))).await?;
+    ensure(resp.error_code == 102, || format!("{resp:?}"))?;
+    let message = resp.error_message.as_deref().unwrap_or_default();
+    ensure(message.contains("42"), || format!("message {message:?}"))
 }
 
 /// One log directory holding the topic's partition.

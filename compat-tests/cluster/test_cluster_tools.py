@@ -6,7 +6,8 @@ moves leadership back to the preferred replica after a broker's restart;
 `kafka-reassign-partitions` moves a partition's replicas to another broker with its
 records, and with `--throttle` holds the new replica's copying to the bound it sets
 (dynamic broker configs, which `kafka-configs` shows and lifts); `--cancel` of a move
-whose only in-sync replica is a new one waits for the topic to allow unclean election."""
+whose only in-sync replica is a new one waits for the topic to allow unclean election;
+`kafka-cluster unregister` drops a stopped broker's registration."""
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from kafka_tools import CONFIGS, PRODUCER_PERF_TEST, TOPICS, describe, run_tool
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"   # kafka-metadata-quorum.sh
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
 ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election.sh
+CLUSTER = "org.apache.kafka.tools.ClusterTool"  # kafka-cluster.sh
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
@@ -120,6 +122,48 @@ def test_quorum_topics_and_leader_election_tools(cluster3):
     assert int(new["LeaderEpoch"]) > int(status["LeaderEpoch"]), (status, new)
     nodes[old - 1].start(60)
     wait_for("every voter caught up", lambda: quorum_status(servers)["MaxFollowerLag"] == "0")
+
+
+def endpoints(servers):
+    """kafka-cluster list-endpoints --include-fenced-brokers: {id: state}."""
+    proc = run_tool(CLUSTER, "list-endpoints", "--bootstrap-server", servers, "--include-fenced-brokers", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    rows = [line.split() for line in proc.stdout.splitlines()[1:] if line.strip()]
+    return {int(r[0]): r[4] for r in rows}
+
+
+def test_unregister_tool_drops_a_stopped_broker_which_registers_again_when_it_returns(cluster3):
+    """A broker taken out of the cluster (Kafka's UnregisterBroker): gone from the
+    cluster's brokers, fenced ones included, out of every ISR and leadership; its id stays
+    in the replica lists, as in Kafka. Unregistering it again is BROKER_ID_NOT_REGISTERED.
+    When its process starts again it registers anew and rejoins the ISRs."""
+    net, nodes = cluster3
+    servers = bootstrap(nodes)
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "retired",
+                    "--partitions", "3", "--replication-factor", "3", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    wait_for("three in-sync replicas everywhere",
+             lambda: all(len(isr) == 3 for _, _, isr in partitions(servers, "retired").values()))
+    gone = nodes[2]
+    gone.stop()
+    others = bootstrap(nodes, without=gone)
+    wait_for("broker 3 fenced", lambda: endpoints(others).get(3) == "fenced")
+
+    proc = run_tool(CLUSTER, "unregister", "--bootstrap-server", others, "--id", "3", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    assert "Broker 3 is no longer registered." in proc.stdout, describe(proc)
+    assert endpoints(others) == {1: "unfenced", 2: "unfenced"}
+    for leader, replicas, isr in partitions(others, "retired").values():
+        assert leader in (1, 2) and 3 not in isr and 3 in replicas, (leader, replicas, isr)
+
+    proc = run_tool(CLUSTER, "unregister", "--bootstrap-server", others, "--id", "3", timeout=60)
+    assert proc.returncode != 0, describe(proc)
+    assert "BrokerIdNotRegisteredException: Broker ID 3 is not currently registered" in proc.stderr, describe(proc)
+
+    gone.start(60)
+    wait_for("broker 3 registered again", lambda: endpoints(servers) == {1: "unfenced", 2: "unfenced", 3: "unfenced"})
+    wait_for("broker 3 back in every ISR",
+             lambda: all(len(isr) == 3 for _, _, isr in partitions(servers, "retired").values()))
 
 
 def test_reassign_partitions_tool_moves_a_replica_with_its_records(cluster3, franz_bin, tmp_path):

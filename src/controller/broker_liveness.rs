@@ -273,6 +273,12 @@ impl BrokerLiveness {
         self.brokers.get(&node).is_none_or(|b| b.fenced)
     }
 
+    /// `node`'s registration is being dropped: this controller forgets it (a process of
+    /// it that registers again starts over, fenced).
+    pub fn unregister(&mut self, node: i32) {
+        self.brokers.remove(&node);
+    }
+
     pub fn is_shutting_down(&self, node: i32) -> bool {
         self.brokers.get(&node).is_some_and(|b| b.shutting_down)
     }

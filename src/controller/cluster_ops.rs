@@ -142,6 +142,17 @@ pub fn decide(
                 }
             }
         }
+        ControllerOp::UnregisterBroker { node_id } => {
+            if !image.brokers.contains_key(node_id) {
+                return Err(ControllerError::BrokerIdNotRegistered(format!(
+                    "Broker ID {node_id} is not currently registered"
+                )));
+            }
+            // Forgotten first: it is elected nowhere and let into no ISR from now on.
+            liveness.unregister(*node_id);
+            out.push(remove_broker(&out.image, *node_id, &alive(liveness)));
+            out.push(vec![MetadataRecord::UnregisterBroker { node_id: *node_id }]);
+        }
         _ => return Err(ControllerError::Internal("not a liveness operation".into())),
     }
     Ok(out.records)
@@ -764,6 +775,43 @@ mod tests {
         run(&mut img, &heartbeat(1, false), &mut l, 7);
         run(&mut img, &rejoin, &mut l, 8);
         assert_eq!(leaders(&img)[0], (2, vec![1, 2, 3]));
+    }
+
+    /// Kafka's UnregisterBroker: out of every ISR and leadership, then the registration
+    /// goes; the process (if it still runs) has its heartbeats refused; a process that
+    /// starts again registers anew, fenced until its heartbeats let it in.
+    #[test]
+    fn an_unregistered_broker_leaves_isrs_and_leadership_and_can_register_again() {
+        let mut img = image();
+        let mut l = leader_that_heard_from_all(&mut img);
+        let unregister = ControllerOp::UnregisterBroker { node_id: 2 };
+        let records = run(&mut img, &unregister, &mut l, 2);
+        assert_eq!(records.last(), Some(&MetadataRecord::UnregisterBroker { node_id: 2 }), "last: {records:?}");
+        assert_eq!(leaders(&img), vec![(1, vec![1, 3]), (3, vec![3, 1])]);
+        assert!(!img.brokers.contains_key(&2));
+        assert_eq!(img.topic("t").unwrap().partitions[1].replicas, vec![2, 3, 1], "replicas still name it");
+        assert!(!l.is_alive(2), "elected nowhere");
+        assert!(matches!(decide(&img, &heartbeat(2, false), &mut l, 3), Err(ControllerError::Refused(_))));
+        let again = decide(&img, &unregister, &mut l, 3);
+        assert!(matches!(again, Err(ControllerError::BrokerIdNotRegistered(_))), "{again:?}");
+
+        let register = ControllerOp::RegisterBroker {
+            node_id: 2,
+            host: "h".into(),
+            port: 1,
+            rack: None,
+            cluster_id: None,
+            inter_broker: None,
+            fenced: true,
+        };
+        for r in crate::controller::operations::decide(&img, &register, 0).unwrap() {
+            img.apply(&r);
+        }
+        let restarted = heartbeat_from(2, Uuid::from_u128(2));
+        run(&mut img, &restarted, &mut l, 4);
+        assert!(img.brokers[&2].fenced);
+        run(&mut img, &restarted, &mut l, 5);
+        assert!(!img.brokers[&2].fenced && l.is_alive(2));
     }
 
     #[test]

@@ -43,6 +43,7 @@ impl MetadataDelta {
                 | MetadataRecord::RegisterBroker { .. }
                 | MetadataRecord::BrokerFenced { .. }
                 | MetadataRecord::BrokerControlledShutdown { .. }
+                | MetadataRecord::UnregisterBroker { .. }
                 | MetadataRecord::ProducerIds { .. }
                 | MetadataRecord::ClientMetricsConfig { .. } => {}
                 MetadataRecord::BrokerConfig { name, .. } => {

@@ -257,6 +257,10 @@ impl MetadataImage {
                     self.controlled_shutdown.insert(*node_id);
                 }
             }
+            MetadataRecord::UnregisterBroker { node_id } => {
+                self.brokers.remove(node_id);
+                self.controlled_shutdown.remove(node_id);
+            }
         }
     }
 

@@ -72,6 +72,10 @@ pub enum ControllerError {
     /// controller has applied it or will.
     #[error("{0}")]
     NotAttempted(String),
+    /// UnregisterBroker named a broker that is not registered (Kafka's
+    /// BROKER_ID_NOT_REGISTERED).
+    #[error("{0}")]
+    BrokerIdNotRegistered(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -165,6 +165,14 @@ pub enum ControllerOp {
     },
     /// DescribeQuorum: the leader's view of the quorum (no records; read-only).
     DescribeQuorum,
+    /// UnregisterBroker (`kafka-cluster unregister`): drop broker `node_id`'s
+    /// registration, after taking it out of ISRs and leadership as fencing does
+    /// (Kafka's `ReplicationControlManager.unregisterBroker`). Refused for a broker that
+    /// is not registered (BROKER_ID_NOT_REGISTERED). A process of it that still runs
+    /// has its heartbeats refused until it restarts and registers again, as in Kafka.
+    UnregisterBroker {
+        node_id: i32,
+    },
     /// A broker's address and rack; the first registration also names the cluster.
     RegisterBroker {
         node_id: i32,
@@ -223,7 +231,8 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         | ControllerOp::AlterPartitions { .. }
         | ControllerOp::ReplicasOffline { .. }
         | ControllerOp::ElectLeaders { .. }
-        | ControllerOp::AlterReassignments { .. } => {
+        | ControllerOp::AlterReassignments { .. }
+        | ControllerOp::UnregisterBroker { .. } => {
             Err(ControllerError::Internal("a liveness operation needs the leader's broker liveness".into()))
         }
         ControllerOp::DescribeQuorum => Err(ControllerError::Internal("the quorum is described by its leader".into())),

@@ -102,6 +102,14 @@ pub enum MetadataRecord {
     BrokerControlledShutdown {
         node_id: i32,
     },
+    /// The broker's registration is dropped (Kafka's UnregisterBrokerRecord,
+    /// `kafka-cluster unregister`): the records before it in the same commit took it
+    /// out of every ISR it could leave and every leadership. Replica lists still name
+    /// it, as in Kafka, until a reassignment moves them. A process of it that starts
+    /// again registers anew.
+    UnregisterBroker {
+        node_id: i32,
+    },
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     (ApiKey::PushTelemetry, "KIP-714: OTLP metrics decoded, latest values on `/metrics` (`client_telemetry_*`)"),
     (ApiKey::ElectLeaders, "preferred and unclean (`kafka-leader-election`)"),
     (ApiKey::DescribeQuorum, "the controller quorum (`kafka-metadata-quorum`)"),
+    (ApiKey::UnregisterBroker, "drop a broker's registration (`kafka-cluster unregister`)"),
     (
         ApiKey::AlterPartitionReassignments,
         "move replicas; new ones catch up before old ones leave (`kafka-reassign-partitions`)",
@@ -53,7 +54,6 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     ),
 ];
 
-const CLUSTER: &str = "cluster issue";
 const TRANSACTIONS: &str = "transactions: a feature of its own, later";
 const KIP_848: &str = "KIP-848 consumer groups: a feature of its own, later";
 const SECURITY: &str = "SASL/ACLs/SCRAM/quotas: security features of their own, later";
@@ -62,7 +62,6 @@ const SHARE_GROUPS: &str = "KIP-932 share groups: not planned yet";
 /// Client-facing APIs kafka-protocol defines that runnel does not serve: (API, plan).
 /// They are not advertised; a request for one closes the connection (`protocol::handle_frame`).
 pub const NOT_SERVED: &[(ApiKey, &str)] = &[
-    (ApiKey::UnregisterBroker, CLUSTER),
     (ApiKey::AddRaftVoter, "cluster issue (changing the set of voters)"),
     (ApiKey::RemoveRaftVoter, "cluster issue (changing the set of voters)"),
     (ApiKey::AddPartitionsToTxn, TRANSACTIONS),

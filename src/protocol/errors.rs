@@ -78,6 +78,7 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         // forward's time is up its client gets REQUEST_TIMED_OUT (ForwardingManager's
         // onTimeout), as from a controller whose quorum did not commit in time.
         ControllerError::NotController(_) => ResponseError::RequestTimedOut,
+        ControllerError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
         ControllerError::Io(_)
         | ControllerError::Internal(_)
         | ControllerError::Refused(_)

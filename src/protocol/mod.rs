@@ -206,6 +206,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             ResponseKind::ListConfigResources(list_config_resources::handle(ctx, r, v))
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, v).await),
+        RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(unregister_broker::handle(ctx, r, v).await),
         RequestKind::AlterPartitionReassignments(r) => {
             ResponseKind::AlterPartitionReassignments(reassignments::alter(ctx, r, v).await)
         }

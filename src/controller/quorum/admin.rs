@@ -216,6 +216,13 @@ impl Controller {
         Ok(outcomes)
     }
 
+    /// UnregisterBroker: drop broker `node_id`'s registration (see
+    /// [`ControllerOp::UnregisterBroker`]).
+    pub async fn unregister_broker(&self, node_id: i32) -> Result<(), ControllerError> {
+        self.run(move |core| async move { core.submit(ControllerOp::UnregisterBroker { node_id }).await.map(drop) })
+            .await
+    }
+
     /// DescribeQuorum, answered by the quorum leader.
     pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
         let reply = self.run(|core| async move { core.submit(ControllerOp::DescribeQuorum).await }).await?;

@@ -52,6 +52,7 @@ impl ControllerOp {
                 | ControllerOp::ReplicasOffline { .. }
                 | ControllerOp::ElectLeaders { .. }
                 | ControllerOp::AlterReassignments { .. }
+                | ControllerOp::UnregisterBroker { .. }
         )
     }
 }

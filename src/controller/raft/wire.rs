@@ -82,6 +82,7 @@ pub enum ErrorKind {
     Refused,
     Internal,
     NotAttempted,
+    BrokerIdNotRegistered,
 }
 
 impl From<&ControllerError> for ForwardError {
@@ -100,6 +101,7 @@ impl From<&ControllerError> for ForwardError {
             E::NotController(m) => (ErrorKind::NotController, m.clone()),
             E::Refused(m) => (ErrorKind::Refused, m.clone()),
             E::NotAttempted(m) => (ErrorKind::NotAttempted, m.clone()),
+            E::BrokerIdNotRegistered(m) => (ErrorKind::BrokerIdNotRegistered, m.clone()),
             E::Io(_) | E::Internal(_) => (ErrorKind::Internal, e.to_string()),
         };
         ForwardError::Refused { kind, message }
@@ -125,6 +127,7 @@ impl ForwardError {
                 ErrorKind::Refused => E::Refused(m),
                 ErrorKind::NotAttempted => E::NotAttempted(m),
                 ErrorKind::Internal => E::Internal(m),
+                ErrorKind::BrokerIdNotRegistered => E::BrokerIdNotRegistered(m),
             },
         }
     }

@@ -656,6 +656,11 @@ pub mod describe_quorum {
         Layout { fields: &[f("topic_name", Str, 0, 2), f("partitions", Array(&PARTITION_DATA), 0, 2)], tags: &[] };
     static PARTITION_DATA: Layout = Layout { fields: &[f("partition_index", I32, 0, 2)], tags: &[] };
 }
+pub mod unregister_broker {
+    use super::*;
+    pub static API: Api = Api { key: 64, min: 0, max: 0, flexible_from: 0, body: &UNREGISTER_BROKER_REQUEST };
+    static UNREGISTER_BROKER_REQUEST: Layout = Layout { fields: &[f("broker_id", I32, 0, 0)], tags: &[] };
+}
 pub mod describe_topic_partitions {
     use super::*;
     pub static API: Api = Api { key: 75, min: 0, max: 0, flexible_from: 0, body: &DESCRIBE_TOPIC_PARTITIONS_REQUEST };

@@ -374,6 +374,7 @@ static APIS: &[&Api] = &[
     &layouts::update_features::API,
     &layouts::describe_cluster::API,
     &layouts::describe_producers::API,
+    &layouts::unregister_broker::API,
     &layouts::describe_transactions::API,
     &layouts::list_transactions::API,
     &layouts::consumer_group_heartbeat::API,

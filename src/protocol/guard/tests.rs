@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 48] = [
+const BRIEF_KEYS: [i16; 49] = [
     0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 34, 35, 36, 37,
-    42, 43, 44, 45, 46, 47, 55, 57, 60, 61, 65, 66, 68, 69, 74, 75, 71, 72,
+    42, 43, 44, 45, 46, 47, 55, 57, 60, 61, 64, 65, 66, 68, 69, 74, 75, 71, 72,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -46,7 +46,7 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         36 => SaslAuthenticateRequest, 37 => CreatePartitionsRequest, 42 => DeleteGroupsRequest,
         43 => ElectLeadersRequest, 44 => IncrementalAlterConfigsRequest,
         45 => AlterPartitionReassignmentsRequest, 46 => ListPartitionReassignmentsRequest, 47 => OffsetDeleteRequest,
-        55 => DescribeQuorumRequest, 57 => UpdateFeaturesRequest,
+        55 => DescribeQuorumRequest, 57 => UpdateFeaturesRequest, 64 => UnregisterBrokerRequest,
         60 => DescribeClusterRequest, 61 => DescribeProducersRequest,
         65 => DescribeTransactionsRequest, 66 => ListTransactionsRequest,
         68 => ConsumerGroupHeartbeatRequest, 69 => ConsumerGroupDescribeRequest,
@@ -200,7 +200,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 223);
+    assert_eq!(checked, 224);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.

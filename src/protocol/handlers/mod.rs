@@ -26,6 +26,7 @@ pub mod produce;
 pub mod reassignments;
 pub mod replica_fetch;
 pub mod telemetry;
+pub mod unregister_broker;
 pub mod update_features;
 
 use std::sync::Arc;
