@@ -409,9 +409,12 @@ impl Controller {
         T: Send + 'static,
         F: Future<Output = Result<T, ControllerError>> + Send + 'static,
     {
+        // A panic (a bug) fails this operation only, as it did when callers waited on a
+        // channel: the heartbeat loop and the ISR sender, which call this for as long as
+        // the broker runs, go on.
         match self.runtime.spawn(f(self.core.clone())).await {
             Ok(result) => result,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) if e.is_panic() => Err(ControllerError::Internal("the controller operation panicked".into())),
             Err(_) => Err(ControllerError::Internal("the controller is shutting down".into())),
         }
     }
