@@ -436,17 +436,34 @@ async fn a_metadata_log_that_cannot_be_written_fails_the_broker() {
             .status();
     }
     let controller = broker.broker().context().controller.clone();
-    let failed = broker.broker().failed();
-    tokio::pin!(failed);
-    // A config change appends to the metadata log and touches no partition file.
-    for i in 0..20 {
-        let change = vec![ConfigChange::Set("retention.ms".into(), (60_000 + i).to_string())];
-        let answer = controller.alter_topic_configs("t", &change, false).await;
-        if let Ok(reason) = tokio::time::timeout(Duration::from_millis(200), &mut failed).await {
-            assert!(answer.is_err(), "the change that did not fit was not acknowledged");
-            assert!(reason.contains("No space left on device"), "{reason}");
-            return;
+    let reason = {
+        let failed = broker.broker().failed();
+        tokio::pin!(failed);
+        let mut reason = None;
+        // A config change appends to the metadata log and touches no partition file.
+        for i in 0..20 {
+            let change = vec![ConfigChange::Set("retention.ms".into(), (60_000 + i).to_string())];
+            let answer = controller.alter_topic_configs("t", &change, false).await;
+            if let Ok(r) = tokio::time::timeout(Duration::from_millis(200), &mut failed).await {
+                assert!(answer.is_err(), "the change that did not fit was not acknowledged");
+                reason = Some(r);
+                break;
+            }
         }
+        reason.expect("20 metadata changes on a full disk, and Raft still runs")
+    };
+    assert!(reason.contains("No space left on device"), "{reason}");
+    // It stops serving by itself (an embedded broker too, with no process to exit): its
+    // listener closes.
+    let addr = broker.addr();
+    let mut closed = false;
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(addr).await.is_err() {
+            closed = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    panic!("20 metadata changes on a full disk, and Raft still runs");
+    assert!(closed, "the client listener still accepts after the metadata log failed");
+    broker.shutdown().await;
 }

@@ -64,6 +64,9 @@ pub struct Broker {
     /// Set when the controlled shutdown begins: from then on every heartbeat asks to shut
     /// down (see [`cluster::heartbeat_loop`]).
     wants_shut_down: Arc<AtomicBool>,
+    /// Set when this node's metadata log failed and it stopped serving
+    /// ([`stop_serving_when_metadata_fails`]).
+    metadata_failed: Arc<AtomicBool>,
     ctx: Arc<Ctx>,
     shutdown: broadcast::Sender<()>,
     /// Every connection task holds a sender; `recv` returns `None` once the last one
@@ -231,6 +234,7 @@ impl Broker {
         // must still reach it (it did not, and a start at once followed by a shutdown hung).
         let stop = shutdown.subscribe();
         let wants_shut_down = Arc::new(AtomicBool::new(false));
+        let metadata_failed = Arc::new(AtomicBool::new(false));
         if ctx.controller.is_clustered() {
             ctx.replicas.set_isr_sink(Arc::new(alter_partition::ControllerIsrSink::new(
                 &ctx.controller,
@@ -250,6 +254,12 @@ impl Broker {
             )),
             tokio::spawn(cluster::high_watermark_checkpoint_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::offline_replicas_loop(ctx.clone(), shutdown.subscribe())),
+            tokio::spawn(stop_serving_when_metadata_fails(
+                ctx.clone(),
+                shutdown.clone(),
+                serving.clone(),
+                metadata_failed.clone(),
+            )),
         ];
         // Its own stop signal: it is stopped after the connections drained, so the spans
         // of every request answered are sent too.
@@ -291,6 +301,7 @@ impl Broker {
             http_addr,
             serving,
             wants_shut_down,
+            metadata_failed,
             ctx,
             shutdown,
             connections_done,
@@ -349,7 +360,10 @@ impl Broker {
         self.wants_shut_down.store(true, Ordering::Release);
         // In a cluster, leadership moves to other replicas while this broker still
         // answers (clients are told NOT_LEADER_OR_FOLLOWER and follow the new leaders).
-        if cluster::controlled_shutdown(&self.ctx, self.incarnation).await {
+        // Not once the metadata log failed: this node would wait its whole timeout for a
+        // change its image can no longer show.
+        let metadata_failed = self.metadata_failed.load(Ordering::Acquire);
+        if !metadata_failed && cluster::controlled_shutdown(&self.ctx, self.incarnation).await {
             tracing::info!(
                 grace_ms = cluster::MOVED_LEADERSHIP_GRACE.as_millis() as u64,
                 "still answering (clients with stale metadata are sent to the new leaders)"
@@ -443,6 +457,28 @@ fn advertised(configured: Option<&str>, bound: SocketAddr) -> (String, u16) {
     }
     let host = if bound.ip().is_unspecified() { "127.0.0.1".to_owned() } else { bound.ip().to_string() };
     (host, bound.port())
+}
+
+/// Once this node's metadata log fails ([`Broker::failed`]), it stops serving: the
+/// listeners close (connections after the request they are serving) and the heartbeats
+/// stop, so the controller fences it and clients go to the brokers that follow the
+/// cluster. An embedded broker does what the binary does by exiting; its owner still
+/// calls [`Broker::shutdown`] to flush and release the data dir.
+async fn stop_serving_when_metadata_fails(
+    ctx: Arc<Ctx>,
+    shutdown: broadcast::Sender<()>,
+    serving: Arc<AtomicBool>,
+    metadata_failed: Arc<AtomicBool>,
+) {
+    let mut stop = shutdown.subscribe();
+    let reason = tokio::select! {
+        reason = ctx.controller.failed() => reason,
+        _ = stop.recv() => return,
+    };
+    tracing::error!(%reason, "the metadata log failed: this broker stops serving (its listeners close)");
+    metadata_failed.store(true, Ordering::Release);
+    serving.store(false, Ordering::Release);
+    let _ = shutdown.send(());
 }
 
 /// fsyncs at once at shutdown: the disk merges concurrent syncs into fewer journal
