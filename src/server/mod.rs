@@ -256,7 +256,7 @@ impl Broker {
             tokio::spawn(cluster::offline_replicas_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(stop_serving_when_metadata_fails(
                 ctx.clone(),
-                shutdown.clone(),
+                (shutdown.clone(), shutdown.subscribe()),
                 serving.clone(),
                 metadata_failed.clone(),
             )),
@@ -464,13 +464,15 @@ fn advertised(configured: Option<&str>, bound: SocketAddr) -> (String, u16) {
 /// stop, so the controller fences it and clients go to the brokers that follow the
 /// cluster. An embedded broker does what the binary does by exiting; its owner still
 /// calls [`Broker::shutdown`] to flush and release the data dir.
+///
+/// (`stop` is subscribed before the task is spawned, so a shutdown sent before it first
+/// runs still ends it: `Broker::shutdown` waits for it.)
 async fn stop_serving_when_metadata_fails(
     ctx: Arc<Ctx>,
-    shutdown: broadcast::Sender<()>,
+    (shutdown, mut stop): (broadcast::Sender<()>, broadcast::Receiver<()>),
     serving: Arc<AtomicBool>,
     metadata_failed: Arc<AtomicBool>,
 ) {
-    let mut stop = shutdown.subscribe();
     let reason = tokio::select! {
         reason = ctx.controller.failed() => reason,
         _ = stop.recv() => return,
