@@ -320,13 +320,10 @@ fn init_logging(format: LogFormat) {
         LogFormat::Text => fmt.with_ansi(std::io::stderr().is_terminal()).boxed(),
         LogFormat::Json => fmt.json().with_current_span(false).boxed(),
     };
-    let registry = tracing_subscriber::registry().with(filter);
-    match limit {
-        Some(limit) => {
-            registry.with(fmt.with_filter(limit)).init();
-            LogLimit::report_every_window(limit);
-        }
-        None => registry.with(fmt).init(),
+    // `None` filters nothing.
+    tracing_subscriber::registry().with(filter).with(fmt.with_filter(limit)).init();
+    if let Some(limit) = limit {
+        LogLimit::report_every_window(limit);
     }
 }
 

@@ -455,9 +455,10 @@ def test_cluster_controller_quorum_lost(tmp_path, cluster3, franz_bin):
     # openraft logs a line for every failed heartbeat to each voter it cannot reach (1,609
     # of the quorum leader's 1,622 lines in this test, before the limit); each of its call
     # sites prints at most 4 lines per 30 s, and a line says how many were held back.
-    raft_lines = {n.host: n.log_path.read_text().count("openraft::") for n in nodes}
+    logs = {n.host: n.log_path.read_text() for n in nodes}
+    raft_lines = {host: log.count("openraft::") for host, log in logs.items()}
     assert max(raft_lines.values()) < 300, raft_lines
-    assert any("repeated openraft log lines held back" in n.log_path.read_text() for n in nodes)
+    assert any("repeated openraft log lines held back" in log for log in logs.values())
     name = new_topic("quorum-back")
     admin.create_topics([NewTopic(name, 1, 3)], request_timeout=30)[name].result(timeout=60)
     print(json.dumps({"create_without_quorum": create["outcome"]}))
