@@ -18,7 +18,8 @@ Rounds alternate (runnel, Kafka, runnel, ...); each round starts a fresh cluster
   rdkafka     rdkafka_performance -P into another such topic, acks=all, idempotent,
   produce     linger.ms=5, with per-message delivery latency (-l -A: produce() call to
               delivery report) from which p50/p99 are taken: unthrottled, and at the java
-              rows' fixed rate (-r; its first second, the client's start-up, left out)
+              rows' fixed rate (-r; its first second, the client's start-up, left out),
+              and at that rate again with linger.ms=0
   consume     ConsumerPerformance over the java topic (a consumer group) and
               rdkafka_performance -C over the rdkafka topic (no group)
   leader      a partition leader that is not the active controller gets SIGKILL; a raw
@@ -253,13 +254,14 @@ def percentile(values, q):
     return s[min(len(s) - 1, max(0, math.ceil(q / 100.0 * len(s)) - 1))]
 
 
-def rdkafka_produce_latency(binary, bootstrap, topic, n, timeout, latency_file: Path, rate=None, skip=0):
-    """rdkafka_performance -P, acks=all, idempotent, linger.ms=5, -l: per-message
+def rdkafka_produce_latency(binary, bootstrap, topic, n, timeout, latency_file: Path, rate=None, skip=0,
+                            linger_ms=5):
+    """rdkafka_performance -P, acks=all, idempotent, linger.ms=5 (the client's default), -l: per-message
     delivery latency (microseconds, one a line, in delivery order) into latency_file.
     With `rate` (-r) the tool sleeps between messages to hold that many a second. The
     percentiles leave out the first `skip` deliveries."""
     cmd = [binary, "-P", "-t", topic, "-b", bootstrap, "-s", RECORD_SIZE, "-c", n,
-           "-a", "-1", "-X", "enable.idempotence=true", "-X", "linger.ms=5", "-i", "600000",
+           "-a", "-1", "-X", "enable.idempotence=true", "-X", f"linger.ms={linger_ms}", "-i", "600000",
            "-l", "-A", latency_file]
     if rate:
         cmd += ["-r", rate]
@@ -463,6 +465,15 @@ def one_round(cluster, cfg, rdkafka_bin, franz, record):
                                        cluster.workdir / "rdkafka-rate-latency.txt", rate=cfg["rate"],
                                        skip=cfg["rate"])
     step(f"rdkafka produce at {cfg['rate']} rec/s acks=all RF=3 p=3 (after the first second)", rk_rate)
+
+    # As the java rows: the same rate with linger.ms=0, whose p99 has no 5 ms client floor.
+    def rk_rate_linger0():
+        create_rf3_topic(b, "rk-rf3-rate0")
+        return rdkafka_produce_latency(rdkafka_bin, b, "rk-rf3-rate0", cfg["rate_records"], timeout,
+                                       cluster.workdir / "rdkafka-rate0-latency.txt", rate=cfg["rate"],
+                                       skip=cfg["rate"], linger_ms=0)
+    step(f"rdkafka produce at {cfg['rate']} rec/s linger.ms=0 acks=all RF=3 p=3 (after the first second)",
+         rk_rate_linger0)
 
     step("java consume p=3", lambda: single.consumer_perf(b, "java-rf3", n, timeout))
     step("rdkafka consume p=3",
