@@ -387,6 +387,7 @@ mod tests {
                 rack: None,
                 inter_broker: None,
                 incarnation,
+                metadata_format: crate::controller::records::METADATA_FORMAT,
             });
         }
         let mut l = BrokerLiveness::new(9_000);

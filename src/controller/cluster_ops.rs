@@ -25,12 +25,12 @@ pub fn decide(
 ) -> Result<Vec<MetadataRecord>, ControllerError> {
     let mut out = Changes { image: image.clone(), records: Vec::new() };
     match op {
-        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down, offline_replicas } => {
+        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down, offline_replicas, metadata_format } => {
             if !image.brokers.contains_key(node_id) {
                 return Err(ControllerError::Refused(format!("broker {node_id} is not registered")));
             }
             let outcome = liveness.heartbeat(*node_id, *incarnation, *want_shut_down, now_ms);
-            out.register_process(*node_id, *incarnation);
+            out.register_process(*node_id, *incarnation, *metadata_format);
             match outcome {
                 HeartbeatOutcome::Registered => out.fence(*node_id, liveness),
                 HeartbeatOutcome::Unfenced => {
@@ -148,6 +148,8 @@ pub fn decide(
                     "Broker ID {node_id} is not currently registered"
                 )));
             }
+            // Before anything changes: every broker must read the record.
+            image.check_readable(&[MetadataRecord::UnregisterBroker { node_id: *node_id }])?;
             // Forgotten first: it is elected nowhere and let into no ISR from now on.
             liveness.unregister(*node_id);
             out.push(remove_broker(&out.image, *node_id, &alive(liveness)));
@@ -282,10 +284,19 @@ impl Changes {
 
     /// The image names `incarnation` as `node_id`'s process from now on, if it named
     /// another or none (a new process, or one a new controller leader adopted), so the
-    /// next controller leader knows which process the ISRs were decided with.
-    fn register_process(&mut self, node_id: i32, incarnation: Uuid) {
-        let Some(b) = self.image.brokers.get(&node_id).filter(|b| b.incarnation != Some(incarnation)) else { return };
-        let registered = BrokerImage { incarnation: Some(incarnation), ..b.clone() };
+    /// next controller leader knows which process the ISRs were decided with; and the
+    /// record format that process reads, if the image said otherwise (its registration
+    /// went through a controller leader of an older release, which dropped it).
+    fn register_process(&mut self, node_id: i32, incarnation: Uuid, metadata_format: u16) {
+        let Some(b) = self
+            .image
+            .brokers
+            .get(&node_id)
+            .filter(|b| b.incarnation != Some(incarnation) || b.metadata_format != metadata_format)
+        else {
+            return;
+        };
+        let registered = BrokerImage { incarnation: Some(incarnation), metadata_format, ..b.clone() };
         self.push(vec![registered.to_record()]);
     }
 
@@ -305,6 +316,7 @@ mod tests {
     use crate::controller::broker_liveness::broker_epoch_of;
     use crate::controller::image::{BrokerImage, PartitionImage, TopicImage};
     use crate::controller::partition_change::NO_LEADER;
+    use crate::controller::records::METADATA_FORMAT;
 
     const T: Uuid = Uuid::from_u128(9);
     const INC: Uuid = Uuid::from_u128(1);
@@ -322,6 +334,7 @@ mod tests {
                     fenced: false,
                     inter_broker: None,
                     incarnation: None,
+                    metadata_format: METADATA_FORMAT,
                 },
             );
         }
@@ -347,12 +360,24 @@ mod tests {
     }
 
     fn heartbeat(node_id: i32, want_shut_down: bool) -> ControllerOp {
-        ControllerOp::BrokerHeartbeat { node_id, incarnation: INC, want_shut_down, offline_replicas: None }
+        ControllerOp::BrokerHeartbeat {
+            node_id,
+            incarnation: INC,
+            want_shut_down,
+            offline_replicas: None,
+            metadata_format: METADATA_FORMAT,
+        }
     }
 
     /// A heartbeat of `node_id`'s process `incarnation` (another process than [`INC`]).
     fn heartbeat_from(node_id: i32, incarnation: Uuid) -> ControllerOp {
-        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down: false, offline_replicas: None }
+        ControllerOp::BrokerHeartbeat {
+            node_id,
+            incarnation,
+            want_shut_down: false,
+            offline_replicas: None,
+            metadata_format: METADATA_FORMAT,
+        }
     }
 
     fn run(img: &mut MetadataImage, op: &ControllerOp, l: &mut BrokerLiveness, now: i64) -> Vec<MetadataRecord> {
@@ -642,6 +667,7 @@ mod tests {
             incarnation: INC,
             want_shut_down: false,
             offline_replicas: Some(offline),
+            metadata_format: METADATA_FORMAT,
         };
         // The quorum's leadership moves; the new leader hears from everyone.
         let mut l = new_leader();
@@ -803,6 +829,7 @@ mod tests {
             cluster_id: None,
             inter_broker: None,
             fenced: true,
+            metadata_format: METADATA_FORMAT,
         };
         for r in crate::controller::operations::decide(&img, &register, 0).unwrap() {
             img.apply(&r);
@@ -812,6 +839,44 @@ mod tests {
         assert!(img.brokers[&2].fenced);
         run(&mut img, &restarted, &mut l, 5);
         assert!(!img.brokers[&2].fenced && l.is_alive(2));
+    }
+
+    /// The UnregisterBroker record is of a newer format than a broker of an older release
+    /// reads. While one is registered, unregistering anyone is refused with nothing
+    /// changed (not even the liveness view); a heartbeat that declares the format (the
+    /// broker upgraded, or its registration went through an older controller leader)
+    /// records it, and then the unregistration goes through.
+    #[test]
+    fn unregistering_waits_until_every_broker_reads_the_record() {
+        let mut img = image();
+        let mut l = leader_that_heard_from_all(&mut img);
+        let older_release = ControllerOp::BrokerHeartbeat {
+            node_id: 1,
+            incarnation: Uuid::from_u128(11),
+            want_shut_down: false,
+            offline_replicas: None,
+            metadata_format: 0,
+        };
+        run(&mut img, &older_release, &mut l, 2);
+        assert_eq!(img.brokers[&1].metadata_format, 0, "a process of an older release declares nothing");
+        let before = img.clone();
+        let unregister = ControllerOp::UnregisterBroker { node_id: 2 };
+        let refused = decide(&img, &unregister, &mut l, 3);
+        let Err(ControllerError::UnsupportedVersion(message)) = refused else { panic!("{refused:?}") };
+        assert!(message.contains("brokers [1]"), "{message}");
+        assert_eq!(format!("{img:?}"), format!("{before:?}"), "nothing changed");
+        assert!(l.is_alive(2), "still in the liveness view");
+        assert!(decide(&img, &heartbeat(2, false), &mut l, 3).is_ok(), "its heartbeats still count");
+
+        let upgraded = heartbeat_from(1, Uuid::from_u128(12));
+        let records = run(&mut img, &upgraded, &mut l, 4);
+        assert!(
+            records.iter().any(|r| matches!(r, MetadataRecord::RegisterBroker { node_id: 1, metadata_format, .. }
+            if *metadata_format == METADATA_FORMAT)),
+            "{records:?}"
+        );
+        let records = run(&mut img, &unregister, &mut l, 5);
+        assert_eq!(records.last(), Some(&MetadataRecord::UnregisterBroker { node_id: 2 }));
     }
 
     #[test]

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use super::records::{Endpoint, MetadataRecord};
+use super::ControllerError;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct BrokerImage {
@@ -21,6 +22,9 @@ pub struct BrokerImage {
     /// The broker process the controller last registered (its incarnation id), if any
     /// record named one.
     pub incarnation: Option<Uuid>,
+    /// The newest metadata record format its registered process reads
+    /// ([`METADATA_FORMAT`](super::records::METADATA_FORMAT)).
+    pub metadata_format: u16,
 }
 
 /// Which of a broker's listeners a connection came in on, or an address is wanted for
@@ -54,6 +58,7 @@ impl BrokerImage {
             rack: self.rack.clone(),
             inter_broker: self.inter_broker.clone(),
             incarnation: self.incarnation,
+            metadata_format: self.metadata_format,
         }
     }
 }
@@ -169,7 +174,15 @@ impl MetadataImage {
         self.offset += 1;
         match record {
             MetadataRecord::Cluster { cluster_id } => self.cluster_id = cluster_id.clone(),
-            MetadataRecord::RegisterBroker { node_id, host, port, rack, inter_broker, incarnation } => {
+            MetadataRecord::RegisterBroker {
+                node_id,
+                host,
+                port,
+                rack,
+                inter_broker,
+                incarnation,
+                metadata_format,
+            } => {
                 let known = self.brokers.get(node_id);
                 let broker = BrokerImage {
                     node_id: *node_id,
@@ -179,6 +192,7 @@ impl MetadataImage {
                     fenced: known.is_some_and(|b| b.fenced),
                     inter_broker: inter_broker.clone(),
                     incarnation: incarnation.or(known.and_then(|b| b.incarnation)),
+                    metadata_format: *metadata_format,
                 };
                 self.brokers.insert(*node_id, broker);
             }
@@ -276,6 +290,27 @@ impl MetadataImage {
     }
 
     /// Registered and not fenced.
+    /// The registered brokers whose process does not read records of format `level`
+    /// (fenced ones too: they read the log when they come back).
+    pub fn brokers_behind(&self, level: u16) -> Vec<i32> {
+        self.brokers.values().filter(|b| b.metadata_format < level).map(|b| b.node_id).collect()
+    }
+
+    /// Every registered broker reads `records`, or UNSUPPORTED_VERSION naming those that
+    /// would not (their metadata log would stop at the first record they cannot read).
+    pub fn check_readable(&self, records: &[MetadataRecord]) -> Result<(), ControllerError> {
+        let Some(record) = records.iter().max_by_key(|r| r.format_level()) else { return Ok(()) };
+        let behind = self.brokers_behind(record.format_level());
+        if behind.is_empty() {
+            return Ok(());
+        }
+        Err(ControllerError::UnsupportedVersion(format!(
+            "brokers {behind:?} run a release that cannot read the metadata records of this change \
+             (record format {}): upgrade them first",
+            record.format_level(),
+        )))
+    }
+
     pub fn broker_alive(&self, node_id: i32) -> bool {
         self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
     }
@@ -394,6 +429,7 @@ mod tests {
             rack: Some("r".into()),
             inter_broker: None,
             incarnation: None,
+            metadata_format: crate::controller::records::METADATA_FORMAT,
         });
         let inter_broker = Some(Endpoint { host: "runnel-3".into(), port: 9094 });
         let incarnation = Some(Uuid::from_u128(3));
@@ -404,6 +440,7 @@ mod tests {
             rack: None,
             inter_broker,
             incarnation,
+            metadata_format: 0,
         });
         img.apply(&MetadataRecord::Topic { name: "a".into(), topic_id: id });
         img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });
@@ -431,6 +468,11 @@ mod tests {
         assert!(!img.in_controlled_shutdown(7), "not registered");
         let back = MetadataImage::from_records(&img.to_records(), img.offset);
         assert_eq!(format!("{back:?}"), format!("{img:?}"));
+        // Broker 3's registration declared no record format: a record of format 1 waits.
+        assert_eq!(img.brokers_behind(1), vec![3]);
+        assert!(img.check_readable(&[MetadataRecord::BrokerFenced { node_id: 2, fenced: true }]).is_ok());
+        let refused = img.check_readable(&[MetadataRecord::UnregisterBroker { node_id: 2 }]);
+        assert!(matches!(&refused, Err(ControllerError::UnsupportedVersion(m)) if m.contains("[3]")), "{refused:?}");
     }
 
     #[test]
@@ -444,6 +486,7 @@ mod tests {
                 rack: None,
                 inter_broker: None,
                 incarnation: None,
+                metadata_format: crate::controller::records::METADATA_FORMAT,
             });
             img.apply(&MetadataRecord::BrokerControlledShutdown { node_id });
         }
@@ -463,6 +506,7 @@ mod tests {
             fenced: false,
             inter_broker: None,
             incarnation: None,
+            metadata_format: crate::controller::records::METADATA_FORMAT,
         };
         assert_eq!(b.endpoint(Listener::Client), ("localhost", 32768));
         assert_eq!(b.endpoint(Listener::InterBroker), ("localhost", 32768));

@@ -76,6 +76,12 @@ pub enum ControllerError {
     /// BROKER_ID_NOT_REGISTERED).
     #[error("{0}")]
     BrokerIdNotRegistered(String),
+    /// The change needs a metadata record format that some registered broker's
+    /// release cannot read ([`records::METADATA_FORMAT`]); nothing was committed
+    /// (Kafka's UNSUPPORTED_VERSION, as for a feature the cluster's `metadata.version`
+    /// does not have yet).
+    #[error("{0}")]
+    UnsupportedVersion(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

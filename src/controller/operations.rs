@@ -108,6 +108,9 @@ pub enum ControllerOp {
         want_shut_down: bool,
         #[serde(default)]
         offline_replicas: Option<Vec<(Uuid, i32)>>,
+        /// The newest record format the process reads (0 from an older release).
+        #[serde(default)]
+        metadata_format: u16,
     },
     /// The leader's periodic check: fence brokers whose session expired.
     ExpireBrokers,
@@ -187,6 +190,9 @@ pub enum ControllerOp {
         /// until its heartbeats let it in (a single node is never fenced).
         #[serde(default)]
         fenced: bool,
+        /// The newest record format the process reads (0 from an older release).
+        #[serde(default)]
+        metadata_format: u16,
     },
 }
 
@@ -239,7 +245,16 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
         ControllerOp::AllocateProducerIds => {
             Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
         }
-        ControllerOp::RegisterBroker { node_id, host, port, rack, cluster_id, inter_broker, fenced } => {
+        ControllerOp::RegisterBroker {
+            node_id,
+            host,
+            port,
+            rack,
+            cluster_id,
+            inter_broker,
+            fenced,
+            metadata_format,
+        } => {
             let mut records = Vec::new();
             if image.cluster_id.is_empty() {
                 let id = cluster_id.clone().unwrap_or_else(new_cluster_id);
@@ -247,7 +262,11 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
             }
             let current = image.brokers.get(node_id);
             let changed = |b: &BrokerImage| {
-                b.host != *host || b.port != *port || b.rack != *rack || b.inter_broker != *inter_broker
+                b.host != *host
+                    || b.port != *port
+                    || b.rack != *rack
+                    || b.inter_broker != *inter_broker
+                    || b.metadata_format != *metadata_format
             };
             if current.is_none_or(changed) {
                 records.push(MetadataRecord::RegisterBroker {
@@ -257,6 +276,7 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
                     rack: rack.clone(),
                     inter_broker: inter_broker.clone(),
                     incarnation: None,
+                    metadata_format: *metadata_format,
                 });
                 if *fenced && current.is_none() {
                     records.push(MetadataRecord::BrokerFenced { node_id: *node_id, fenced: true });
@@ -534,6 +554,7 @@ mod tests {
             cluster_id: Some("c".into()),
             inter_broker,
             fenced: true,
+            metadata_format: crate::controller::records::METADATA_FORMAT,
         }
     }
 

@@ -77,6 +77,7 @@ mod tests {
             fenced: false,
             inter_broker: None,
             incarnation: None,
+            metadata_format: crate::controller::records::METADATA_FORMAT,
         }
     }
 

@@ -41,7 +41,7 @@ use super::raft::network::{Forwarder, Network};
 use super::raft::rpc_server;
 use super::raft::state_machine::{Published, StateMachine};
 use super::raft::{NodeId, Raft};
-use super::records::{Endpoint, MetadataRecord};
+use super::records::{Endpoint, MetadataRecord, METADATA_FORMAT};
 use super::ControllerError;
 pub use admin::{QuorumDescription, QuorumReplica};
 use bootstrap::{base_image, join_then_register, register_until_done};
@@ -249,6 +249,7 @@ impl Controller {
             cluster_id: config.cluster_id.clone(),
             inter_broker: config.inter_broker_advertised.clone(),
             fenced: !single,
+            metadata_format: METADATA_FORMAT,
         };
         if single {
             core.submit(register).await?;

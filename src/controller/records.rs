@@ -15,6 +15,20 @@ pub struct Endpoint {
     pub port: u16,
 }
 
+/// The newest metadata record format this build reads and writes (runnel's counterpart of
+/// Kafka's `metadata.version` for its own records). A node of an older release cannot read
+/// a record of a newer format: its metadata log would stop at it, and the node exit. So
+/// the controller leader writes a record only when every registered broker declared
+/// (in its registration or heartbeats) that it reads the record's format; until then the
+/// operation that needs it is refused with UNSUPPORTED_VERSION
+/// ([`MetadataRecord::format_level`], [`MetadataImage::brokers_behind`]).
+///
+/// * 0: the records of releases before the format was declared.
+/// * 1: [`MetadataRecord::UnregisterBroker`].
+///
+/// [`MetadataImage::brokers_behind`]: super::MetadataImage::brokers_behind
+pub const METADATA_FORMAT: u16 = 1;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
 pub enum MetadataRecord {
@@ -41,6 +55,11 @@ pub enum MetadataRecord {
         /// written before it existed.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         incarnation: Option<Uuid>,
+        /// The newest record format ([`METADATA_FORMAT`]) the registered process reads.
+        /// 0 when absent: from a broker or a controller leader of a release before it
+        /// existed, which the newer records must wait for.
+        #[serde(default, skip_serializing_if = "is_zero")]
+        metadata_format: u16,
     },
     Topic {
         name: String,
@@ -112,6 +131,20 @@ pub enum MetadataRecord {
     },
 }
 
+impl MetadataRecord {
+    /// The record format ([`METADATA_FORMAT`]) a node must read to apply this record.
+    pub fn format_level(&self) -> u16 {
+        match self {
+            MetadataRecord::UnregisterBroker { .. } => 1,
+            _ => 0,
+        }
+    }
+}
+
+fn is_zero(n: &u16) -> bool {
+    *n == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +163,7 @@ mod tests {
             rack: None,
             inter_broker: None,
             incarnation: None,
+            metadata_format: 0,
         };
         assert_eq!(record, expected);
         assert_eq!(serde_json::to_string(&record).unwrap(), old);
@@ -140,9 +174,29 @@ mod tests {
             rack: None,
             inter_broker: Some(Endpoint { host: "runnel-1".into(), port: 9094 }),
             incarnation: Some(Uuid::from_u128(7)),
+            metadata_format: METADATA_FORMAT,
         };
         let json = serde_json::to_string(&with).unwrap();
         assert!(json.contains(r#""inter_broker":{"host":"runnel-1","port":9094}"#), "{json}");
+        assert!(json.contains(&format!(r#""metadata_format":{METADATA_FORMAT}"#)), "{json}");
         assert_eq!(serde_json::from_str::<MetadataRecord>(&json).unwrap(), with);
+    }
+
+    /// A field added to a record in a later release is skipped by a node that does not
+    /// know it (so a release can read registrations that declare a newer format), while a
+    /// record type it does not know stops it: the reason new record types wait for
+    /// [`METADATA_FORMAT`].
+    #[test]
+    fn an_unknown_field_is_skipped_and_an_unknown_record_type_is_not() {
+        let newer = r#"{"type":"RegisterBroker","node_id":1,"host":"h","port":9092,"rack":null,"from_the_future":[1]}"#;
+        assert!(matches!(serde_json::from_str(newer), Ok(MetadataRecord::RegisterBroker { node_id: 1, .. })));
+        assert!(serde_json::from_str::<MetadataRecord>(r#"{"type":"FromTheFuture","node_id":1}"#).is_err());
+    }
+
+    #[test]
+    fn only_the_records_of_a_newer_format_need_it() {
+        assert_eq!(MetadataRecord::UnregisterBroker { node_id: 1 }.format_level(), 1);
+        assert_eq!(MetadataRecord::BrokerFenced { node_id: 1, fenced: true }.format_level(), 0);
+        assert_eq!(MetadataRecord::BrokerControlledShutdown { node_id: 1 }.format_level(), 0);
     }
 }

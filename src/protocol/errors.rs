@@ -79,6 +79,7 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         // onTimeout), as from a controller whose quorum did not commit in time.
         ControllerError::NotController(_) => ResponseError::RequestTimedOut,
         ControllerError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
+        ControllerError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
         ControllerError::Io(_)
         | ControllerError::Internal(_)
         | ControllerError::Refused(_)

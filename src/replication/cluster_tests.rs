@@ -98,6 +98,7 @@ fn image(replicas: &[i32], leader: i32, epoch: i32) -> MetadataImage {
             rack: None,
             inter_broker: None,
             incarnation: None,
+            metadata_format: crate::controller::records::METADATA_FORMAT,
         });
     }
     image.apply(&MetadataRecord::Topic { name: TOPIC.into(), topic_id: TOPIC_ID });

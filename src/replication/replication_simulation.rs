@@ -69,7 +69,7 @@ use crate::controller::broker_liveness::{broker_epoch_of, BrokerLiveness};
 use crate::controller::cluster_ops::decide;
 
 use crate::controller::operations::ControllerOp;
-use crate::controller::records::MetadataRecord;
+use crate::controller::records::{MetadataRecord, METADATA_FORMAT};
 use crate::controller::{ControllerError, ElectionType, MetadataImage, PartitionImage};
 use crate::storage::batch::split_batches;
 use crate::storage::test_util::{build_records_batch, TestRecord};
@@ -209,6 +209,7 @@ impl Sim {
                 rack: None,
                 inter_broker: None,
                 incarnation: None,
+                metadata_format: crate::controller::records::METADATA_FORMAT,
             });
         }
         image.apply(&MetadataRecord::Topic { name: "t".into(), topic_id: TOPIC_ID });
@@ -330,8 +331,13 @@ impl Sim {
 
     fn heartbeat(&mut self, b: i32) {
         let (incarnation, want_shut_down) = (self.brokers[&b].incarnation, self.brokers[&b].shutting_down);
-        let op =
-            ControllerOp::BrokerHeartbeat { node_id: b, incarnation, want_shut_down, offline_replicas: Some(vec![]) };
+        let op = ControllerOp::BrokerHeartbeat {
+            node_id: b,
+            incarnation,
+            want_shut_down,
+            offline_replicas: Some(vec![]),
+            metadata_format: METADATA_FORMAT,
+        };
         if self.control(op).is_ok() {
             let broker = self.brokers.get_mut(&b).unwrap();
             broker.registered = true;

@@ -305,6 +305,7 @@ mod tests {
                     fenced,
                     inter_broker: None,
                     incarnation: None,
+                    metadata_format: crate::controller::records::METADATA_FORMAT,
                 },
             );
         }

@@ -133,6 +133,16 @@ impl Core {
             decide(&image, &op, start).map(|records| (records, Vec::new()))
         };
         let (records, refused) = decided.map_err(|e| ForwardError::from(&e))?;
+        // Records some broker's release cannot read are not written (its metadata log
+        // would stop at them). An operation that needs them checks before it changes the
+        // liveness view; one that did not leaves a view that is dropped, as after a
+        // failed commit.
+        if let Err(e) = image.check_readable(&records) {
+            if op.needs_liveness() {
+                self.forget_liveness();
+            }
+            return Err((&e).into());
+        }
         let refused: Vec<_> = refused.into_iter().map(|(t, p, e)| (t, p, ForwardError::from(&e))).collect();
         if op.validate_only() || records.is_empty() {
             return Ok(OpReply { index: None, records, quorum: None, refused });

@@ -16,7 +16,7 @@ use crate::controller::broker_liveness::{BrokerLiveness, BROKER_SESSION_TIMEOUT_
 use crate::controller::image::MetadataImage;
 use crate::controller::operations::{ControllerOp, IsrAlteration};
 use crate::controller::raft::NodeId;
-use crate::controller::records::MetadataRecord;
+use crate::controller::records::{MetadataRecord, METADATA_FORMAT};
 use crate::controller::{cluster_ops, ControllerError};
 
 /// The records an operation commits, and the changes of an AlterPartitions refused
@@ -192,7 +192,13 @@ impl Controller {
         let node_id = self.core.node_id;
         let offline_replicas = Some(offline);
         self.run(move |core| async move {
-            let op = ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down, offline_replicas };
+            let op = ControllerOp::BrokerHeartbeat {
+                node_id,
+                incarnation,
+                want_shut_down,
+                offline_replicas,
+                metadata_format: METADATA_FORMAT,
+            };
             core.submit(op).await.map(drop)
         })
         .await

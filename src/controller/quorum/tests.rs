@@ -137,6 +137,7 @@ fn a_pre_raft_metadata_log_is_the_base_of_the_quorum() {
                 rack: None,
                 inter_broker: None,
                 incarnation: None,
+                metadata_format: 0,
             },
         ])
         .unwrap();

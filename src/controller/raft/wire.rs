@@ -83,6 +83,7 @@ pub enum ErrorKind {
     Internal,
     NotAttempted,
     BrokerIdNotRegistered,
+    UnsupportedVersion,
 }
 
 impl From<&ControllerError> for ForwardError {
@@ -102,6 +103,7 @@ impl From<&ControllerError> for ForwardError {
             E::Refused(m) => (ErrorKind::Refused, m.clone()),
             E::NotAttempted(m) => (ErrorKind::NotAttempted, m.clone()),
             E::BrokerIdNotRegistered(m) => (ErrorKind::BrokerIdNotRegistered, m.clone()),
+            E::UnsupportedVersion(m) => (ErrorKind::UnsupportedVersion, m.clone()),
             E::Io(_) | E::Internal(_) => (ErrorKind::Internal, e.to_string()),
         };
         ForwardError::Refused { kind, message }
@@ -128,6 +130,7 @@ impl ForwardError {
                 ErrorKind::NotAttempted => E::NotAttempted(m),
                 ErrorKind::Internal => E::Internal(m),
                 ErrorKind::BrokerIdNotRegistered => E::BrokerIdNotRegistered(m),
+                ErrorKind::UnsupportedVersion => E::UnsupportedVersion(m),
             },
         }
     }

@@ -160,6 +160,7 @@ mod tests {
                 fenced: false,
                 inter_broker: None,
                 incarnation: None,
+                metadata_format: crate::controller::records::METADATA_FORMAT,
             },
         );
         for (i, (name, n)) in topics.iter().enumerate() {

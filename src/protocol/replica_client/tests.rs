@@ -42,6 +42,7 @@ async fn setup(isr: &[i32]) -> Setup {
         rack: None,
         inter_broker: None,
         incarnation: None,
+        metadata_format: crate::controller::records::METADATA_FORMAT,
     });
     image.apply(&MetadataRecord::Partition {
         topic_id: topic.topic_id,
