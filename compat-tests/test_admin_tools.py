@@ -88,6 +88,8 @@ def test_features_describe_and_refused_upgrade(shared_runnel):
     for name in ("group.version", "transaction.version"):
         assert rows[name]["SupportedMaxVersion"] == rows[name]["FinalizedVersionLevel"] == "0", rows[name]
     assert int(rows["metadata.version"]["Epoch"]) >= 0
+    # The voters are in the metadata log and can change (KIP-853).
+    assert rows["kraft.version"]["FinalizedVersionLevel"] == "1", rows["kraft.version"]
 
     # Setting the level it already has is accepted; a level it lacks is refused.
     proc = features(b, "upgrade", "--feature", "metadata.version=27")

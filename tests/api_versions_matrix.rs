@@ -91,6 +91,8 @@ async fn check(c: &mut Client, broker: &TestBroker, fx: &Fixture, api: ApiKey, v
         ApiKey::ElectLeaders => elect_leaders(c, v).await,
         ApiKey::DescribeQuorum => describe_quorum(c, v).await,
         ApiKey::UnregisterBroker => unregister_broker(c, v).await,
+        ApiKey::AddRaftVoter => add_raft_voter(c, v).await,
+        ApiKey::RemoveRaftVoter => remove_raft_voter(c, v).await,
         ApiKey::DescribeLogDirs => describe_log_dirs(c, v).await,
         ApiKey::AlterReplicaLogDirs => alter_replica_log_dirs(c, v).await,
         ApiKey::AlterPartitionReassignments => alter_partition_reassignments(c, v).await,
@@ -133,16 +135,20 @@ async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
         // KIP-584 features: v3 leaves out those with a 0 minimum, as Kafka does.
         let supported: Vec<_> =
             resp.supported_features.iter().map(|f| (f.name.to_string(), f.min_version, f.max_version)).collect();
-        let want_supported = if v >= 4 { 7 } else { 1 };
-        ensure(supported.len() == want_supported && supported.contains(&("metadata.version".into(), 27, 27)), || {
-            format!("supported features {supported:?}")
-        })?;
+        let want_supported = if v >= 4 { 7 } else { 2 };
+        ensure(
+            supported.len() == want_supported
+                && supported.contains(&("metadata.version".into(), 27, 27))
+                && supported.contains(&("kraft.version".into(), 1, 1)),
+            || format!("supported features {supported:?}"),
+        )?;
         let finalized: Vec<_> = resp
             .finalized_features
             .iter()
             .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
             .collect();
-        ensure(finalized == [("metadata.version".to_string(), 27, 27)], || format!("finalized {finalized:?}"))?;
+        let want = [("metadata.version".to_string(), 27, 27), ("kraft.version".to_string(), 1, 1)];
+        ensure(finalized == want, || format!("finalized {finalized:?}"))?;
         ensure(resp.finalized_features_epoch >= 0, || format!("epoch {}", resp.finalized_features_epoch))?;
     }
     Ok(())
@@ -695,6 +701,26 @@ async fn unregister_broker(c: &mut Client, v: i16) -> anyhow::Result<()> {
     ensure(resp.error_code == 102, || format!("{resp:?}"))?;
     let message = resp.error_message.as_deref().unwrap_or_default();
     ensure(message.contains("42"), || format!("message {message:?}"))
+}
+
+/// A single node (started without voters) cannot change its quorum: UNSUPPORTED_VERSION,
+/// as Kafka's controller answers a quorum whose voters cannot change; a request for another
+/// cluster: INCONSISTENT_CLUSTER_ID.
+async fn add_raft_voter(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    use kafka_protocol::messages::add_raft_voter_request::Listener;
+    let listener = Listener::default().with_name(str("CONTROLLER")).with_host(str("127.0.0.1")).with_port(9093);
+    let req = AddRaftVoterRequest::default().with_voter_id(2).with_timeout_ms(1000).with_listeners(vec![listener]);
+    let resp = c.try_send(v, req.clone()).await?;
+    ensure(resp.error_code == 35, || format!("{resp:?}"))?;
+    let resp = c.try_send(v, req.with_cluster_id(Some(str("another-cluster")))).await?;
+    ensure(resp.error_code == 104, || format!("{resp:?}"))
+}
+
+async fn remove_raft_voter(c: &mut Client, v: i16) -> anyhow::Result<()> {
+    let resp = c.try_send(v, RemoveRaftVoterRequest::default().with_voter_id(1)).await?;
+    ensure(resp.error_code == 35, || format!("{resp:?}"))?;
+    let message = resp.error_message.as_deref().unwrap_or_default();
+    ensure(message.contains("single node"), || format!("message {message:?}"))
 }
 
 /// One log directory holding the topic's partition.

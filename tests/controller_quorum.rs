@@ -9,7 +9,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use runnel::controller::{Controller, ControllerConfig, Leadership, NewTopic, RaftTuning};
+use runnel::controller::{
+    Controller, ControllerConfig, ControllerError, Leadership, NewTopic, QuorumReplica, RaftTuning,
+};
 use tempfile::TempDir;
 use tokio::runtime::Runtime;
 
@@ -69,6 +71,7 @@ impl Cluster {
             default_replication_factor: 1,
             voters: self.addrs.iter().enumerate().map(|(j, a)| (j as i32 + 1, a.to_string())).collect(),
             controller_addr: None,
+            directory_id: None,
             tuning: self.tuning.clone(),
             leader_rebalance_interval: self.leader_rebalance_interval,
         }
@@ -398,6 +401,72 @@ fn a_broker_only_node_follows_the_log_and_forwards_changes() {
     let membership = m.membership_config.membership();
     assert!(membership.get_node(&4).is_some() && !membership.voter_ids().any(|v| v == 4), "{membership:?}");
     cluster.rt.block_on(observer.shutdown());
+}
+
+/// The voters the quorum leader's membership names.
+fn voters(cluster: &Cluster) -> Vec<u64> {
+    let leader = cluster.agreed_leader().expect("an agreed leader");
+    cluster.node(leader).raft_metrics().membership_config.membership().voter_ids().collect()
+}
+
+/// KIP-853: a learner that caught up becomes a voter (AddRaftVoter) and a voter becomes a
+/// learner (RemoveRaftVoter), each refused as Kafka's leader refuses it when it does not
+/// apply. Then the changed set decides: with voters {1, 2, 4}, stopping 1 and 3 leaves two
+/// of three, which still commit (of the first voters {1, 2, 3} only one would be left).
+#[test]
+fn voters_are_added_and_removed_and_the_new_set_decides() {
+    let mut cluster = Cluster::start(RaftTuning::default());
+    admit_all(&cluster);
+    let dir = tempfile::tempdir().unwrap();
+    let directory = uuid::Uuid::from_u128(0x4444);
+    let mut config = cluster.config(0);
+    config.node_id = 4;
+    config.directory_id = Some(directory);
+    let learner = cluster.rt.block_on(async {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        Controller::open(dir.path(), config, Some(listener)).await.unwrap()
+    });
+    wait_until("the learner is registered", || learner.image().brokers.len() == 4);
+    let via = |c: &Controller, op: &str, id: i32, d: uuid::Uuid| {
+        let (c, op) = (c, op.to_owned());
+        cluster.rt.block_on(async move {
+            if op == "add" {
+                c.add_raft_voter(id, d).await
+            } else {
+                c.remove_raft_voter(id, d).await
+            }
+        })
+    };
+    let n2 = cluster.node(2);
+    let refused = via(n2, "add", 1, uuid::Uuid::nil());
+    assert!(matches!(refused, Err(ControllerError::DuplicateVoter(_))), "{refused:?}");
+    let refused = via(n2, "add", 7, uuid::Uuid::nil());
+    assert!(matches!(&refused, Err(ControllerError::NotController(m)) if m.contains("does not follow")), "{refused:?}");
+    let refused = via(n2, "add", 4, uuid::Uuid::from_u128(5));
+    assert!(matches!(&refused, Err(ControllerError::NotController(m)) if m.contains("directory")), "{refused:?}");
+    assert_eq!(voters(&cluster), [1, 2, 3]);
+
+    via(n2, "add", 4, directory).unwrap();
+    wait_until("every voter sees four voters", || voters(&cluster) == [1, 2, 3, 4]);
+
+    // A static voter has no directory id: it is named with the nil uuid.
+    let refused = via(&learner, "remove", 3, uuid::Uuid::from_u128(9));
+    assert!(matches!(refused, Err(ControllerError::VoterNotFound(_))), "{refused:?}");
+    let refused = via(&learner, "remove", 9, uuid::Uuid::nil());
+    assert!(matches!(refused, Err(ControllerError::VoterNotFound(_))), "{refused:?}");
+    via(&learner, "remove", 3, uuid::Uuid::nil()).unwrap();
+    wait_until("the voters are 1, 2 and 4", || voters(&cluster) == [1, 2, 4]);
+    let quorum = cluster.rt.block_on(n2.describe_quorum()).unwrap();
+    let ids = |rs: &[QuorumReplica]| rs.iter().map(|r| r.replica_id).collect::<Vec<_>>();
+    assert_eq!((ids(&quorum.voters), ids(&quorum.observers)), (vec![1, 2, 4], vec![3]));
+    assert_eq!(quorum.voters[2].directory_id, Some(directory));
+    assert_eq!(quorum.endpoints.iter().map(|(id, _)| *id).collect::<Vec<_>>(), [1, 2, 4]);
+
+    cluster.stop(1);
+    cluster.stop(3);
+    cluster.rt.block_on(learner.create_topic(&topic("after-the-change", 1, 1), false)).unwrap();
+    wait_until("node 2 has it", || has_topic(cluster.node(2), "after-the-change"));
+    cluster.rt.block_on(learner.shutdown());
 }
 
 /// After a controlled shutdown and a return, a broker leads nothing until the leader

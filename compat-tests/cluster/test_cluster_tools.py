@@ -7,7 +7,8 @@ moves leadership back to the preferred replica after a broker's restart;
 records, and with `--throttle` holds the new replica's copying to the bound it sets
 (dynamic broker configs, which `kafka-configs` shows and lifts); `--cancel` of a move
 whose only in-sync replica is a new one waits for the topic to allow unclean election;
-`kafka-cluster unregister` drops a stopped broker's registration."""
+`kafka-cluster unregister` drops a stopped broker's registration; `kafka-metadata-quorum
+add-controller` and `remove-controller` change the controller quorum's voters."""
 import json
 import os
 import re
@@ -164,6 +165,102 @@ def test_unregister_tool_drops_a_stopped_broker_which_registers_again_when_it_re
     wait_for("broker 3 registered again", lambda: endpoints(servers) == {1: "unfenced", 2: "unfenced", 3: "unfenced"})
     wait_for("broker 3 back in every ISR",
              lambda: all(len(isr) == 3 for _, _, isr in partitions(servers, "retired").values()))
+
+
+@pytest.fixture
+def voters3_learner1(tmp_path, runnel_bin):
+    """Three voters (n1-n3) and a broker-only node n4 with a controller listener, which
+    follows the metadata log as a learner: the nodes of a quorum about to change."""
+    from cluster_fixtures import CONTROLLER_PORT, supports_cluster, wait_registered
+    if not supports_cluster(runnel_bin):
+        pytest.skip("this runnel has no --controller-quorum-voters (no controller quorum yet)")
+    hosts = ["n1", "n2", "n3", "n4"]
+    net = netns.Network(hosts + ["client"]).up()
+    voters = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(hosts[:3]))
+    nodes = [netns.Node(net, h, runnel_bin, tmp_path / h,
+                        extra_args=["--node-id", i + 1, "--controller-listen", f"{net.ips[h]}:{CONTROLLER_PORT}",
+                                    "--controller-quorum-voters", voters]
+                        + (["--process-roles", "broker"] if h == "n4" else []))
+             for i, h in enumerate(hosts)]
+    try:
+        for n in nodes:
+            n.launch()
+        for n in nodes:
+            n.wait_listening(60)
+        wait_registered(nodes, 4, 60)
+        yield net, nodes
+    finally:
+        for n in nodes:
+            n.kill()
+        net.down()
+
+
+def voter_ids(servers):
+    return sorted(int(v) for v in re.findall(r'"id": (\d+)', quorum_status(servers)["CurrentVoters"]))
+
+
+def replication_rows(servers):
+    """kafka-metadata-quorum describe --replication: {node id: {column: value}}."""
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "describe", "--replication", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    lines = [line.split() for line in proc.stdout.splitlines() if line.strip()]
+    header = lines[0]
+    return {int(r[0]): dict(zip(header, r)) for r in lines[1:]}
+
+
+def test_add_and_remove_controller_change_the_voters_and_the_new_set_decides(voters3_learner1, tmp_path):
+    """KIP-853 with Kafka 4.4's own `kafka-metadata-quorum`: `add-controller` makes the
+    broker-only node 4, a learner, a voter (its directory id read from its data dir's
+    meta.properties, as for a Kafka controller); `remove-controller` makes voter 3 a
+    learner again. Then the new voters decide: with 1 and 3 killed, 2 and 4 (two of the
+    three voters) still create a topic, which under the first voters, 1, 2 and 3, one
+    survivor could not."""
+    net, nodes = voters3_learner1
+    servers = bootstrap(nodes)
+    assert voter_ids(servers) == [1, 2, 3]
+    n4 = nodes[3]
+    meta = dict(line.split("=", 1) for line in (n4.data_dir / "meta.properties").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+    assert meta["node.id"] == "4" and meta["cluster.id"] and len(meta["directory.id"]) == 22, meta
+    config = tmp_path / "controller-4.properties"
+    config.write_text(f"node.id=4\nprocess.roles=broker,controller\nmetadata.log.dir={n4.data_dir}\n"
+                      f"controller.listener.names=CONTROLLER\n"
+                      f"listeners=CONTROLLER://{net.ips['n4']}:9093\n")
+
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
+                    timeout=90)
+    assert proc.returncode == 0, describe(proc)
+    assert (f"Added controller 4 with directory id {meta['directory.id']} and endpoints: "
+            f"CONTROLLER://{net.ips['n4']}:9093") in proc.stdout, describe(proc)
+    wait_for("four voters", lambda: voter_ids(servers) == [1, 2, 3, 4])
+    rows = replication_rows(servers)
+    assert rows[4]["DirectoryId"] == meta["directory.id"], rows
+    static = rows[3]["DirectoryId"]
+    assert static == "AAAAAAAAAAAAAAAAAAAAAA", rows  # voters named by the flag have none
+
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
+                    timeout=90)
+    assert proc.returncode != 0 and "DuplicateVoterException" in proc.stderr, describe(proc)
+
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "remove-controller", "--controller-id", "3",
+                    "--controller-directory-id", static, timeout=90)
+    assert proc.returncode == 0, describe(proc)
+    assert f"Removed KRaft controller 3 with directory id {static}" in proc.stdout, describe(proc)
+    wait_for("voters 1, 2 and 4", lambda: voter_ids(servers) == [1, 2, 4])
+    status = quorum_status(servers)
+    assert re.findall(r'"id": (\d+)', status["CurrentObservers"]) == ["3"], status
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "remove-controller", "--controller-id", "3",
+                    "--controller-directory-id", static, timeout=90)
+    assert proc.returncode != 0 and "VoterNotFoundException" in proc.stderr, describe(proc)
+
+    nodes[0].kill()
+    nodes[2].kill()
+    survivors = bootstrap([nodes[1], nodes[3]])
+    proc = run_tool(TOPICS, "--bootstrap-server", survivors, "--create", "--topic", "after-the-change",
+                    "--partitions", "2", "--replication-factor", "2", timeout=90)
+    assert proc.returncode == 0, describe(proc)
+    wait_for("the topic led by 2 and 4",
+             lambda: all(leader in (2, 4) for leader, _, _ in partitions(survivors, "after-the-change").values()))
 
 
 def test_reassign_partitions_tool_moves_a_replica_with_its_records(cluster3, franz_bin, tmp_path):

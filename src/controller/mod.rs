@@ -82,6 +82,12 @@ pub enum ControllerError {
     /// does not have yet).
     #[error("{0}")]
     UnsupportedVersion(String),
+    /// AddRaftVoter named a node that is a voter already (Kafka's DUPLICATE_VOTER).
+    #[error("{0}")]
+    DuplicateVoter(String),
+    /// RemoveRaftVoter named no voter of the quorum, or the last one (VOTER_NOT_FOUND).
+    #[error("{0}")]
+    VoterNotFound(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

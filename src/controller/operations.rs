@@ -95,6 +95,26 @@ pub enum ControllerOp {
     AddObserver {
         node_id: i32,
         controller_addr: String,
+        /// The directory of the node's metadata log (none from an older release).
+        #[serde(default)]
+        directory_id: Option<Uuid>,
+        /// Passed on by a member that is not the leader (which passes it on only once).
+        #[serde(default)]
+        relayed: bool,
+    },
+    /// AddRaftVoter (`kafka-metadata-quorum add-controller`, KIP-853): make learner
+    /// `node_id`, whose metadata log is in directory `directory_id`, a voter once it
+    /// has caught up with the leader's log.
+    AddRaftVoter {
+        node_id: i32,
+        directory_id: Uuid,
+    },
+    /// RemoveRaftVoter (`kafka-metadata-quorum remove-controller`): voter `node_id`,
+    /// named with its directory id (the nil uuid for a voter that has none), becomes a
+    /// learner: it still follows the metadata log, and its broker still serves.
+    RemoveRaftVoter {
+        node_id: i32,
+        directory_id: Uuid,
     },
     /// A broker process is alive (every `broker.heartbeat.interval.ms`); with
     /// `want_shut_down` it asks for its leadership to move off before it stops.
@@ -228,8 +248,10 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
             alter_client_metrics(image, subscription, changes)
         }
         ControllerOp::AlterBrokerConfigs { resource, changes, .. } => broker_config::alter(image, resource, changes),
-        // A membership change, not a metadata record: the leader carries it out itself.
-        ControllerOp::AddObserver { .. } => Ok(Vec::new()),
+        // Membership changes, not metadata records: the leader carries them out itself.
+        ControllerOp::AddObserver { .. } | ControllerOp::AddRaftVoter { .. } | ControllerOp::RemoveRaftVoter { .. } => {
+            Ok(Vec::new())
+        }
         // Decided with the leader's view of broker liveness (`cluster_ops.rs`).
         ControllerOp::BrokerHeartbeat { .. }
         | ControllerOp::ExpireBrokers

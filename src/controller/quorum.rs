@@ -25,7 +25,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use openraft::error::{Fatal, InitializeError, RaftError};
-use openraft::{BasicNode, SnapshotPolicy};
+use openraft::SnapshotPolicy;
 use tokio::net::TcpListener;
 use tokio::runtime::Handle;
 use tokio::task::JoinHandle;
@@ -40,7 +40,7 @@ use super::raft::log_store::LogStore;
 use super::raft::network::{Forwarder, Network};
 use super::raft::rpc_server;
 use super::raft::state_machine::{Published, StateMachine};
-use super::raft::{NodeId, Raft};
+use super::raft::{ControllerNode, NodeId, Raft};
 use super::records::{Endpoint, MetadataRecord, METADATA_FORMAT};
 use super::ControllerError;
 pub use admin::{QuorumDescription, QuorumReplica};
@@ -98,6 +98,10 @@ pub struct ControllerConfig {
     /// The controller address other nodes reach this one at, when it is not among the
     /// voters (broker-only); `None` = the bound listener address.
     pub controller_addr: Option<String>,
+    /// The id of the directory that holds this node's metadata log (`meta.properties`),
+    /// which names it in the quorum's membership when it joins as a learner (KIP-853's
+    /// voter key, with the node id).
+    pub directory_id: Option<Uuid>,
     pub tuning: RaftTuning,
     /// Move leadership back to preferred replicas this often (Kafka's
     /// `leader.imbalance.check.interval.seconds`); `None`: never (Kafka's
@@ -110,6 +114,9 @@ struct Core {
     defaults: (i32, i16),
     raft: Raft,
     published: Arc<Published>,
+    /// The voters `--controller-quorum-voters` names: where to find the quorum when
+    /// joining it. The membership (Raft's, which AddRaftVoter and RemoveRaftVoter change)
+    /// says who the voters are now and where each member listens.
     voters: BTreeMap<NodeId, String>,
     forwarder: Forwarder,
     /// One decision-and-commit at a time on the leader.
@@ -135,7 +142,7 @@ pub struct Leadership {
     pub contacts: u64,
 }
 
-type MetricsWatch = tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, BasicNode>>;
+type MetricsWatch = tokio::sync::watch::Receiver<openraft::RaftMetrics<NodeId, ControllerNode>>;
 
 pub struct Controller {
     core: Arc<Core>,
@@ -221,8 +228,8 @@ impl Controller {
         // The lowest voter forms the quorum, once: a node that has a vote or a log was
         // initialized (or joined) before.
         if pristine && voters.keys().next() == Some(&me) {
-            let members: BTreeMap<NodeId, BasicNode> =
-                voters.iter().map(|(id, addr)| (*id, BasicNode { addr: addr.clone() })).collect();
+            let members: BTreeMap<NodeId, ControllerNode> =
+                voters.iter().map(|(id, addr)| (*id, ControllerNode::new(addr.clone(), None))).collect();
             match raft.initialize(members).await {
                 Ok(()) | Err(RaftError::APIError(InitializeError::NotAllowed(_))) => {}
                 Err(e) => return Err(internal(e)),
@@ -255,7 +262,12 @@ impl Controller {
             core.submit(register).await?;
         } else if observer {
             let addr = config.controller_addr.clone().or(controller_addr.map(|a| a.to_string())).unwrap_or_default();
-            let join = ControllerOp::AddObserver { node_id: config.node_id, controller_addr: addr };
+            let join = ControllerOp::AddObserver {
+                node_id: config.node_id,
+                controller_addr: addr,
+                directory_id: config.directory_id,
+                relayed: false,
+            };
             tasks.push(tokio::spawn(join_then_register(Arc::downgrade(&core), join, register)));
         } else {
             tasks.push(tokio::spawn(register_until_done(Arc::downgrade(&core), register)));
@@ -344,7 +356,7 @@ impl Controller {
     }
 
     /// openraft's view of this node (for tests and diagnostics).
-    pub fn raft_metrics(&self) -> openraft::RaftMetrics<NodeId, BasicNode> {
+    pub fn raft_metrics(&self) -> openraft::RaftMetrics<NodeId, ControllerNode> {
         self.core.raft.metrics().borrow().clone()
     }
 
@@ -542,6 +554,7 @@ mod admin;
 mod bootstrap;
 mod leader;
 mod liveness;
+mod voters;
 
 #[cfg(test)]
 mod tests;

@@ -40,6 +40,11 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     (ApiKey::DescribeQuorum, "the controller quorum (`kafka-metadata-quorum`)"),
     (ApiKey::UnregisterBroker, "drop a broker's registration (`kafka-cluster unregister`)"),
     (
+        ApiKey::AddRaftVoter,
+        "make a learner that caught up a controller quorum voter (`kafka-metadata-quorum add-controller`)",
+    ),
+    (ApiKey::RemoveRaftVoter, "a voter becomes a learner (`kafka-metadata-quorum remove-controller`)"),
+    (
         ApiKey::AlterPartitionReassignments,
         "move replicas; new ones catch up before old ones leave (`kafka-reassign-partitions`)",
     ),
@@ -62,8 +67,6 @@ const SHARE_GROUPS: &str = "KIP-932 share groups: not planned yet";
 /// Client-facing APIs kafka-protocol defines that runnel does not serve: (API, plan).
 /// They are not advertised; a request for one closes the connection (`protocol::handle_frame`).
 pub const NOT_SERVED: &[(ApiKey, &str)] = &[
-    (ApiKey::AddRaftVoter, "cluster issue (changing the set of voters)"),
-    (ApiKey::RemoveRaftVoter, "cluster issue (changing the set of voters)"),
     (ApiKey::AddPartitionsToTxn, TRANSACTIONS),
     (ApiKey::AddOffsetsToTxn, TRANSACTIONS),
     (ApiKey::EndTxn, TRANSACTIONS),

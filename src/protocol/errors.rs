@@ -80,6 +80,8 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         ControllerError::NotController(_) => ResponseError::RequestTimedOut,
         ControllerError::BrokerIdNotRegistered(_) => ResponseError::BrokerIdNotRegistered,
         ControllerError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
+        ControllerError::DuplicateVoter(_) => ResponseError::DuplicateVoter,
+        ControllerError::VoterNotFound(_) => ResponseError::VoterNotFound,
         ControllerError::Io(_)
         | ControllerError::Internal(_)
         | ControllerError::Refused(_)

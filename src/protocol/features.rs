@@ -23,8 +23,9 @@ pub const METADATA_VERSION_4_1_IV1: i16 = 27;
 /// The features Kafka 4.x brokers advertise, at the levels runnel supports.
 pub const SUPPORTED: &[Feature] = &[
     Feature { name: "metadata.version", min: METADATA_VERSION_4_1_IV1, max: METADATA_VERSION_4_1_IV1 },
-    // Voters are fixed at start (no KIP-853 AddRaftVoter/RemoveRaftVoter).
-    Feature { name: "kraft.version", min: 0, max: 0 },
+    // The voters are in the metadata log (openraft's membership entries) and change with
+    // AddRaftVoter/RemoveRaftVoter: Kafka's kraft.version 1 (KIP-853).
+    Feature { name: "kraft.version", min: 1, max: 1 },
     Feature { name: "transaction.version", min: 0, max: 0 },
     Feature { name: "group.version", min: 0, max: 0 },
     Feature { name: "eligible.leader.replicas.version", min: 0, max: 0 },
@@ -51,9 +52,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_level_per_feature_and_only_metadata_version_finalized() {
+    fn one_level_per_feature_and_only_metadata_version_and_kraft_version_finalized() {
         assert!(SUPPORTED.iter().all(|f| f.min == f.max));
-        assert_eq!(finalized().collect::<Vec<_>>(), [("metadata.version", 27)]);
+        assert_eq!(finalized().collect::<Vec<_>>(), [("metadata.version", 27), ("kraft.version", 1)]);
         assert_eq!(finalized_level("transaction.version"), 0);
         assert_eq!(finalized_level("no.such.feature"), 0);
     }

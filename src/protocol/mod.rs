@@ -207,6 +207,8 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
         }
         RequestKind::ElectLeaders(r) => ResponseKind::ElectLeaders(elect_leaders::handle(ctx, r, v).await),
         RequestKind::UnregisterBroker(r) => ResponseKind::UnregisterBroker(unregister_broker::handle(ctx, r, v).await),
+        RequestKind::AddRaftVoter(r) => ResponseKind::AddRaftVoter(raft_voters::add(ctx, r, v).await),
+        RequestKind::RemoveRaftVoter(r) => ResponseKind::RemoveRaftVoter(raft_voters::remove(ctx, r, v).await),
         RequestKind::AlterPartitionReassignments(r) => {
             ResponseKind::AlterPartitionReassignments(reassignments::alter(ctx, r, v).await)
         }

@@ -34,6 +34,7 @@ use crate::protocol::replica_client::TcpLeaderEndpoints;
 use crate::protocol::Ctx;
 use crate::replication::replica_manager::METADATA_DIR;
 use crate::replication::{FetcherManager, Partition, PartitionError, ReplicaManager};
+use crate::storage::meta_properties::{MetaProperties, MetaPropertiesError};
 
 #[derive(Debug, Error)]
 pub enum StartError {
@@ -49,6 +50,8 @@ pub enum StartError {
     Partitions(#[from] PartitionError),
     #[error("{0}")]
     LogDirs(#[from] crate::storage::log_dirs::LogDirsError),
+    #[error("{0}")]
+    MetaProperties(#[from] MetaPropertiesError),
 }
 
 /// A running broker. Dropping it stops accepting and closes connections; call
@@ -154,6 +157,7 @@ impl Broker {
             }
             None => None,
         };
+        let mut meta = MetaProperties::load_or_create(&config.data_dir, config.node_id)?;
         let controller_config = ControllerConfig {
             node_id: config.node_id,
             advertised: (host.clone(), port),
@@ -164,6 +168,7 @@ impl Broker {
             default_replication_factor: config.default_replication_factor,
             voters: config.controller_quorum_voters.clone(),
             controller_addr: None,
+            directory_id: Some(meta.directory_id),
             tuning: RaftTuning::default(),
             leader_rebalance_interval: config
                 .auto_leader_rebalance_enable
@@ -178,6 +183,10 @@ impl Broker {
         replicas.set_broker_epoch(crate::controller::broker_liveness::broker_epoch_of(incarnation));
         let serve_deadline = tokio::time::Instant::now() + UNFENCE_TIMEOUT;
         cluster::register(&controller, incarnation, serve_deadline).await;
+        // Registered, this node knows its cluster (a node that joined one learned it from
+        // the metadata log); a node that was not let in before the deadline records it
+        // at a later start.
+        meta.record_cluster_id(&config.data_dir, &controller.image().cluster_id)?;
         // From here on metadata is pushed: each commit reaches the partitions before the
         // request that made it is answered. Other nodes may commit while this one starts:
         // the partitions open from the current image and every commit after it, in order.

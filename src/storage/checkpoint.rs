@@ -18,6 +18,22 @@ use super::error::StorageError;
 /// so a crash leaves either the old or the new contents (a stray `.tmp` is removed on open).
 pub struct CheckpointFile;
 
+/// Replace `path` with `bytes` so that a crash leaves either the old or the new file:
+/// `<path>.tmp` written and fsynced, renamed over `path`, the directory fsynced.
+pub fn replace_file(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let mut tmp_name = path.as_os_str().to_owned();
+    tmp_name.push(".tmp");
+    let tmp = Path::new(&tmp_name);
+    let mut file = File::create(tmp)?;
+    file.write_all(bytes)?;
+    file.sync_all()?;
+    fs::rename(tmp, path)?;
+    match path.parent() {
+        Some(dir) => sync_dir(dir),
+        None => Ok(()),
+    }
+}
+
 impl CheckpointFile {
     pub fn write(path: &Path, entries: &[Vec<i64>]) -> io::Result<()> {
         let lines: Vec<String> =
@@ -32,17 +48,7 @@ impl CheckpointFile {
             text.push_str(line);
             text.push('\n');
         }
-        let mut tmp_name = path.as_os_str().to_owned();
-        tmp_name.push(".tmp");
-        let tmp = Path::new(&tmp_name);
-        let mut file = File::create(tmp)?;
-        file.write_all(text.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(tmp, path)?;
-        match path.parent() {
-            Some(dir) => sync_dir(dir),
-            None => Ok(()),
-        }
+        replace_file(path, text.as_bytes())
     }
 
     /// `Ok(None)` when the file does not exist; `Corrupt` when it does not parse or an

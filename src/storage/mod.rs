@@ -18,6 +18,7 @@
 //! * [`record`]: walking the records of an uncompressed batch.
 //! * [`leader_epoch`]: the `leader-epoch-checkpoint` cache for OffsetForLeaderEpoch.
 //! * [`checkpoint`]: atomically replaced checkpoint files.
+//! * [`meta_properties`]: the data dir's identity (node id, directory id, cluster id).
 //! * [`error`]: the [`StorageError`] enum.
 
 pub mod batch;
@@ -30,6 +31,7 @@ mod index_file;
 pub mod leader_epoch;
 pub mod log;
 pub mod log_dirs;
+pub mod meta_properties;
 pub mod offset_index;
 pub mod record;
 pub mod record_validation;

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::{Controller, Core};
 use crate::controller::operations::ControllerOp;
@@ -26,6 +27,9 @@ pub struct QuorumReplica {
     pub last_fetch_ms: i64,
     /// When it last had everything the leader had (ms since the epoch; -1 never).
     pub last_caught_up_ms: i64,
+    /// The directory of its metadata log, when the membership names one.
+    #[serde(default)]
+    pub directory_id: Option<Uuid>,
 }
 
 /// The quorum leader's answer to DescribeQuorum.
@@ -37,7 +41,7 @@ pub struct QuorumDescription {
     pub high_watermark: i64,
     pub voters: Vec<QuorumReplica>,
     pub observers: Vec<QuorumReplica>,
-    /// Each voter's controller listener address.
+    /// Each voter's controller listener address (the membership's).
     pub endpoints: Vec<(i32, String)>,
 }
 
@@ -82,13 +86,14 @@ impl ProgressSeen {
         }
     }
 
-    fn replica(&self, id: NodeId, matched: Option<u64>) -> QuorumReplica {
+    fn replica(&self, id: NodeId, matched: Option<u64>, directory_id: Option<Uuid>) -> QuorumReplica {
         let seen = self.members.get(&id);
         QuorumReplica {
             replica_id: id as i32,
             log_end_offset: matched.map_or(0, |i| i as i64 + 1),
             last_fetch_ms: seen.map_or(-1, |s| s.fetch_ms),
             last_caught_up_ms: seen.map_or(-1, |s| s.caught_up_ms),
+            directory_id,
         }
     }
 }
@@ -104,8 +109,9 @@ impl Core {
         let mut seen = self.progress_seen.lock().unwrap_or_else(|e| e.into_inner());
         seen.observe(m.current_term, m.last_log_index, &matched, super::liveness::now_ms());
         let membership = m.membership_config.membership();
+        let directory = |id: NodeId| membership.get_node(&id).and_then(|n| n.directory_id);
         let describe = |ids: &mut dyn Iterator<Item = NodeId>| -> Vec<QuorumReplica> {
-            ids.map(|id| seen.replica(id, matched.get(&id).copied().flatten())).collect()
+            ids.map(|id| seen.replica(id, matched.get(&id).copied().flatten(), directory(id))).collect()
         };
         let quorum = QuorumDescription {
             leader_id: self.node_id,
@@ -113,7 +119,10 @@ impl Core {
             high_watermark: m.last_applied.map_or(0, |l| l.index as i64 + 1),
             voters: describe(&mut membership.voter_ids()),
             observers: describe(&mut membership.learner_ids()),
-            endpoints: self.voters.iter().map(|(id, addr)| (*id as i32, addr.clone())).collect(),
+            endpoints: membership
+                .voter_ids()
+                .filter_map(|id| Some((id as i32, membership.get_node(&id)?.addr.clone())))
+                .collect(),
         };
         Ok(OpReply { index: None, records: Vec::new(), quorum: Some(quorum), refused: Vec::new() })
     }
@@ -223,6 +232,20 @@ impl Controller {
             .await
     }
 
+    /// AddRaftVoter: make learner `node_id` (its metadata log in `directory_id`) a voter
+    /// (see [`ControllerOp::AddRaftVoter`]).
+    pub async fn add_raft_voter(&self, node_id: i32, directory_id: Uuid) -> Result<(), ControllerError> {
+        let op = ControllerOp::AddRaftVoter { node_id, directory_id };
+        self.run(move |core| async move { core.submit(op).await.map(drop) }).await
+    }
+
+    /// RemoveRaftVoter: voter `node_id` becomes a learner (see
+    /// [`ControllerOp::RemoveRaftVoter`]).
+    pub async fn remove_raft_voter(&self, node_id: i32, directory_id: Uuid) -> Result<(), ControllerError> {
+        let op = ControllerOp::RemoveRaftVoter { node_id, directory_id };
+        self.run(move |core| async move { core.submit(op).await.map(drop) }).await
+    }
+
     /// DescribeQuorum, answered by the quorum leader.
     pub async fn describe_quorum(&self) -> Result<QuorumDescription, ControllerError> {
         let reply = self.run(|core| async move { core.submit(ControllerOp::DescribeQuorum).await }).await?;
@@ -241,14 +264,14 @@ mod tests {
         seen.observe(3, Some(10), &at(&[(1, Some(10)), (2, Some(10)), (3, None)]), 1_000);
         seen.observe(3, Some(12), &at(&[(1, Some(12)), (2, Some(11)), (3, None)]), 2_000);
         seen.observe(3, Some(12), &at(&[(1, Some(12)), (2, Some(11)), (3, None)]), 3_000);
-        let r2 = seen.replica(2, Some(11));
+        let r2 = seen.replica(2, Some(11), None);
         assert_eq!((r2.log_end_offset, r2.last_fetch_ms, r2.last_caught_up_ms), (12, 2_000, 1_000));
-        let r1 = seen.replica(1, Some(12));
+        let r1 = seen.replica(1, Some(12), None);
         assert_eq!((r1.last_fetch_ms, r1.last_caught_up_ms), (3_000, 3_000));
-        let r3 = seen.replica(3, None);
+        let r3 = seen.replica(3, None, None);
         assert_eq!((r3.log_end_offset, r3.last_fetch_ms, r3.last_caught_up_ms), (0, -1, -1));
         // A new term starts over.
         seen.observe(4, Some(12), &at(&[(1, Some(12))]), 4_000);
-        assert_eq!(seen.replica(2, Some(11)).last_fetch_ms, -1);
+        assert_eq!(seen.replica(2, Some(11), None).last_fetch_ms, -1);
     }
 }

@@ -6,7 +6,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
-use openraft::BasicNode;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -18,7 +17,7 @@ use crate::controller::raft::network::CallError;
 use crate::controller::raft::rpc_server::{ForwardFuture, ForwardHandler};
 use crate::controller::raft::state_machine::Published;
 use crate::controller::raft::wire::{ErrorKind, ForwardError, OpReply};
-use crate::controller::raft::{Commit, NodeId};
+use crate::controller::raft::{Commit, ControllerNode, NodeId};
 use crate::controller::records::MetadataRecord;
 use crate::controller::ControllerError;
 
@@ -32,7 +31,7 @@ impl Core {
             let attempt = match leader {
                 Some(l) if l == self.node_id as NodeId => self.decide_and_commit(op.clone(), deadline).await,
                 Some(l) => {
-                    let addr = self.voters.get(&l).cloned().unwrap_or_default();
+                    let addr = self.address_of(l);
                     let timeout = deadline.saturating_duration_since(Instant::now());
                     let term = self.raft.metrics().borrow().current_term;
                     tokio::select! {
@@ -109,11 +108,20 @@ impl Core {
         let Ok(_turn) = tokio::time::timeout_at(deadline, self.op_lock.lock()).await else {
             return Err(not_in_time("waiting for the operation before it"));
         };
-        if let ControllerOp::AddObserver { node_id, controller_addr } = &op {
-            let added = self.add_observer(*node_id as NodeId, controller_addr.clone());
-            return tokio::time::timeout_at(deadline, added)
-                .await
-                .unwrap_or_else(|_| Err(not_in_time("adding a learner")));
+        match &op {
+            ControllerOp::AddObserver { node_id, controller_addr, directory_id, .. } => {
+                let added = self.add_observer(*node_id as NodeId, controller_addr.clone(), *directory_id);
+                return tokio::time::timeout_at(deadline, added)
+                    .await
+                    .unwrap_or_else(|_| Err(not_in_time("adding a learner")));
+            }
+            ControllerOp::AddRaftVoter { node_id, directory_id } => {
+                return self.add_voter(*node_id as NodeId, *directory_id, deadline).await;
+            }
+            ControllerOp::RemoveRaftVoter { node_id, directory_id } => {
+                return self.remove_voter(*node_id as NodeId, *directory_id, deadline).await;
+            }
+            _ => {}
         }
         // Everything committed in earlier terms is applied before deciding on it.
         match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
@@ -193,10 +201,15 @@ fn not_in_time(step: &str) -> ForwardError {
 
 impl Core {
     /// As the leader: make `id` a learner, unless it is a member already.
-    async fn add_observer(&self, id: NodeId, addr: String) -> Result<OpReply, ForwardError> {
+    async fn add_observer(
+        &self,
+        id: NodeId,
+        addr: String,
+        directory_id: Option<Uuid>,
+    ) -> Result<OpReply, ForwardError> {
         let member = self.raft.metrics().borrow().membership_config.membership().get_node(&id).is_some();
         if !member {
-            match self.raft.add_learner(id, BasicNode { addr }, false).await {
+            match self.raft.add_learner(id, ControllerNode::new(addr, directory_id), false).await {
                 Ok(_) => tracing::info!(node_id = id, "broker-only node added to the controller quorum as a learner"),
                 Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(ForwardError::NotLeader),
                 Err(e) => return Err((&internal(e)).into()),
@@ -230,9 +243,20 @@ pub(super) fn forward_handler(core: &Arc<Core>) -> ForwardHandler {
     Arc::new(move |op| -> ForwardFuture {
         let core = core.clone();
         Box::pin(async move {
-            match core.upgrade() {
-                Some(core) if core.raft.current_leader().await == Some(core.node_id as NodeId) => {
+            let Some(core) = core.upgrade() else { return Err(ForwardError::NotLeader) };
+            match (core.raft.current_leader().await, op) {
+                (Some(l), op) if l == core.node_id as NodeId => {
                     core.decide_and_commit(op, Instant::now() + OP_TIMEOUT).await
+                }
+                // A node joining as a learner knows only the voters its flags name, and
+                // the leader may not be one of them (the voters changed): a member passes
+                // the request on to the leader it knows, once.
+                (Some(l), ControllerOp::AddObserver { node_id, controller_addr, directory_id, relayed: false }) => {
+                    let op = ControllerOp::AddObserver { node_id, controller_addr, directory_id, relayed: true };
+                    match core.forwarder.forward(&core.address_of(l), &op, Duration::from_secs(5)).await {
+                        Ok(result) => result,
+                        Err(_) => Err(ForwardError::NotLeader),
+                    }
                 }
                 _ => Err(ForwardError::NotLeader),
             }

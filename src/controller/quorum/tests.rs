@@ -12,6 +12,7 @@ fn config() -> ControllerConfig {
         default_replication_factor: 1,
         voters: vec![],
         controller_addr: None,
+        directory_id: None,
         tuning: RaftTuning::default(),
         leader_rebalance_interval: None,
     }

@@ -21,6 +21,7 @@ pub mod wire;
 use std::io::Cursor;
 
 use serde::{Deserialize, Serialize};
+use uuid::Uuid;
 
 use super::records::MetadataRecord;
 
@@ -32,12 +33,33 @@ pub struct Commit {
     pub records: Vec<MetadataRecord>,
 }
 
+/// A member of the controller quorum, as Raft's membership names it: its controller
+/// listener address and, when known, the id of the directory that holds its metadata log
+/// (with the node id, KIP-853's voter key). Voters that `--controller-quorum-voters`
+/// named when the quorum formed have none, as Kafka's static voters have none; a node that
+/// joins as a learner, and so a voter added with AddRaftVoter, has its own. Without a
+/// directory id this is the `{"addr": ...}` of openraft's `BasicNode`, which it replaced:
+/// logs and snapshots written before read unchanged.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControllerNode {
+    pub addr: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub directory_id: Option<Uuid>,
+}
+
+impl ControllerNode {
+    pub fn new(addr: impl Into<String>, directory_id: Option<Uuid>) -> ControllerNode {
+        ControllerNode { addr: addr.into(), directory_id }
+    }
+}
+
 openraft::declare_raft_types!(
     /// runnel's controller quorum types: entries carry a [`Commit`]; nodes are known by
-    /// their controller listener address.
+    /// their controller listener address (and directory id).
     pub TypeConfig:
         D = Commit,
         R = (),
+        Node = ControllerNode,
 );
 
 pub type Raft = openraft::Raft<TypeConfig>;

@@ -15,11 +15,10 @@ use openraft::raft::{
     AppendEntriesRequest, AppendEntriesResponse, InstallSnapshotRequest, InstallSnapshotResponse, VoteRequest,
     VoteResponse,
 };
-use openraft::BasicNode;
 use tokio::net::TcpStream;
 
 use super::wire::{read_frame, write_frame, ForwardError, OpReply, Request, Response};
-use super::{NodeId, TypeConfig};
+use super::{ControllerNode, NodeId, TypeConfig};
 use crate::controller::operations::ControllerOp;
 
 const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
@@ -96,7 +95,7 @@ pub struct RaftPeer {
     peer: Peer,
 }
 
-fn rpc_error<E: std::error::Error>(e: CallError) -> RPCError<NodeId, BasicNode, E> {
+fn rpc_error<E: std::error::Error>(e: CallError) -> RPCError<NodeId, ControllerNode, E> {
     match e {
         CallError::Connect { .. } => RPCError::Unreachable(Unreachable::new(&e)),
         _ => RPCError::Network(NetworkError::new(&e)),
@@ -108,11 +107,14 @@ impl RaftPeer {
         &mut self,
         req: Request,
         option: &RPCOption,
-    ) -> Result<Response, RPCError<NodeId, BasicNode, RaftError<NodeId, E>>> {
+    ) -> Result<Response, RPCError<NodeId, ControllerNode, RaftError<NodeId, E>>> {
         self.peer.call(&req, option.hard_ttl()).await.map_err(rpc_error)
     }
 
-    fn mismatch<E: std::error::Error>(&self, what: &'static str) -> RPCError<NodeId, BasicNode, RaftError<NodeId, E>> {
+    fn mismatch<E: std::error::Error>(
+        &self,
+        what: &'static str,
+    ) -> RPCError<NodeId, ControllerNode, RaftError<NodeId, E>> {
         rpc_error(CallError::Mismatch { addr: self.peer.addr.clone(), what })
     }
 }
@@ -122,7 +124,7 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
         &mut self,
         rpc: AppendEntriesRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<AppendEntriesResponse<NodeId>, RPCError<NodeId, ControllerNode, RaftError<NodeId>>> {
         match self.call(Request::AppendEntries(rpc), &option).await? {
             Response::AppendEntries(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
             _ => Err(self.mismatch("AppendEntries")),
@@ -133,8 +135,10 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
         &mut self,
         rpc: InstallSnapshotRequest<TypeConfig>,
         option: RPCOption,
-    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
-    {
+    ) -> Result<
+        InstallSnapshotResponse<NodeId>,
+        RPCError<NodeId, ControllerNode, RaftError<NodeId, InstallSnapshotError>>,
+    > {
         match self.call(Request::InstallSnapshot(rpc), &option).await? {
             Response::InstallSnapshot(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
             _ => Err(self.mismatch("InstallSnapshot")),
@@ -145,7 +149,7 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
         &mut self,
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
-    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
+    ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, ControllerNode, RaftError<NodeId>>> {
         match self.call(Request::Vote(rpc), &option).await? {
             Response::Vote(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
             _ => Err(self.mismatch("Vote")),
@@ -159,7 +163,7 @@ pub struct Network;
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = RaftPeer;
 
-    async fn new_client(&mut self, target: NodeId, node: &BasicNode) -> RaftPeer {
+    async fn new_client(&mut self, target: NodeId, node: &ControllerNode) -> RaftPeer {
         RaftPeer { target, peer: Peer::new(node.addr.clone()) }
     }
 }

@@ -18,13 +18,12 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use openraft::storage::{RaftStateMachine, Snapshot};
 use openraft::{
-    BasicNode, Entry, EntryPayload, LogId, RaftSnapshotBuilder, RaftTypeConfig, SnapshotMeta, StorageIOError,
-    StoredMembership,
+    Entry, EntryPayload, LogId, RaftSnapshotBuilder, RaftTypeConfig, SnapshotMeta, StorageIOError, StoredMembership,
 };
 use serde::{Deserialize, Serialize};
 use tokio::sync::watch;
 
-use super::{io_err, read_err, replace_file, NodeId, StorageError, TypeConfig};
+use super::{io_err, read_err, replace_file, ControllerNode, NodeId, StorageError, TypeConfig};
 use crate::controller::delta::{MetadataDelta, MetadataListener};
 use crate::controller::image::MetadataImage;
 use crate::controller::records::MetadataRecord;
@@ -98,14 +97,14 @@ struct SnapshotBody {
 
 #[derive(Serialize, Deserialize)]
 struct SnapshotFile {
-    meta: SnapshotMeta<NodeId, BasicNode>,
+    meta: SnapshotMeta<NodeId, ControllerNode>,
     #[serde(flatten)]
     body: SnapshotBody,
 }
 
 #[derive(Clone)]
 struct StoredSnapshot {
-    meta: SnapshotMeta<NodeId, BasicNode>,
+    meta: SnapshotMeta<NodeId, ControllerNode>,
     data: Vec<u8>,
 }
 
@@ -113,7 +112,7 @@ pub struct StateMachine {
     dir: PathBuf,
     image: Arc<MetadataImage>,
     last_applied: Option<LogId<NodeId>>,
-    membership: StoredMembership<NodeId, BasicNode>,
+    membership: StoredMembership<NodeId, ControllerNode>,
     current: Arc<Mutex<Option<StoredSnapshot>>>,
     published: Arc<Published>,
 }
@@ -154,11 +153,15 @@ pub struct SnapshotBuilder {
     dir: PathBuf,
     image: Arc<MetadataImage>,
     last_applied: Option<LogId<NodeId>>,
-    membership: StoredMembership<NodeId, BasicNode>,
+    membership: StoredMembership<NodeId, ControllerNode>,
     current: Arc<Mutex<Option<StoredSnapshot>>>,
 }
 
-fn save_snapshot(dir: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, body: SnapshotBody) -> std::io::Result<Vec<u8>> {
+fn save_snapshot(
+    dir: &Path,
+    meta: &SnapshotMeta<NodeId, ControllerNode>,
+    body: SnapshotBody,
+) -> std::io::Result<Vec<u8>> {
     let file = SnapshotFile { meta: meta.clone(), body };
     replace_file(&dir.join("snapshot.json"), &serde_json::to_vec(&file).map_err(std::io::Error::other)?)?;
     serde_json::to_vec(&file.body).map_err(std::io::Error::other)
@@ -186,7 +189,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn applied_state(
         &mut self,
-    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, BasicNode>), StorageError> {
+    ) -> Result<(Option<LogId<NodeId>>, StoredMembership<NodeId, ControllerNode>), StorageError> {
         Ok((self.last_applied, self.membership.clone()))
     }
 
@@ -247,7 +250,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn install_snapshot(
         &mut self,
-        meta: &SnapshotMeta<NodeId, BasicNode>,
+        meta: &SnapshotMeta<NodeId, ControllerNode>,
         snapshot: Box<<TypeConfig as RaftTypeConfig>::SnapshotData>,
     ) -> Result<(), StorageError> {
         let data = snapshot.into_inner();

@@ -84,6 +84,8 @@ pub enum ErrorKind {
     NotAttempted,
     BrokerIdNotRegistered,
     UnsupportedVersion,
+    DuplicateVoter,
+    VoterNotFound,
 }
 
 impl From<&ControllerError> for ForwardError {
@@ -104,6 +106,8 @@ impl From<&ControllerError> for ForwardError {
             E::NotAttempted(m) => (ErrorKind::NotAttempted, m.clone()),
             E::BrokerIdNotRegistered(m) => (ErrorKind::BrokerIdNotRegistered, m.clone()),
             E::UnsupportedVersion(m) => (ErrorKind::UnsupportedVersion, m.clone()),
+            E::DuplicateVoter(m) => (ErrorKind::DuplicateVoter, m.clone()),
+            E::VoterNotFound(m) => (ErrorKind::VoterNotFound, m.clone()),
             E::Io(_) | E::Internal(_) => (ErrorKind::Internal, e.to_string()),
         };
         ForwardError::Refused { kind, message }
@@ -131,6 +135,8 @@ impl ForwardError {
                 ErrorKind::Internal => E::Internal(m),
                 ErrorKind::BrokerIdNotRegistered => E::BrokerIdNotRegistered(m),
                 ErrorKind::UnsupportedVersion => E::UnsupportedVersion(m),
+                ErrorKind::DuplicateVoter => E::DuplicateVoter(m),
+                ErrorKind::VoterNotFound => E::VoterNotFound(m),
             },
         }
     }

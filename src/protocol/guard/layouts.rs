@@ -661,6 +661,30 @@ pub mod unregister_broker {
     pub static API: Api = Api { key: 64, min: 0, max: 0, flexible_from: 0, body: &UNREGISTER_BROKER_REQUEST };
     static UNREGISTER_BROKER_REQUEST: Layout = Layout { fields: &[f("broker_id", I32, 0, 0)], tags: &[] };
 }
+pub mod add_raft_voter {
+    use super::*;
+    pub static API: Api = Api { key: 80, min: 0, max: 0, flexible_from: 0, body: &ADD_RAFT_VOTER_REQUEST };
+    static ADD_RAFT_VOTER_REQUEST: Layout = Layout {
+        fields: &[
+            f("cluster_id", NStr, 0, 0),
+            f("timeout_ms", I32, 0, 0),
+            f("voter_id", I32, 0, 0),
+            f("voter_directory_id", UUID, 0, 0),
+            f("listeners", Array(&LISTENER), 0, 0),
+        ],
+        tags: &[],
+    };
+    static LISTENER: Layout =
+        Layout { fields: &[f("name", Str, 0, 0), f("host", Str, 0, 0), f("port", I16, 0, 0)], tags: &[] };
+}
+pub mod remove_raft_voter {
+    use super::*;
+    pub static API: Api = Api { key: 81, min: 0, max: 0, flexible_from: 0, body: &REMOVE_RAFT_VOTER_REQUEST };
+    static REMOVE_RAFT_VOTER_REQUEST: Layout = Layout {
+        fields: &[f("cluster_id", NStr, 0, 0), f("voter_id", I32, 0, 0), f("voter_directory_id", UUID, 0, 0)],
+        tags: &[],
+    };
+}
 pub mod describe_topic_partitions {
     use super::*;
     pub static API: Api = Api { key: 75, min: 0, max: 0, flexible_from: 0, body: &DESCRIBE_TOPIC_PARTITIONS_REQUEST };

@@ -375,6 +375,8 @@ static APIS: &[&Api] = &[
     &layouts::describe_cluster::API,
     &layouts::describe_producers::API,
     &layouts::unregister_broker::API,
+    &layouts::add_raft_voter::API,
+    &layouts::remove_raft_voter::API,
     &layouts::describe_transactions::API,
     &layouts::list_transactions::API,
     &layouts::consumer_group_heartbeat::API,

@@ -6,9 +6,9 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 
-const BRIEF_KEYS: [i16; 49] = [
+const BRIEF_KEYS: [i16; 51] = [
     0, 1, 2, 3, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 28, 32, 33, 34, 35, 36, 37,
-    42, 43, 44, 45, 46, 47, 55, 57, 60, 61, 64, 65, 66, 68, 69, 74, 75, 71, 72,
+    42, 43, 44, 45, 46, 47, 55, 57, 60, 61, 64, 80, 81, 65, 66, 68, 69, 74, 75, 71, 72,
 ];
 
 fn header_version(key: i16, version: i16) -> i16 {
@@ -47,6 +47,7 @@ fn decode_and_reencode(api_key: i16, body: &mut Bytes, version: i16) -> anyhow::
         43 => ElectLeadersRequest, 44 => IncrementalAlterConfigsRequest,
         45 => AlterPartitionReassignmentsRequest, 46 => ListPartitionReassignmentsRequest, 47 => OffsetDeleteRequest,
         55 => DescribeQuorumRequest, 57 => UpdateFeaturesRequest, 64 => UnregisterBrokerRequest,
+        80 => AddRaftVoterRequest, 81 => RemoveRaftVoterRequest,
         60 => DescribeClusterRequest, 61 => DescribeProducersRequest,
         65 => DescribeTransactionsRequest, 66 => ListTransactionsRequest,
         68 => ConsumerGroupHeartbeatRequest, 69 => ConsumerGroupDescribeRequest,
@@ -200,7 +201,7 @@ fn every_api_and_version_round_trips_through_the_crate() {
         assert_eq!(encoded, frame, "api {} v{version} re-encodes differently", api.key);
         checked += 1;
     }
-    assert_eq!(checked, 224);
+    assert_eq!(checked, 226);
 }
 
 /// Requests built with kafka-protocol's builders, tagged fields included.

@@ -81,4 +81,5 @@ fn replica_state(r: &QuorumReplica) -> ReplicaState {
         .with_log_end_offset(r.log_end_offset)
         .with_last_fetch_timestamp(r.last_fetch_ms)
         .with_last_caught_up_timestamp(r.last_caught_up_ms)
+        .with_replica_directory_id(r.directory_id.unwrap_or_default())
 }

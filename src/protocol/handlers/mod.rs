@@ -23,6 +23,7 @@ pub mod list_offsets;
 pub mod metadata;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod raft_voters;
 pub mod reassignments;
 pub mod replica_fetch;
 pub mod telemetry;
