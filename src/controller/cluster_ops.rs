@@ -868,6 +868,13 @@ mod tests {
         assert!(l.is_alive(2), "still in the liveness view");
         assert!(decide(&img, &heartbeat(2, false), &mut l, 3).is_ok(), "its heartbeats still count");
 
+        // The broker of the older release itself may be unregistered (retired) meanwhile:
+        // it does not read the record, but it is leaving.
+        let mut retire = img.clone();
+        let mut l2 = l.clone();
+        let records = run(&mut retire, &ControllerOp::UnregisterBroker { node_id: 1 }, &mut l2, 3);
+        assert_eq!(records.last(), Some(&MetadataRecord::UnregisterBroker { node_id: 1 }));
+
         let upgraded = heartbeat_from(1, Uuid::from_u128(12));
         let records = run(&mut img, &upgraded, &mut l, 4);
         assert!(

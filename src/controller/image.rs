@@ -289,28 +289,38 @@ impl MetadataImage {
         self.broker_alive(node_id) && !self.in_controlled_shutdown(node_id)
     }
 
-    /// Registered and not fenced.
     /// The registered brokers whose process does not read records of format `level`
     /// (fenced ones too: they read the log when they come back).
     pub fn brokers_behind(&self, level: u16) -> Vec<i32> {
         self.brokers.values().filter(|b| b.metadata_format < level).map(|b| b.node_id).collect()
     }
 
-    /// Every registered broker reads `records`, or UNSUPPORTED_VERSION naming those that
-    /// would not (their metadata log would stop at the first record they cannot read).
+    /// Every broker still registered once `records` apply reads them, or
+    /// UNSUPPORTED_VERSION naming those that would not (their metadata log would stop at
+    /// the first record they cannot read). A broker the records unregister is not asked:
+    /// it is leaving, and registers anew (on a release that reads the log) if it returns.
     pub fn check_readable(&self, records: &[MetadataRecord]) -> Result<(), ControllerError> {
-        let Some(record) = records.iter().max_by_key(|r| r.format_level()) else { return Ok(()) };
-        let behind = self.brokers_behind(record.format_level());
+        let Some(level) = records.iter().map(MetadataRecord::format_level).max().filter(|l| *l > 0) else {
+            return Ok(());
+        };
+        let leaving: Vec<i32> = records
+            .iter()
+            .filter_map(|r| match r {
+                MetadataRecord::UnregisterBroker { node_id } => Some(*node_id),
+                _ => None,
+            })
+            .collect();
+        let behind: Vec<i32> = self.brokers_behind(level).into_iter().filter(|b| !leaving.contains(b)).collect();
         if behind.is_empty() {
             return Ok(());
         }
         Err(ControllerError::UnsupportedVersion(format!(
             "brokers {behind:?} run a release that cannot read the metadata records of this change \
-             (record format {}): upgrade them first",
-            record.format_level(),
+             (record format {level}): upgrade them first"
         )))
     }
 
+    /// Registered and not fenced.
     pub fn broker_alive(&self, node_id: i32) -> bool {
         self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
     }
@@ -473,6 +483,8 @@ mod tests {
         assert!(img.check_readable(&[MetadataRecord::BrokerFenced { node_id: 2, fenced: true }]).is_ok());
         let refused = img.check_readable(&[MetadataRecord::UnregisterBroker { node_id: 2 }]);
         assert!(matches!(&refused, Err(ControllerError::UnsupportedVersion(m)) if m.contains("[3]")), "{refused:?}");
+        // Broker 3 itself may leave: it is not asked to read its own unregistration.
+        assert!(img.check_readable(&[MetadataRecord::UnregisterBroker { node_id: 3 }]).is_ok());
     }
 
     #[test]

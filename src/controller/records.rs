@@ -25,9 +25,17 @@ pub struct Endpoint {
 ///
 /// * 0: the records of releases before the format was declared.
 /// * 1: [`MetadataRecord::UnregisterBroker`].
+/// * 2: voters the Raft membership names and `--controller-quorum-voters` does not
+///   ([`VOTERS_IN_MEMBERSHIP`]).
 ///
 /// [`MetadataImage::brokers_behind`]: super::MetadataImage::brokers_behind
-pub const METADATA_FORMAT: u16 = 1;
+pub const METADATA_FORMAT: u16 = 2;
+
+/// The format from which a node finds the controller leader through the Raft membership,
+/// not only among the voters its flags name: AddRaftVoter waits for it, since a node of an
+/// older release could not reach a leader that AddRaftVoter added (its heartbeats would
+/// fail, and it would be fenced).
+pub const VOTERS_IN_MEMBERSHIP: u16 = 2;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]

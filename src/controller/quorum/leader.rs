@@ -2,10 +2,12 @@
 //! decides and commits; otherwise it forwards to the leader and waits until its own
 //! image has applied the commit.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use openraft::error::{CheckIsLeaderError, ClientWriteError, RaftError};
+use openraft::ChangeMembers;
 use tokio::time::Instant;
 use uuid::Uuid;
 
@@ -102,19 +104,11 @@ impl Core {
     /// committed record does (what the listeners prepared for it is used by that commit
     /// or dropped by the next prepare).
     async fn decide_and_commit(&self, op: ControllerOp, deadline: Instant) -> Result<OpReply, ForwardError> {
-        if let ControllerOp::DescribeQuorum = op {
-            return self.describe_quorum_here();
-        }
-        let Ok(_turn) = tokio::time::timeout_at(deadline, self.op_lock.lock()).await else {
-            return Err(not_in_time("waiting for the operation before it"));
-        };
         match &op {
-            ControllerOp::AddObserver { node_id, controller_addr, directory_id, .. } => {
-                let added = self.add_observer(*node_id as NodeId, controller_addr.clone(), *directory_id);
-                return tokio::time::timeout_at(deadline, added)
-                    .await
-                    .unwrap_or_else(|_| Err(not_in_time("adding a learner")));
-            }
+            ControllerOp::DescribeQuorum => return self.describe_quorum_here(),
+            // Voter changes take seconds (a new voter catching up, two membership commits)
+            // and openraft runs one at a time itself: they do not hold up the metadata
+            // operations, heartbeats among them, behind the lock below.
             ControllerOp::AddRaftVoter { node_id, directory_id } => {
                 return self.add_voter(*node_id as NodeId, *directory_id, deadline).await;
             }
@@ -122,6 +116,15 @@ impl Core {
                 return self.remove_voter(*node_id as NodeId, *directory_id, deadline).await;
             }
             _ => {}
+        }
+        let Ok(_turn) = tokio::time::timeout_at(deadline, self.op_lock.lock()).await else {
+            return Err(not_in_time("waiting for the operation before it"));
+        };
+        if let ControllerOp::AddObserver { node_id, controller_addr, directory_id, .. } = &op {
+            let added = self.add_observer(*node_id as NodeId, controller_addr.clone(), *directory_id);
+            return tokio::time::timeout_at(deadline, added)
+                .await
+                .unwrap_or_else(|_| Err(not_in_time("adding a learner")));
         }
         // Everything committed in earlier terms is applied before deciding on it.
         match tokio::time::timeout_at(deadline, self.raft.ensure_linearizable()).await {
@@ -207,13 +210,23 @@ impl Core {
         addr: String,
         directory_id: Option<Uuid>,
     ) -> Result<OpReply, ForwardError> {
-        let member = self.raft.metrics().borrow().membership_config.membership().get_node(&id).is_some();
-        if !member {
-            match self.raft.add_learner(id, ControllerNode::new(addr, directory_id), false).await {
-                Ok(_) => tracing::info!(node_id = id, "broker-only node added to the controller quorum as a learner"),
-                Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(ForwardError::NotLeader),
-                Err(e) => return Err((&internal(e)).into()),
+        let membership = self.raft.metrics().borrow().membership_config.membership().clone();
+        let node = ControllerNode::new(addr, directory_id);
+        let voter = membership.voter_ids().any(|v| v == id);
+        let written = match membership.get_node(&id) {
+            None => self.raft.add_learner(id, node, false).await,
+            // A learner back with another data dir (a new directory id) or address: the
+            // membership names it as it is now, so that AddRaftVoter finds it. (A voter
+            // keeps what it was added with.)
+            Some(known) if !voter && *known != node && directory_id.is_some() => {
+                self.raft.change_membership(ChangeMembers::SetNodes(BTreeMap::from([(id, node)])), true).await
             }
+            Some(_) => return Ok(OpReply { index: None, records: Vec::new(), quorum: None, refused: Vec::new() }),
+        };
+        match written {
+            Ok(_) => tracing::info!(node_id = id, "broker-only node in the controller quorum as a learner"),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(ForwardError::NotLeader),
+            Err(e) => return Err((&internal(e)).into()),
         }
         Ok(OpReply { index: None, records: Vec::new(), quorum: None, refused: Vec::new() })
     }

@@ -16,8 +16,10 @@ use tokio::time::Instant;
 use uuid::Uuid;
 
 use super::{internal, Core};
+use crate::controller::image::MetadataImage;
 use crate::controller::raft::wire::{ErrorKind, ForwardError, OpReply};
 use crate::controller::raft::NodeId;
+use crate::controller::records::VOTERS_IN_MEMBERSHIP;
 use crate::storage::meta_properties::encode_uuid;
 
 /// How long a voter to add may take to catch up with the leader's log (within the
@@ -43,6 +45,7 @@ impl Core {
         deadline: Instant,
     ) -> Result<OpReply, ForwardError> {
         self.check_reconfigurable("adding")?;
+        every_broker_finds_new_voters(&self.published.image())?;
         let m = self.raft.metrics().borrow().clone();
         let membership = m.membership_config.membership().clone();
         if membership.voter_ids().any(|v| v == id) {
@@ -137,7 +140,8 @@ impl Core {
             if matched.is_some_and(|m| m >= index) {
                 return Ok(());
             }
-            if tokio::time::timeout_at(until, metrics.changed()).await.is_err() {
+            // Timed out, or Raft stopped (its metrics will not change again).
+            if !matches!(tokio::time::timeout_at(until, metrics.changed()).await, Ok(Ok(()))) {
                 return Err(refused(
                     ErrorKind::NotController,
                     format!(
@@ -172,6 +176,56 @@ impl Core {
     }
 }
 
+/// A voter AddRaftVoter adds is not among the voters the nodes' flags name: every
+/// registered broker must find the leader through the membership, or one that cannot
+/// would lose the controller (and be fenced) once that voter leads.
+fn every_broker_finds_new_voters(image: &MetadataImage) -> Result<(), ForwardError> {
+    let behind = image.brokers_behind(VOTERS_IN_MEMBERSHIP);
+    if behind.is_empty() {
+        return Ok(());
+    }
+    Err(refused(
+        ErrorKind::UnsupportedVersion,
+        format!(
+            "brokers {behind:?} run a release that finds the controller leader only among \
+             --controller-quorum-voters: upgrade them before adding voters"
+        ),
+    ))
+}
+
 fn refused(kind: ErrorKind, message: String) -> ForwardError {
     ForwardError::Refused { kind, message }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::records::{MetadataRecord, METADATA_FORMAT};
+
+    fn register(image: &mut MetadataImage, node_id: i32, metadata_format: u16) {
+        image.apply(&MetadataRecord::RegisterBroker {
+            node_id,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+            inter_broker: None,
+            incarnation: None,
+            metadata_format,
+        });
+    }
+
+    #[test]
+    fn voters_are_added_only_once_every_broker_finds_them() {
+        let mut image = MetadataImage::default();
+        register(&mut image, 1, METADATA_FORMAT);
+        register(&mut image, 2, VOTERS_IN_MEMBERSHIP - 1);
+        let refused = every_broker_finds_new_voters(&image);
+        assert!(
+            matches!(&refused, Err(ForwardError::Refused { kind: ErrorKind::UnsupportedVersion, message })
+                if message.contains("[2]")),
+            "{refused:?}"
+        );
+        register(&mut image, 2, METADATA_FORMAT);
+        assert!(every_broker_finds_new_voters(&image).is_ok());
+    }
 }

@@ -16,7 +16,7 @@ pub const METADATA_TOPIC: &str = "__cluster_metadata";
 /// Kafka's default name for the controller listener.
 const CONTROLLER_LISTENER: &str = "CONTROLLER";
 
-pub async fn handle(ctx: &Ctx, req: DescribeQuorumRequest, _version: i16) -> DescribeQuorumResponse {
+pub async fn handle(ctx: &Ctx, req: DescribeQuorumRequest, version: i16) -> DescribeQuorumResponse {
     let asks_metadata_log = req.topics.len() == 1
         && req.topics[0].topic_name.0.as_str() == METADATA_TOPIC
         && req.topics[0].partitions.len() == 1
@@ -54,8 +54,14 @@ pub async fn handle(ctx: &Ctx, req: DescribeQuorumRequest, _version: i16) -> Des
         .with_leader_id(BrokerId(quorum.leader_id))
         .with_leader_epoch(quorum.leader_epoch)
         .with_high_watermark(quorum.high_watermark)
-        .with_current_voters(quorum.voters.iter().map(replica_state).collect())
-        .with_observers(quorum.observers.iter().map(replica_state).collect());
+        .with_current_voters(quorum.voters.iter().map(|r| replica_state(r, version)).collect())
+        .with_observers(quorum.observers.iter().map(|r| replica_state(r, version)).collect());
+    if version < 2 {
+        // Directory ids and endpoints came with v2 (KIP-853); v0-1 cannot carry them.
+        return DescribeQuorumResponse::default().with_topics(vec![TopicData::default()
+            .with_topic_name(TopicName(str_bytes(METADATA_TOPIC)))
+            .with_partitions(vec![partition])]);
+    }
     let nodes = quorum
         .endpoints
         .iter()
@@ -75,11 +81,14 @@ pub async fn handle(ctx: &Ctx, req: DescribeQuorumRequest, _version: i16) -> Des
         .with_nodes(nodes)
 }
 
-fn replica_state(r: &QuorumReplica) -> ReplicaState {
-    ReplicaState::default()
+fn replica_state(r: &QuorumReplica, version: i16) -> ReplicaState {
+    let state = ReplicaState::default()
         .with_replica_id(BrokerId(r.replica_id))
         .with_log_end_offset(r.log_end_offset)
         .with_last_fetch_timestamp(r.last_fetch_ms)
-        .with_last_caught_up_timestamp(r.last_caught_up_ms)
-        .with_replica_directory_id(r.directory_id.unwrap_or_default())
+        .with_last_caught_up_timestamp(r.last_caught_up_ms);
+    match version {
+        2.. => state.with_replica_directory_id(r.directory_id.unwrap_or_default()),
+        _ => state,
+    }
 }
