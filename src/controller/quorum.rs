@@ -9,7 +9,8 @@
 //! its local listeners (a partition whose files cannot be opened refuses the change with
 //! nothing committed), and proposes the records. A non-leader forwards the operation to
 //! the leader over the controller network and waits until its own image has applied
-//! the leader's commit.
+//! the leader's commit. Changes of the voters themselves (`voters.rs`) are Raft
+//! membership changes, outside `op_lock`: openraft runs one at a time.
 //!
 //! The public calls are async. Each runs its operation as a task of its own on the
 //! runtime the controller was opened on and awaits it: a caller that stops waiting (a
