@@ -42,18 +42,21 @@ def supports_cluster(binary):
     return "--controller-quorum-voters" in out.stdout
 
 
-def start_cluster(tmp_path, runnel_bin, size, extra_args=None):
-    """`size` brokers, every one a broker and a controller quorum voter. `extra_args(i,
-    ip)` gives more flags for node i+1."""
+def start_cluster(tmp_path, runnel_bin, size, extra_args=None, voters=None):
+    """`size` brokers; the first `voters` (default: all) are also controller quorum
+    voters, the others broker-only nodes that follow the metadata log as learners.
+    `extra_args(i, ip)` gives more flags for node i+1."""
     if not supports_cluster(runnel_bin):
         pytest.skip("this runnel has no --controller-quorum-voters (no controller quorum yet)")
     hosts = [f"n{i + 1}" for i in range(size)]
+    voting = hosts[:voters or size]
     net = netns.Network(hosts + ["client"]).up()
-    voters = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(hosts))
+    quorum = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(voting))
     nodes = [netns.Node(net, h, runnel_bin, tmp_path / h,
                         extra_args=["--node-id", i + 1,
                                     "--controller-listen", f"{net.ips[h]}:{CONTROLLER_PORT}",
-                                    "--controller-quorum-voters", voters]
+                                    "--controller-quorum-voters", quorum]
+                        + ([] if h in voting else ["--process-roles", "broker"])
                         + (extra_args(i, net.ips[h]) if extra_args else []))
              for i, h in enumerate(hosts)]
     try:

@@ -18,7 +18,7 @@ import time
 import pytest
 
 import netns
-from cluster_fixtures import cluster3, franz_bin, runnel_bin  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import cluster3, franz_bin, runnel_bin, start_cluster  # noqa: F401 (pytest fixtures)
 from kafka_tools import CONFIGS, PRODUCER_PERF_TEST, TOPICS, describe, run_tool
 
 QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"   # kafka-metadata-quorum.sh
@@ -171,28 +171,7 @@ def test_unregister_tool_drops_a_stopped_broker_which_registers_again_when_it_re
 def voters3_learner1(tmp_path, runnel_bin):
     """Three voters (n1-n3) and a broker-only node n4 with a controller listener, which
     follows the metadata log as a learner: the nodes of a quorum about to change."""
-    from cluster_fixtures import CONTROLLER_PORT, supports_cluster, wait_registered
-    if not supports_cluster(runnel_bin):
-        pytest.skip("this runnel has no --controller-quorum-voters (no controller quorum yet)")
-    hosts = ["n1", "n2", "n3", "n4"]
-    net = netns.Network(hosts + ["client"]).up()
-    voters = ",".join(f"{i + 1}@{net.ips[h]}:{CONTROLLER_PORT}" for i, h in enumerate(hosts[:3]))
-    nodes = [netns.Node(net, h, runnel_bin, tmp_path / h,
-                        extra_args=["--node-id", i + 1, "--controller-listen", f"{net.ips[h]}:{CONTROLLER_PORT}",
-                                    "--controller-quorum-voters", voters]
-                        + (["--process-roles", "broker"] if h == "n4" else []))
-             for i, h in enumerate(hosts)]
-    try:
-        for n in nodes:
-            n.launch()
-        for n in nodes:
-            n.wait_listening(60)
-        wait_registered(nodes, 4, 60)
-        yield net, nodes
-    finally:
-        for n in nodes:
-            n.kill()
-        net.down()
+    yield from start_cluster(tmp_path, runnel_bin, 4, voters=3)
 
 
 def voter_ids(servers):
