@@ -17,56 +17,52 @@ use crate::storage::meta_properties::encode_uuid;
 
 pub async fn add(ctx: &Ctx, req: AddRaftVoterRequest, _version: i16) -> AddRaftVoterResponse {
     let (node_id, directory_id) = (req.voter_id, req.voter_directory_id);
-    let result = match check_cluster_id(ctx, req.cluster_id.as_ref()) {
-        Err(e) => Err(e),
-        Ok(()) => ctx.controller_op(ctx.controller.add_raft_voter(node_id, directory_id)).await.map_err(Refusal::from),
-    };
     let listeners: Vec<String> =
         req.listeners.iter().map(|l| format!("{}://{}:{}", l.name.as_str(), l.host.as_str(), l.port)).collect();
-    match result {
-        Ok(()) => {
-            tracing::warn!(node_id, directory_id = %encode_uuid(&directory_id), ?listeners, "controller quorum: voter added");
-            AddRaftVoterResponse::default()
-        }
-        Err(r) => {
-            tracing::info!(node_id, error = %r.message, "AddRaftVoter refused");
-            AddRaftVoterResponse::default()
-                .with_error_code(r.code.code())
-                .with_error_message(Some(str_bytes(r.message)))
-        }
+    tracing::info!(node_id, directory_id = %encode_uuid(&directory_id), ?listeners, "AddRaftVoter asked");
+    let change = ctx.controller.add_raft_voter(node_id, directory_id);
+    match change_voters(ctx, req.cluster_id.as_ref(), change, "AddRaftVoter").await {
+        Ok(()) => AddRaftVoterResponse::default(),
+        Err(r) => AddRaftVoterResponse::default().with_error_code(r.code.code()).with_error_message(Some(r.message)),
     }
 }
 
 pub async fn remove(ctx: &Ctx, req: RemoveRaftVoterRequest, _version: i16) -> RemoveRaftVoterResponse {
     let (node_id, directory_id) = (req.voter_id, req.voter_directory_id);
-    let result = match check_cluster_id(ctx, req.cluster_id.as_ref()) {
-        Err(e) => Err(e),
-        Ok(()) => {
-            ctx.controller_op(ctx.controller.remove_raft_voter(node_id, directory_id)).await.map_err(Refusal::from)
-        }
-    };
-    match result {
-        Ok(()) => {
-            tracing::warn!(node_id, directory_id = %encode_uuid(&directory_id), "controller quorum: voter removed");
-            RemoveRaftVoterResponse::default()
-        }
-        Err(r) => {
-            tracing::info!(node_id, error = %r.message, "RemoveRaftVoter refused");
-            RemoveRaftVoterResponse::default()
-                .with_error_code(r.code.code())
-                .with_error_message(Some(str_bytes(r.message)))
-        }
+    tracing::info!(node_id, directory_id = %encode_uuid(&directory_id), "RemoveRaftVoter asked");
+    let change = ctx.controller.remove_raft_voter(node_id, directory_id);
+    match change_voters(ctx, req.cluster_id.as_ref(), change, "RemoveRaftVoter").await {
+        Ok(()) => RemoveRaftVoterResponse::default(),
+        Err(r) => RemoveRaftVoterResponse::default().with_error_code(r.code.code()).with_error_message(Some(r.message)),
     }
+}
+
+/// Run a voter change for a request that names `cluster_id`, and log how it ended.
+async fn change_voters(
+    ctx: &Ctx,
+    cluster_id: Option<&StrBytes>,
+    change: impl std::future::Future<Output = Result<(), ControllerError>>,
+    api: &str,
+) -> Result<(), Refusal> {
+    let result = match check_cluster_id(ctx, cluster_id) {
+        Err(r) => Err(r),
+        Ok(()) => ctx.controller_op(change).await.map_err(Refusal::from),
+    };
+    match &result {
+        Ok(()) => tracing::warn!("{api}: the controller quorum's voters changed"),
+        Err(r) => tracing::info!(error = %r.message.as_str(), "{api} refused"),
+    }
+    result
 }
 
 struct Refusal {
     code: ResponseError,
-    message: String,
+    message: StrBytes,
 }
 
 impl From<ControllerError> for Refusal {
     fn from(e: ControllerError) -> Refusal {
-        Refusal { code: controller_error(&e), message: e.to_string() }
+        Refusal { code: controller_error(&e), message: str_bytes(e.to_string()) }
     }
 }
 
@@ -77,7 +73,7 @@ fn check_cluster_id(ctx: &Ctx, requested: Option<&StrBytes>) -> Result<(), Refus
     match requested {
         Some(c) if !c.is_empty() && c.as_str() != ours => Err(Refusal {
             code: ResponseError::InconsistentClusterId,
-            message: format!("The request names cluster {}, this is cluster {ours}", c.as_str()),
+            message: str_bytes(format!("The request names cluster {}, this is cluster {ours}", c.as_str())),
         }),
         _ => Ok(()),
     }
