@@ -24,6 +24,8 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::records::MetadataRecord;
+/// Raft's files (the vote, the log, snapshots) are replaced as checkpoints are.
+pub(crate) use crate::storage::checkpoint::replace_file;
 
 pub type NodeId = u64;
 
@@ -72,19 +74,4 @@ pub(crate) fn io_err(e: impl std::error::Error + 'static) -> StorageError {
 
 pub(crate) fn read_err(e: impl std::error::Error + 'static) -> StorageError {
     openraft::StorageIOError::read(&e).into()
-}
-
-/// Write `bytes` to `path` so that a crash leaves either the old or the new file:
-/// write a temporary file, fsync it, rename it over, fsync the directory.
-pub(crate) fn replace_file(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let tmp = path.with_extension("tmp");
-    let mut f = std::fs::File::create(&tmp)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)?;
-    if let Some(dir) = path.parent() {
-        std::fs::File::open(dir)?.sync_all()?;
-    }
-    Ok(())
 }
