@@ -469,6 +469,80 @@ fn voters_are_added_and_removed_and_the_new_set_decides() {
     cluster.rt.block_on(learner.shutdown());
 }
 
+/// KIP-853: a voter whose metadata log was lost (its node back with a new data dir, so
+/// a new directory id and an empty log) neither votes nor stands for election. With
+/// voters {1, 2, 4} and node 4 wiped, stopping the leader leaves one voter and node 4:
+/// no leader, so nothing commits (without the directory check node 4 would vote, and
+/// the create below would succeed). Removing voter 4 under its old directory id lets the
+/// node rejoin as a learner under its new one, and adding it back makes the pair decide.
+#[test]
+fn a_voter_whose_log_was_lost_does_not_vote_until_it_is_removed_and_added_back() {
+    let mut cluster = Cluster::start(RaftTuning::default());
+    admit_all(&cluster);
+    let (old_dir, new_dir) = (uuid::Uuid::from_u128(0x41), uuid::Uuid::from_u128(0x42));
+    let open_4 = |cluster: &Cluster, data: &std::path::Path, directory: uuid::Uuid, at: &str| {
+        let mut config = cluster.config(0);
+        config.node_id = 4;
+        config.directory_id = Some(directory);
+        let (data, at) = (data.to_owned(), at.to_owned());
+        cluster.rt.block_on(async move {
+            let listener = tokio::net::TcpListener::bind(at).await.unwrap();
+            Controller::open(&data, config, Some(listener)).await.unwrap()
+        })
+    };
+    let first_data = tempfile::tempdir().unwrap();
+    let node_4 = open_4(&cluster, first_data.path(), old_dir, "127.0.0.1:0");
+    let addr_4 = node_4.controller_addr().unwrap().to_string();
+    wait_until("node 4 is registered", || node_4.image().brokers.len() == 4);
+    let n1 = cluster.node(1);
+    cluster.rt.block_on(n1.add_raft_voter(4, old_dir)).unwrap();
+    cluster.rt.block_on(n1.remove_raft_voter(3, uuid::Uuid::nil())).unwrap();
+    // A voter the flags named has no directory id until it is added back with one.
+    let dir_3 = uuid::Uuid::from_u128(0x33);
+    cluster.rt.block_on(n1.add_raft_voter(3, dir_3)).unwrap();
+    let named_3 = |c: &Controller| c.raft_metrics().membership_config.membership().get_node(&3).cloned();
+    wait_until("voter 3 named with its directory", || named_3(n1).and_then(|n| n.directory_id) == Some(dir_3));
+    let refused = cluster.rt.block_on(n1.remove_raft_voter(3, uuid::Uuid::nil()));
+    assert!(matches!(refused, Err(ControllerError::VoterNotFound(_))), "{refused:?}");
+    cluster.rt.block_on(n1.remove_raft_voter(3, dir_3)).unwrap();
+    cluster.stop(3);
+    wait_until("the voters are 1, 2 and 4", || voters(&cluster) == [1, 2, 4]);
+
+    // Node 4 loses its disk and comes back at the same address.
+    cluster.rt.block_on(node_4.shutdown());
+    drop(node_4);
+    drop(first_data);
+    let second_data = tempfile::tempdir().unwrap();
+    let node_4 = open_4(&cluster, second_data.path(), new_dir, &addr_4);
+    wait_until("node 4 caught up", || node_4.image().brokers.len() == 4);
+    let leader = cluster.agreed_leader().unwrap();
+    let other = 3 - leader;
+    cluster.stop(leader);
+    let refused = cluster.rt.block_on(node_4.create_topic(&topic("no-quorum", 1, 1), false));
+    assert!(refused.is_err(), "one voter and a node without its log elected a leader: {refused:?}");
+    assert!(!has_topic(cluster.node(other), "no-quorum"));
+    assert_ne!(node_4.leader(), Some(4));
+
+    // The operator's way out: remove the old voter 4, add the new one.
+    cluster.restart(leader);
+    wait_until("1 and 2 agree on a leader", || cluster.agreed_leader().is_some());
+    cluster.rt.block_on(node_4.remove_raft_voter(4, old_dir)).unwrap();
+    let named_4 = |c: &Controller| c.raft_metrics().membership_config.membership().get_node(&4).cloned();
+    wait_until("node 4 is a learner under its new directory", || {
+        named_4(cluster.node(1)).and_then(|n| n.directory_id) == Some(new_dir) && voters(&cluster) == [1, 2]
+    });
+    cluster.rt.block_on(node_4.add_raft_voter(4, new_dir)).unwrap();
+    wait_until("the voters are 1, 2 and 4 again", || voters(&cluster) == [1, 2, 4]);
+    let stopped = match cluster.agreed_leader().unwrap() {
+        4 => 1,
+        leader => leader,
+    };
+    cluster.stop(stopped);
+    cluster.rt.block_on(node_4.create_topic(&topic("with-the-new-4", 1, 1), false)).unwrap();
+    wait_until("the other voter has it", || has_topic(cluster.node(3 - stopped), "with-the-new-4"));
+    cluster.rt.block_on(node_4.shutdown());
+}
+
 /// After a controlled shutdown and a return, a broker leads nothing until the leader
 /// rebalance moves the partitions whose preferred replica it is back to it (Kafka's
 /// `auto.leader.rebalance.enable`).

@@ -12,6 +12,7 @@ add-controller` and `remove-controller` change the controller quorum's voters.""
 import json
 import os
 import re
+import shutil
 import subprocess
 import time
 
@@ -240,6 +241,65 @@ def test_add_and_remove_controller_change_the_voters_and_the_new_set_decides(vot
     assert proc.returncode == 0, describe(proc)
     wait_for("the topic led by 2 and 4",
              lambda: all(leader in (2, 4) for leader, _, _ in partitions(survivors, "after-the-change").values()))
+
+
+def meta_properties(node):
+    return dict(line.split("=", 1) for line in (node.data_dir / "meta.properties").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+
+
+def test_a_controller_whose_disk_was_replaced_is_removed_and_added_back_under_its_new_directory(
+        voters3_learner1, tmp_path):
+    """KIP-853's reason for directory ids, with Kafka 4.4's `kafka-metadata-quorum`: voter
+    4 loses its data dir (SIGKILL, the dir deleted, the same flags again). It comes back
+    with a new directory id and says that it neither votes nor stands for election (the
+    in-process test `a_voter_whose_log_was_lost_...` shows it does not). The operator's
+    way out, as with Kafka: `remove-controller` with the old directory id, after which the
+    node follows the log as an observer under its new one, and `add-controller` from the
+    node's own config. Then the leader is killed, and the other three voters, node 4
+    among them, elect a new one and create a topic."""
+    net, nodes = voters3_learner1
+    servers = bootstrap(nodes)
+    n4 = nodes[3]
+    config = tmp_path / "controller-4.properties"
+    config.write_text(f"node.id=4\nprocess.roles=broker,controller\nmetadata.log.dir={n4.data_dir}\n"
+                      f"controller.listener.names=CONTROLLER\n"
+                      f"listeners=CONTROLLER://{net.ips['n4']}:9093\n")
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
+                    timeout=90)
+    assert proc.returncode == 0, describe(proc)
+    wait_for("four voters", lambda: voter_ids(servers) == [1, 2, 3, 4])
+    old = meta_properties(n4)["directory.id"]
+
+    n4.kill()
+    shutil.rmtree(n4.data_dir)
+    n4.start(60)
+    wait_for("node 4 back with a new data dir", lambda: "cluster.id" in meta_properties(n4))
+    new = meta_properties(n4)["directory.id"]
+    assert new != old
+    wait_for("node 4 saying it does not vote",
+             lambda: "neither votes nor stands for election" in n4.log_path.read_text(errors="replace"))
+    assert replication_rows(servers)[4]["DirectoryId"] == old
+
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "remove-controller", "--controller-id", "4",
+                    "--controller-directory-id", old, timeout=90)
+    assert proc.returncode == 0, describe(proc)
+    assert f"Removed KRaft controller 4 with directory id {old}" in proc.stdout, describe(proc)
+    wait_for("node 4 an observer under its new directory", lambda: voter_ids(servers) == [1, 2, 3]
+             and replication_rows(servers)[4]["DirectoryId"] == new)
+    proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
+                    timeout=90)
+    assert proc.returncode == 0, describe(proc)
+    assert f"Added controller 4 with directory id {new}" in proc.stdout, describe(proc)
+    wait_for("four voters again", lambda: voter_ids(servers) == [1, 2, 3, 4])
+
+    leader = int(quorum_status(servers)["LeaderId"])
+    gone = nodes[leader - 1] if leader != 4 else nodes[0]
+    gone.kill()
+    survivors = bootstrap(nodes, without=gone)
+    proc = run_tool(TOPICS, "--bootstrap-server", survivors, "--create", "--topic", "after-the-new-disk",
+                    "--partitions", "1", "--replication-factor", "3", timeout=90)
+    assert proc.returncode == 0, describe(proc)
 
 
 def test_reassign_partitions_tool_moves_a_replica_with_its_records(cluster3, franz_bin, tmp_path):

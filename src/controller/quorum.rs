@@ -206,7 +206,9 @@ impl Controller {
         }
         .validate()
         .map_err(|e| ControllerError::Internal(e.to_string()))?;
-        let raft = Raft::new(me, Arc::new(raft_config), Network, log, sm).await.map_err(internal)?;
+        let raft = Raft::new(me, Arc::new(raft_config), Network { directory_id: config.directory_id }, log, sm)
+            .await
+            .map_err(internal)?;
         let core = Arc::new(Core {
             node_id: config.node_id,
             defaults: (config.default_partitions, config.default_replication_factor),
@@ -224,7 +226,9 @@ impl Controller {
         let mut tasks = Vec::new();
         if let Some(listener) = listener {
             let contacts = core.leader_contacts.clone();
-            tasks.push(tokio::spawn(rpc_server::serve(listener, raft.clone(), forward_handler(&core), contacts)));
+            let serve =
+                rpc_server::serve(listener, raft.clone(), forward_handler(&core), contacts, config.directory_id);
+            tasks.push(tokio::spawn(serve));
         }
         // The lowest voter forms the quorum, once: a node that has a vote or a log was
         // initialized (or joined) before.
@@ -276,6 +280,10 @@ impl Controller {
         if !single {
             tasks.push(tokio::spawn(liveness::expire_loop(Arc::downgrade(&core))));
             tasks.push(tokio::spawn(admin::watch_progress(Arc::downgrade(&core), raft.metrics())));
+            if let Some(directory_id) = config.directory_id {
+                let watch = replaced_log::watch_own_entry(Arc::downgrade(&core), raft.metrics(), directory_id);
+                tasks.push(tokio::spawn(watch));
+            }
             if let Some(interval) = config.leader_rebalance_interval {
                 tasks.push(tokio::spawn(admin::rebalance_leaders(Arc::downgrade(&core), interval)));
             }
@@ -555,6 +563,7 @@ mod admin;
 mod bootstrap;
 mod leader;
 mod liveness;
+mod replaced_log;
 mod voters;
 
 #[cfg(test)]

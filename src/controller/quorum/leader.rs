@@ -221,7 +221,16 @@ impl Core {
             Some(known) if !voter && *known != node && directory_id.is_some() => {
                 self.raft.change_membership(ChangeMembers::SetNodes(BTreeMap::from([(id, node)])), true).await
             }
-            Some(_) => return Ok(OpReply { index: None, records: Vec::new(), quorum: None, refused: Vec::new() }),
+            Some(known) => {
+                if voter && directory_id.is_some_and(|d| known.directory_id.is_some_and(|k| k != d)) {
+                    tracing::warn!(
+                        node_id = id,
+                        "voter {id} is back with another metadata log directory; it neither votes nor stands for \
+                         election until it is removed (remove-controller with its old directory id) and added back"
+                    );
+                }
+                return Ok(OpReply { index: None, records: Vec::new(), quorum: None, refused: Vec::new() });
+            }
         };
         match written {
             Ok(_) => tracing::info!(node_id = id, "broker-only node in the controller quorum as a learner"),

@@ -7,7 +7,7 @@
 //! a removed voter stays a learner, so its broker keeps serving. A leader that removes
 //! itself leads until the change is committed, then steps down.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
@@ -18,7 +18,7 @@ use uuid::Uuid;
 use super::{internal, Core};
 use crate::controller::image::MetadataImage;
 use crate::controller::raft::wire::{ErrorKind, ForwardError, OpReply};
-use crate::controller::raft::NodeId;
+use crate::controller::raft::{ControllerNode, NodeId};
 use crate::controller::records::VOTERS_IN_MEMBERSHIP;
 use crate::storage::meta_properties::encode_uuid;
 
@@ -75,6 +75,14 @@ impl Core {
             ));
         }
         self.wait_caught_up(id, m.last_log_index.unwrap_or(0), deadline.min(Instant::now() + CATCH_UP_TIMEOUT)).await?;
+        if node.directory_id.is_none() {
+            // A learner that joined without one (a voter the flags named, removed): from
+            // now on it is named with the directory the request gives, as Kafka's voters
+            // are, so that it is told apart from a node that lost its log
+            // (`replaced_log.rs`).
+            let named = ControllerNode::new(node.addr.clone(), Some(directory_id));
+            self.change_voters(ChangeMembers::SetNodes(BTreeMap::from([(id, named)])), deadline).await?;
+        }
         self.change_voters(ChangeMembers::AddVoterIds(BTreeSet::from([id])), deadline).await?;
         tracing::info!(node_id = id, directory_id = %encode_uuid(&directory_id), "controller quorum: voter added");
         Ok(OpReply { index: None, records: Vec::new(), quorum: None, refused: Vec::new() })

@@ -16,8 +16,9 @@ use openraft::raft::{
     VoteResponse,
 };
 use tokio::net::TcpStream;
+use uuid::Uuid;
 
-use super::wire::{read_frame, write_frame, ForwardError, OpReply, Request, Response};
+use super::wire::{read_frame, write_frame, ForwardError, OpReply, Request, Response, VoteCall};
 use super::{ControllerNode, NodeId, TypeConfig};
 use crate::controller::operations::ControllerOp;
 
@@ -89,10 +90,15 @@ impl Peer {
     }
 }
 
-/// openraft's view of one target: a [`Peer`] and the target's id for error reports.
+/// openraft's view of one target: a [`Peer`], the target's id for error reports, and
+/// the directory ids a vote request carries (see [`VoteCall`]).
 pub struct RaftPeer {
     target: NodeId,
     peer: Peer,
+    /// This node's.
+    own_directory_id: Option<Uuid>,
+    /// The target's, as the membership names it.
+    target_directory_id: Option<Uuid>,
 }
 
 fn rpc_error<E: std::error::Error>(e: CallError) -> RPCError<NodeId, ControllerNode, E> {
@@ -150,7 +156,12 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
         rpc: VoteRequest<NodeId>,
         option: RPCOption,
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, ControllerNode, RaftError<NodeId>>> {
-        match self.call(Request::Vote(rpc), &option).await? {
+        let call = VoteCall {
+            request: rpc,
+            candidate_directory_id: self.own_directory_id,
+            voter_directory_id: self.target_directory_id,
+        };
+        match self.call(Request::Vote(call), &option).await? {
             Response::Vote(r) => r.map_err(|e| RPCError::RemoteError(RemoteError::new(self.target, e))),
             _ => Err(self.mismatch("Vote")),
         }
@@ -158,13 +169,23 @@ impl RaftNetwork<TypeConfig> for RaftPeer {
 }
 
 /// Makes a [`RaftPeer`] per target, addressed by the node's controller address.
-pub struct Network;
+/// openraft makes new ones for every election and whenever the membership changes, so a
+/// peer carries the target's directory id as the membership names it now.
+pub struct Network {
+    /// The id of the directory that holds this node's metadata log.
+    pub directory_id: Option<Uuid>,
+}
 
 impl RaftNetworkFactory<TypeConfig> for Network {
     type Network = RaftPeer;
 
     async fn new_client(&mut self, target: NodeId, node: &ControllerNode) -> RaftPeer {
-        RaftPeer { target, peer: Peer::new(node.addr.clone()) }
+        RaftPeer {
+            target,
+            peer: Peer::new(node.addr.clone()),
+            own_directory_id: self.directory_id,
+            target_directory_id: node.directory_id,
+        }
     }
 }
 

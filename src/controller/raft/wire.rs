@@ -29,7 +29,7 @@ pub const MAX_FRAME: usize = 64 << 20;
 #[derive(Debug, Serialize, Deserialize)]
 pub enum Request {
     AppendEntries(AppendEntriesRequest<TypeConfig>),
-    Vote(VoteRequest<NodeId>),
+    Vote(VoteCall),
     InstallSnapshot(InstallSnapshotRequest<TypeConfig>),
     /// A controller operation for the leader to decide and commit.
     Forward(ControllerOp),
@@ -41,6 +41,28 @@ pub enum Response {
     Vote(Result<VoteResponse<NodeId>, RaftError<NodeId>>),
     InstallSnapshot(Result<InstallSnapshotResponse<NodeId>, RaftError<NodeId, InstallSnapshotError>>),
     Forward(Result<OpReply, ForwardError>),
+}
+
+/// A vote request as sent to one voter: openraft's, with the two directory ids of Kafka's
+/// VoteRequest (KIP-853). A node whose metadata log was lost comes back with a new
+/// directory id, an empty log and no memory of its votes: it could vote twice in a term,
+/// or for a candidate that lacks entries it had acknowledged. The ids let the voter
+/// tell that the candidate does not mean it (`voter_directory_id`), and let the voter
+/// tell that the candidate is not the voter it knows (`candidate_directory_id`).
+///
+/// The ids sit beside the request's own fields (flattened), and are left out when
+/// unknown: a node of an older release reads this as the bare request, and a bare
+/// request from one reads as this with no ids, which nothing checks.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct VoteCall {
+    #[serde(flatten)]
+    pub request: VoteRequest<NodeId>,
+    /// The candidate's own directory id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_directory_id: Option<Uuid>,
+    /// The directory id the candidate's membership names this voter with.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voter_directory_id: Option<Uuid>,
 }
 
 /// What the leader did with an operation: the records it decided and, unless nothing
