@@ -24,6 +24,8 @@ struct Cluster {
     nodes: Vec<Option<Controller>>,
     tuning: RaftTuning,
     leader_rebalance_interval: Option<Duration>,
+    /// Each node's data dir id (`meta.properties`); `None` here unless a test names them.
+    directory_ids: Vec<Option<uuid::Uuid>>,
 }
 
 impl Cluster {
@@ -32,12 +34,21 @@ impl Cluster {
     }
 
     fn start_with(tuning: RaftTuning, leader_rebalance_interval: Option<Duration>) -> Cluster {
+        Cluster::start_full(tuning, leader_rebalance_interval, vec![None; 3])
+    }
+
+    fn start_full(
+        tuning: RaftTuning,
+        leader_rebalance_interval: Option<Duration>,
+        directory_ids: Vec<Option<uuid::Uuid>>,
+    ) -> Cluster {
         let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
         let listeners: Vec<tokio::net::TcpListener> =
             (0..3).map(|_| rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap()).collect();
         let addrs: Vec<SocketAddr> = listeners.iter().map(|l| l.local_addr().unwrap()).collect();
         let dirs: Vec<TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
-        let mut cluster = Cluster { rt, dirs, addrs, nodes: vec![None, None, None], tuning, leader_rebalance_interval };
+        let nodes = vec![None, None, None];
+        let mut cluster = Cluster { rt, dirs, addrs, nodes, tuning, leader_rebalance_interval, directory_ids };
         let opened: Vec<Controller> = cluster.rt.block_on(async {
             let futures = listeners.into_iter().enumerate().map(|(i, l)| {
                 let config = cluster.config(i);
@@ -71,7 +82,7 @@ impl Cluster {
             default_replication_factor: 1,
             voters: self.addrs.iter().enumerate().map(|(j, a)| (j as i32 + 1, a.to_string())).collect(),
             controller_addr: None,
-            directory_id: None,
+            directory_id: self.directory_ids[i],
             tuning: self.tuning.clone(),
             leader_rebalance_interval: self.leader_rebalance_interval,
         }
@@ -497,14 +508,10 @@ fn a_voter_whose_log_was_lost_does_not_vote_until_it_is_removed_and_added_back()
     let n1 = cluster.node(1);
     cluster.rt.block_on(n1.add_raft_voter(4, old_dir)).unwrap();
     cluster.rt.block_on(n1.remove_raft_voter(3, uuid::Uuid::nil())).unwrap();
-    // A voter the flags named has no directory id until it is added back with one.
-    let dir_3 = uuid::Uuid::from_u128(0x33);
-    cluster.rt.block_on(n1.add_raft_voter(3, dir_3)).unwrap();
-    let named_3 = |c: &Controller| c.raft_metrics().membership_config.membership().get_node(&3).cloned();
-    wait_until("voter 3 named with its directory", || named_3(n1).and_then(|n| n.directory_id) == Some(dir_3));
-    let refused = cluster.rt.block_on(n1.remove_raft_voter(3, uuid::Uuid::nil()));
-    assert!(matches!(refused, Err(ControllerError::VoterNotFound(_))), "{refused:?}");
-    cluster.rt.block_on(n1.remove_raft_voter(3, dir_3)).unwrap();
+    // A node that has not reported its directory (node 3 runs without one here) is not
+    // added back: a wrong id would make a voter that refuses every vote.
+    let refused = cluster.rt.block_on(n1.add_raft_voter(3, uuid::Uuid::from_u128(0x33)));
+    assert!(matches!(&refused, Err(ControllerError::NotController(m)) if m.contains("not reported")), "{refused:?}");
     cluster.stop(3);
     wait_until("the voters are 1, 2 and 4", || voters(&cluster) == [1, 2, 4]);
 
@@ -541,6 +548,53 @@ fn a_voter_whose_log_was_lost_does_not_vote_until_it_is_removed_and_added_back()
     cluster.rt.block_on(node_4.create_topic(&topic("with-the-new-4", 1, 1), false)).unwrap();
     wait_until("the other voter has it", || has_topic(cluster.node(3 - stopped), "with-the-new-4"));
     cluster.rt.block_on(node_4.shutdown());
+}
+
+/// Voters that `--controller-quorum-voters` named are named by their data dir's id once
+/// they run (each sends it to the leader), so a wiped one is told apart as an added
+/// voter is: node 2 back with a new data dir does not vote, and the other two need each
+/// other. Removed and added back under its new directory, it votes again.
+#[test]
+fn voters_the_flags_named_are_named_by_their_directory_and_one_that_lost_its_log_does_not_vote() {
+    let ids: Vec<Option<uuid::Uuid>> = (1..=3).map(|i| Some(uuid::Uuid::from_u128(0x10 + i))).collect();
+    let mut cluster = Cluster::start_full(RaftTuning::default(), None, ids.clone());
+    admit_all(&cluster);
+    let named = |c: &Controller, id: u64| {
+        c.raft_metrics().membership_config.membership().get_node(&id).and_then(|n| n.directory_id)
+    };
+    wait_until("every voter named by its directory on every node", || {
+        cluster.running().all(|c| (1..=3).all(|id| named(c, id) == ids[id as usize - 1]))
+    });
+
+    let leader = cluster.agreed_leader().unwrap();
+    let wiped = if leader == 2 { 3 } else { 2 };
+    cluster.stop(wiped);
+    let i = wiped as usize - 1;
+    cluster.dirs[i] = tempfile::tempdir().unwrap();
+    let new_dir = uuid::Uuid::from_u128(0x99);
+    cluster.directory_ids[i] = Some(new_dir);
+    cluster.restart(wiped);
+    wait_until("the wiped node caught up", || cluster.node(wiped).image().brokers.len() == 3);
+    assert_eq!(named(cluster.node(wiped), wiped as u64), ids[i], "a voter keeps the directory it was named with");
+    cluster.stop(leader);
+    let refused = cluster.rt.block_on(cluster.node(wiped).create_topic(&topic("no-quorum", 1, 1), false));
+    assert!(refused.is_err(), "a voter and a node without its log elected a leader: {refused:?}");
+
+    cluster.restart(leader);
+    wait_until("a leader", || cluster.agreed_leader().is_some());
+    let n = cluster.node(wiped);
+    cluster.rt.block_on(n.remove_raft_voter(wiped, ids[i].unwrap())).unwrap();
+    wait_until("the wiped node is a learner under its new directory", || {
+        named(cluster.node(leader), wiped as u64) == Some(new_dir) && voters(&cluster).len() == 2
+    });
+    cluster.rt.block_on(n.add_raft_voter(wiped, new_dir)).unwrap();
+    wait_until("three voters again", || voters(&cluster).len() == 3);
+    let stopped = match cluster.agreed_leader().unwrap() {
+        l if l == wiped => leader,
+        l => l,
+    };
+    cluster.stop(stopped);
+    cluster.rt.block_on(cluster.node(wiped).create_topic(&topic("with-the-new-disk", 1, 1), false)).unwrap();
 }
 
 /// After a controlled shutdown and a return, a broker leads nothing until the leader

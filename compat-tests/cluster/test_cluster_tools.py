@@ -188,19 +188,23 @@ def replication_rows(servers):
     return {int(r[0]): dict(zip(header, r)) for r in lines[1:]}
 
 
+def meta_properties(node):
+    return dict(line.split("=", 1) for line in (node.data_dir / "meta.properties").read_text().splitlines()
+                if "=" in line and not line.startswith("#"))
+
+
 def test_add_and_remove_controller_change_the_voters_and_the_new_set_decides(voters3_learner1, tmp_path):
     """KIP-853 with Kafka 4.4's own `kafka-metadata-quorum`: `add-controller` makes the
     broker-only node 4, a learner, a voter (its directory id read from its data dir's
-    meta.properties, as for a Kafka controller); `remove-controller` makes voter 3 a
-    learner again. Then the new voters decide: with 1 and 3 killed, 2 and 4 (two of the
-    three voters) still create a topic, which under the first voters, 1, 2 and 3, one
-    survivor could not."""
+    meta.properties, as for a Kafka controller); `remove-controller` makes voter 3 (which
+    the flags named; it sent its directory id when it started) a learner again. Then the
+    new voters decide: with 1 and 3 killed, 2 and 4 (two of the three voters) still
+    create a topic, which under the first voters, 1, 2 and 3, one survivor could not."""
     net, nodes = voters3_learner1
     servers = bootstrap(nodes)
     assert voter_ids(servers) == [1, 2, 3]
     n4 = nodes[3]
-    meta = dict(line.split("=", 1) for line in (n4.data_dir / "meta.properties").read_text().splitlines()
-                if "=" in line and not line.startswith("#"))
+    meta = meta_properties(n4)
     assert meta["node.id"] == "4" and meta["cluster.id"] and len(meta["directory.id"]) == 22, meta
     config = tmp_path / "controller-4.properties"
     config.write_text(f"node.id=4\nprocess.roles=broker,controller\nmetadata.log.dir={n4.data_dir}\n"
@@ -213,10 +217,11 @@ def test_add_and_remove_controller_change_the_voters_and_the_new_set_decides(vot
     assert (f"Added controller 4 with directory id {meta['directory.id']} and endpoints: "
             f"CONTROLLER://{net.ips['n4']}:9093") in proc.stdout, describe(proc)
     wait_for("four voters", lambda: voter_ids(servers) == [1, 2, 3, 4])
-    rows = replication_rows(servers)
-    assert rows[4]["DirectoryId"] == meta["directory.id"], rows
-    static = rows[3]["DirectoryId"]
-    assert static == "AAAAAAAAAAAAAAAAAAAAAA", rows  # voters named by the flag have none
+    # Voters the flag named are named by their data dir's id too, once they run.
+    ids = {n: meta_properties(nodes[n - 1])["directory.id"] for n in (1, 2, 3, 4)}
+    wait_for("every voter named by its directory",
+             lambda: {n: r["DirectoryId"] for n, r in replication_rows(servers).items()} == ids)
+    static = ids[3]
 
     proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
                     timeout=90)
@@ -241,11 +246,6 @@ def test_add_and_remove_controller_change_the_voters_and_the_new_set_decides(vot
     assert proc.returncode == 0, describe(proc)
     wait_for("the topic led by 2 and 4",
              lambda: all(leader in (2, 4) for leader, _, _ in partitions(survivors, "after-the-change").values()))
-
-
-def meta_properties(node):
-    return dict(line.split("=", 1) for line in (node.data_dir / "meta.properties").read_text().splitlines()
-                if "=" in line and not line.startswith("#"))
 
 
 def test_a_controller_whose_disk_was_replaced_is_removed_and_added_back_under_its_new_directory(

@@ -193,6 +193,7 @@ impl Controller {
         let pristine = log.is_pristine();
         let committed = log.committed();
         let sm = StateMachine::open(&raft_dir, base, published.clone())?;
+        let names_itself = !single && config.directory_id.is_some();
         let t = &config.tuning;
         let raft_config = openraft::Config {
             cluster_name: "runnel-controller".into(),
@@ -202,6 +203,9 @@ impl Controller {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(t.snapshot_every_entries),
             max_in_snapshot_log_to_keep: t.keep_entries_after_snapshot,
             snapshot_max_chunk_size: 1 << 20,
+            // `replaced_log::watch_own_entry` turns elections on once it has looked at how
+            // the membership names this node.
+            enable_elect: !names_itself,
             ..Default::default()
         }
         .validate()
@@ -229,6 +233,10 @@ impl Controller {
             let serve =
                 rpc_server::serve(listener, raft.clone(), forward_handler(&core), contacts, config.directory_id);
             tasks.push(tokio::spawn(serve));
+        }
+        if let Some(directory_id) = config.directory_id.filter(|_| names_itself) {
+            let watch = replaced_log::watch_own_entry(Arc::downgrade(&core), raft.metrics(), directory_id);
+            tasks.push(tokio::spawn(watch));
         }
         // The lowest voter forms the quorum, once: a node that has a vote or a log was
         // initialized (or joined) before.
@@ -280,10 +288,6 @@ impl Controller {
         if !single {
             tasks.push(tokio::spawn(liveness::expire_loop(Arc::downgrade(&core))));
             tasks.push(tokio::spawn(admin::watch_progress(Arc::downgrade(&core), raft.metrics())));
-            if let Some(directory_id) = config.directory_id {
-                let watch = replaced_log::watch_own_entry(Arc::downgrade(&core), raft.metrics(), directory_id);
-                tasks.push(tokio::spawn(watch));
-            }
             if let Some(interval) = config.leader_rebalance_interval {
                 tasks.push(tokio::spawn(admin::rebalance_leaders(Arc::downgrade(&core), interval)));
             }

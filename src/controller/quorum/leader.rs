@@ -22,6 +22,7 @@ use crate::controller::raft::wire::{ErrorKind, ForwardError, OpReply};
 use crate::controller::raft::{Commit, ControllerNode, NodeId};
 use crate::controller::records::MetadataRecord;
 use crate::controller::ControllerError;
+use crate::storage::meta_properties::encode_uuid;
 
 impl Core {
     /// Have the leader decide and commit `op`, then wait until this node applied it.
@@ -203,7 +204,10 @@ fn not_in_time(step: &str) -> ForwardError {
 }
 
 impl Core {
-    /// As the leader: make `id` a learner, unless it is a member already.
+    /// As the leader: make `id` a learner, unless it is a member already; name a member
+    /// with the directory it follows the log from, where the membership names it with
+    /// none yet (a voter `--controller-quorum-voters` named) or, for a learner, with
+    /// another one (its data dir was replaced).
     async fn add_observer(
         &self,
         id: NodeId,
@@ -213,14 +217,25 @@ impl Core {
         let membership = self.raft.metrics().borrow().membership_config.membership().clone();
         let node = ControllerNode::new(addr, directory_id);
         let voter = membership.voter_ids().any(|v| v == id);
-        let written = match membership.get_node(&id) {
-            None => self.raft.add_learner(id, node, false).await,
-            // A learner back with another data dir (a new directory id) or address: the
-            // membership names it as it is now, so that AddRaftVoter finds it. (A voter
-            // keeps what it was added with.)
-            Some(known) if !voter && *known != node && directory_id.is_some() => {
-                self.raft.change_membership(ChangeMembers::SetNodes(BTreeMap::from([(id, node)])), true).await
+        let (written, what) = match membership.get_node(&id) {
+            None => {
+                (self.raft.add_learner(id, node, false).await, "broker-only node in the controller quorum as a learner")
             }
+            // A learner back with another data dir (a new directory id) or address: the
+            // membership names it as it is now, so that AddRaftVoter finds it.
+            Some(known) if !voter && *known != node && directory_id.is_some() => {
+                let change = ChangeMembers::SetNodes(BTreeMap::from([(id, node)]));
+                (self.raft.change_membership(change, true).await, "controller learner renamed")
+            }
+            // A voter named without a directory: from now on it is told apart from a
+            // node that lost its log (`replaced_log.rs`). Its address stays: a voter's
+            // address changes only by removing and adding it.
+            Some(known) if voter && known.directory_id.is_none() && directory_id.is_some() => {
+                let named = ControllerNode::new(known.addr.clone(), directory_id);
+                let change = ChangeMembers::SetNodes(BTreeMap::from([(id, named)]));
+                (self.raft.change_membership(change, true).await, "controller voter named by its directory id")
+            }
+            // A voter keeps the directory it was named with.
             Some(known) => {
                 if voter && directory_id.is_some_and(|d| known.directory_id.is_some_and(|k| k != d)) {
                     tracing::warn!(
@@ -233,7 +248,9 @@ impl Core {
             }
         };
         match written {
-            Ok(_) => tracing::info!(node_id = id, "broker-only node in the controller quorum as a learner"),
+            Ok(_) => {
+                tracing::info!(node_id = id, directory_id = %directory_id.map(|d| encode_uuid(&d)).unwrap_or_default(), "{what}")
+            }
             Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_))) => return Err(ForwardError::NotLeader),
             Err(e) => return Err((&internal(e)).into()),
         }

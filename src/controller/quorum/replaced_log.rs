@@ -7,6 +7,13 @@
 //! `--controller-quorum-voters` when the quorum formed have no directory id, as Kafka's
 //! static voters have none, and are not checked).
 //!
+//! Every member is named so, as in a Kafka quorum whose voters were formatted with
+//! directory ids: a member the membership names without one (a voter
+//! `--controller-quorum-voters` named when the quorum formed, or a member from an older
+//! release) sends its directory id to the leader, which records it. Only the first
+//! directory a voter is named with counts; a node that lost its log before it was named
+//! is not told apart.
+//!
 //! Two guards, as Kafka's:
 //! * votes: a vote request carries both directory ids, and a node refuses a vote that
 //!   does not match (`raft::rpc_server`);
@@ -33,77 +40,75 @@ use crate::controller::operations::ControllerOp;
 use crate::controller::raft::{ControllerNode, NodeId};
 use crate::storage::meta_properties::encode_uuid;
 
-/// How often a learner named with another directory asks the leader again.
-const REJOIN_INTERVAL: Duration = Duration::from_secs(1);
+/// How often a member to be named with its directory asks the leader again.
+const NAME_RETRY: Duration = Duration::from_secs(1);
 
 /// How the membership names this node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum OwnEntry {
-    /// Not at all, or with this node's directory, or with none (a static voter).
+    /// Not at all, or with this node's directory.
     Current,
     /// As a voter, with the directory its lost log was in.
     StaleVoter(Uuid),
-    /// As a learner, with that directory, at this address.
-    StaleLearner(Uuid, String),
+    /// As a learner with another directory, or as any member with none: the leader is
+    /// asked to name it with this node's directory (at this address).
+    Unnamed { was: Option<Uuid>, addr: String },
 }
 
 fn own_entry(membership: &Membership<NodeId, ControllerNode>, me: NodeId, mine: Uuid) -> OwnEntry {
     let Some(node) = membership.get_node(&me) else { return OwnEntry::Current };
+    let voter = membership.voter_ids().any(|v| v == me);
     match node.directory_id {
-        Some(old) if old != mine => {
-            if membership.voter_ids().any(|v| v == me) {
-                OwnEntry::StaleVoter(old)
-            } else {
-                OwnEntry::StaleLearner(old, node.addr.clone())
-            }
-        }
-        _ => OwnEntry::Current,
+        Some(d) if d == mine => OwnEntry::Current,
+        Some(old) if voter => OwnEntry::StaleVoter(old),
+        was => OwnEntry::Unnamed { was, addr: node.addr.clone() },
     }
 }
 
 /// Until the controller stops: keep this node out of elections while the membership
-/// names it as a voter under another directory, and have a learner renamed.
+/// names it as a voter under another directory, and have it named with its directory
+/// where it can be. The controller opens Raft with elections off when it runs this, and
+/// the first look turns them on (so a voter named under a lost log's directory never
+/// stands between its start and that look).
 pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch, mine: Uuid) {
-    let mut was = OwnEntry::Current;
-    let mut last_rejoin: Option<Instant> = None;
+    let mut seen: Option<OwnEntry> = None;
+    let mut last_ask: Option<Instant> = None;
+    let mut refusals = 0u32;
     loop {
         let Some(c) = core.upgrade() else { return };
         let me = c.node_id as NodeId;
         let now = own_entry(metrics.borrow_and_update().membership_config.membership(), me, mine);
-        if now != was {
+        if seen.as_ref() != Some(&now) {
+            let stale = matches!(now, OwnEntry::StaleVoter(_));
+            c.raft.runtime_config().elect(!stale);
             match &now {
-                OwnEntry::StaleVoter(old) => {
-                    c.raft.runtime_config().elect(false);
-                    tracing::error!(
-                        node_id = me,
-                        "this node is a controller voter whose metadata log was in directory {}, and its log is \
-                         now in {}: the log it had, and the votes it gave, were lost. It neither votes nor stands \
-                         for election until that voter is removed (kafka-metadata-quorum remove-controller \
-                         --controller-id {me} --controller-directory-id {}) and this node added back \
-                         (add-controller)",
-                        encode_uuid(old),
-                        encode_uuid(&mine),
-                        encode_uuid(old),
-                    );
-                }
-                OwnEntry::StaleLearner(old, _) => tracing::info!(
+                OwnEntry::StaleVoter(old) => tracing::error!(
                     node_id = me,
-                    "this node is a controller learner under directory {}; asking the leader to name it with \
-                     {}",
+                    "this node is a controller voter whose metadata log was in directory {}, and its log is now \
+                     in {}: the log it had, and the votes it gave, were lost. It neither votes nor stands for \
+                     election until that voter is removed (kafka-metadata-quorum remove-controller \
+                     --controller-id {me} --controller-directory-id {}) and this node added back \
+                     (add-controller)",
+                    encode_uuid(old),
+                    encode_uuid(&mine),
+                    encode_uuid(old),
+                ),
+                OwnEntry::Unnamed { was: Some(old), .. } => tracing::info!(
+                    node_id = me,
+                    "this node is a controller learner under directory {}; asking the leader to name it with {}",
                     encode_uuid(old),
                     encode_uuid(&mine),
                 ),
-                OwnEntry::Current => {}
+                OwnEntry::Unnamed { was: None, .. } | OwnEntry::Current => {}
             }
-            if matches!(was, OwnEntry::StaleVoter(_)) {
-                c.raft.runtime_config().elect(true);
+            if matches!(seen, Some(OwnEntry::StaleVoter(_))) && !stale {
                 tracing::info!(node_id = me, "no longer a voter under a lost log's directory: elections resume");
             }
-            was = now.clone();
+            seen = Some(now.clone());
         }
-        if let OwnEntry::StaleLearner(_, addr) = &now {
-            if last_rejoin.is_none_or(|t| t.elapsed() >= REJOIN_INTERVAL) {
-                last_rejoin = Some(Instant::now());
+        if let OwnEntry::Unnamed { addr, .. } = &now {
+            if last_ask.is_none_or(|t| t.elapsed() >= NAME_RETRY) {
+                last_ask = Some(Instant::now());
                 let op = ControllerOp::AddObserver {
                     node_id: c.node_id,
                     controller_addr: addr.clone(),
@@ -111,14 +116,17 @@ pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch,
                     relayed: false,
                 };
                 if let Err(e) = c.submit(op).await {
-                    tracing::debug!(error = %e, "asking to be named with this node's directory; will retry");
+                    refusals += 1;
+                    if refusals.is_power_of_two() {
+                        tracing::warn!(error = %e, refusals, "this node is not named by its directory yet; retrying");
+                    }
                 }
             }
         }
         drop(c);
-        // A learner waiting to be renamed looks again on its own (a refused request
+        // A member waiting to be named looks again on its own (a refused request
         // changes nothing that wakes the watch).
-        let _ = tokio::time::timeout(REJOIN_INTERVAL, metrics.changed()).await;
+        let _ = tokio::time::timeout(NAME_RETRY, metrics.changed()).await;
         if metrics.has_changed().is_err() {
             return;
         }
@@ -139,10 +147,12 @@ mod tests {
             let voters = if voter { BTreeSet::from([1, 4]) } else { BTreeSet::from([1]) };
             Membership::new(vec![voters], BTreeMap::from([(1, node(None)), (4, node(d))]))
         };
+        let unnamed = |was| OwnEntry::Unnamed { was, addr: "10.0.0.4:9093".into() };
         assert_eq!(own_entry(&with(true, Some(mine)), 4, mine), OwnEntry::Current);
-        assert_eq!(own_entry(&with(true, None), 4, mine), OwnEntry::Current);
+        assert_eq!(own_entry(&with(true, None), 4, mine), unnamed(None));
         assert_eq!(own_entry(&with(true, Some(old)), 4, mine), OwnEntry::StaleVoter(old));
-        assert_eq!(own_entry(&with(false, Some(old)), 4, mine), OwnEntry::StaleLearner(old, "10.0.0.4:9093".into()));
+        assert_eq!(own_entry(&with(false, Some(old)), 4, mine), unnamed(Some(old)));
+        assert_eq!(own_entry(&with(false, None), 4, mine), unnamed(None));
         assert_eq!(own_entry(&with(false, Some(mine)), 4, mine), OwnEntry::Current);
         assert_eq!(own_entry(&with(true, Some(old)), 5, mine), OwnEntry::Current);
     }

@@ -7,7 +7,7 @@
 //! a removed voter stays a learner, so its broker keeps serving. A leader that removes
 //! itself leads until the change is committed, then steps down.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use openraft::error::{ChangeMembershipError, ClientWriteError, RaftError};
@@ -25,6 +25,9 @@ use crate::storage::meta_properties::encode_uuid;
 /// How long a voter to add may take to catch up with the leader's log (within the
 /// operation's own deadline).
 const CATCH_UP_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long to wait before trying a voter change again while another one commits.
+const IN_PROGRESS_RETRY: Duration = Duration::from_millis(50);
 
 impl Core {
     /// Where member `id` listens for other controllers: the membership's address, or the
@@ -64,25 +67,32 @@ impl Core {
                 ),
             ));
         };
-        if let Some(known) = node.directory_id.filter(|d| *d != directory_id) {
-            return Err(refused(
-                ErrorKind::NotController,
-                format!(
-                    "node {id} follows the metadata log from directory {}, not {}",
-                    encode_uuid(&known),
-                    encode_uuid(&directory_id)
-                ),
-            ));
+        // The directory the node itself reported (`replaced_log.rs`), as Kafka's leader
+        // checks the one its observer fetches with: a wrong id would make a voter that
+        // refuses every vote.
+        match node.directory_id {
+            Some(known) if known == directory_id => {}
+            Some(known) => {
+                return Err(refused(
+                    ErrorKind::NotController,
+                    format!(
+                        "node {id} follows the metadata log from directory {}, not {}",
+                        encode_uuid(&known),
+                        encode_uuid(&directory_id)
+                    ),
+                ))
+            }
+            None => {
+                return Err(refused(
+                    ErrorKind::NotController,
+                    format!(
+                        "node {id} has not reported the directory it follows the metadata log from (it is \
+                         starting, or runs an older release); try again"
+                    ),
+                ))
+            }
         }
         self.wait_caught_up(id, m.last_log_index.unwrap_or(0), deadline.min(Instant::now() + CATCH_UP_TIMEOUT)).await?;
-        if node.directory_id.is_none() {
-            // A learner that joined without one (a voter the flags named, removed): from
-            // now on it is named with the directory the request gives, as Kafka's voters
-            // are, so that it is told apart from a node that lost its log
-            // (`replaced_log.rs`).
-            let named = ControllerNode::new(node.addr.clone(), Some(directory_id));
-            self.change_voters(ChangeMembers::SetNodes(BTreeMap::from([(id, named)])), deadline).await?;
-        }
         self.change_voters(ChangeMembers::AddVoterIds(BTreeSet::from([id])), deadline).await?;
         tracing::info!(node_id = id, directory_id = %encode_uuid(&directory_id), "controller quorum: voter added");
         Ok(OpReply { index: None, records: Vec::new(), quorum: None, refused: Vec::new() })
@@ -160,26 +170,36 @@ impl Core {
         }
     }
 
+    /// Commit `change`. Another membership change still committing (a member being named
+    /// by its directory, `replaced_log.rs`, takes one commit) is waited for within the
+    /// deadline.
     async fn change_voters(
         &self,
-        change: ChangeMembers<NodeId, crate::controller::raft::ControllerNode>,
+        change: ChangeMembers<NodeId, ControllerNode>,
         deadline: Instant,
     ) -> Result<(), ForwardError> {
-        match tokio::time::timeout_at(deadline, self.raft.change_membership(change, true)).await {
-            Err(_) => Err(refused(
-                ErrorKind::NotController,
-                "Request timed out waiting for the voter change to commit (it may still commit)".into(),
-            )),
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(ForwardError::NotLeader),
-            Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => match e {
-                ChangeMembershipError::InProgress(_) => Err(refused(
+        loop {
+            let result = tokio::time::timeout_at(deadline, self.raft.change_membership(change.clone(), true)).await;
+            return match result {
+                Err(_) => Err(refused(
                     ErrorKind::NotController,
-                    "Request timed out waiting for voters to commit the latest voter change".into(),
+                    "Request timed out waiting for the voter change to commit (it may still commit)".into(),
                 )),
-                e => Err(refused(ErrorKind::InvalidRequest, e.to_string())),
-            },
-            Ok(Err(e)) => Err((&internal(e)).into()),
+                Ok(Ok(_)) => Ok(()),
+                Ok(Err(RaftError::APIError(ClientWriteError::ForwardToLeader(_)))) => Err(ForwardError::NotLeader),
+                Ok(Err(RaftError::APIError(ClientWriteError::ChangeMembershipError(e)))) => match e {
+                    ChangeMembershipError::InProgress(_) if Instant::now() + IN_PROGRESS_RETRY < deadline => {
+                        tokio::time::sleep(IN_PROGRESS_RETRY).await;
+                        continue;
+                    }
+                    ChangeMembershipError::InProgress(_) => Err(refused(
+                        ErrorKind::NotController,
+                        "Request timed out waiting for voters to commit the latest voter change".into(),
+                    )),
+                    e => Err(refused(ErrorKind::InvalidRequest, e.to_string())),
+                },
+                Ok(Err(e)) => Err((&internal(e)).into()),
+            };
         }
     }
 }

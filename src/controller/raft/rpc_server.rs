@@ -160,6 +160,12 @@ fn vote_refusal(
             ));
         }
     }
+    // Only a voter of this node's membership: a learner (or a member this node's view,
+    // which may lag, does not yet name as a voter) is not checked, or a view behind the
+    // leader's could refuse a legitimate candidate.
+    if !membership.voter_ids().any(|v| v == candidate) {
+        return None;
+    }
     let known = membership.get_node(&candidate).and_then(|n| n.directory_id);
     if let (Some(known), Some(theirs)) = (known, call.candidate_directory_id) {
         if known != theirs {
@@ -207,10 +213,14 @@ mod tests {
         // The candidate is node 2 under a new directory.
         let why = vote_refusal(&call(Some(8), Some(1)), me, &membership).unwrap();
         assert!(why.contains("candidate 2"), "{why}");
-        // A static voter (no directory id in the membership) is not checked.
+        // A static voter (no directory id in the membership) is not checked, nor is a
+        // candidate this node knows only as a learner.
         let mut from_3 = call(Some(8), Some(1));
         from_3.request.vote = Vote::new(7, 3);
         assert_eq!(vote_refusal(&from_3, me, &membership), None);
+        let nodes = BTreeMap::from([(1, node(Some(1))), (2, node(Some(2)))]);
+        let learner_2 = Membership::new(vec![BTreeSet::from([1])], nodes);
+        assert_eq!(vote_refusal(&call(Some(8), Some(1)), me, &learner_2), None);
     }
 
     #[test]
