@@ -16,8 +16,8 @@ CACHE="${RUNNEL_CACHE:-$HOME/.cache/runnel}"
 export FAULT_SECONDS="${FAULT_SECONDS:-60}"
 # All eight cases of Kafka's replication test matrix, not only CI's four, and the
 # nemeses CI leaves out (a bridge, an isolated quorum leader, random halves, a killed
-# majority, the whole cluster killed; on five brokers, 2|3 splits with the partition or
-# the quorum leader among the two, and a majorities ring).
+# majority, the whole cluster killed, a leader's disk replaced; on five brokers, 2|3
+# splits with the partition or the quorum leader among the two, and a majorities ring).
 export FAULT_MATRIX=all
 export FAULT_NEMESES=all
 if [ -z "${RUNNEL_BIN:-}" ]; then

@@ -21,8 +21,8 @@ import pytest
 import netns
 from cluster_fixtures import cluster3, franz_bin, runnel_bin, start_cluster  # noqa: F401 (pytest fixtures)
 from kafka_tools import CONFIGS, PRODUCER_PERF_TEST, TOPICS, describe, run_tool
+from quorum_tools import QUORUM, controller_config, meta_properties, quorum_status, replication_rows, voter_ids
 
-QUORUM = "org.apache.kafka.tools.MetadataQuorumCommand"   # kafka-metadata-quorum.sh
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"  # kafka-reassign-partitions.sh
 ELECTION = "org.apache.kafka.tools.LeaderElectionCommand"  # kafka-leader-election.sh
 CLUSTER = "org.apache.kafka.tools.ClusterTool"  # kafka-cluster.sh
@@ -34,13 +34,6 @@ pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMP
 
 def bootstrap(nodes, without=None):
     return ",".join(n.address for n in nodes if n is not without)
-
-
-def quorum_status(servers):
-    """kafka-metadata-quorum describe --status, as a dict of its `Key: value` lines."""
-    proc = run_tool(QUORUM, "--bootstrap-server", servers, "describe", "--status", timeout=60)
-    assert proc.returncode == 0, describe(proc)
-    return dict(re.match(r"(\w+):\s+(.*)", line).groups() for line in proc.stdout.splitlines() if ":" in line)
 
 
 def partitions(servers, topic):
@@ -175,24 +168,6 @@ def voters3_learner1(tmp_path, runnel_bin):
     yield from start_cluster(tmp_path, runnel_bin, 4, voters=3)
 
 
-def voter_ids(servers):
-    return sorted(int(v) for v in re.findall(r'"id": (\d+)', quorum_status(servers)["CurrentVoters"]))
-
-
-def replication_rows(servers):
-    """kafka-metadata-quorum describe --replication: {node id: {column: value}}."""
-    proc = run_tool(QUORUM, "--bootstrap-server", servers, "describe", "--replication", timeout=60)
-    assert proc.returncode == 0, describe(proc)
-    lines = [line.split() for line in proc.stdout.splitlines() if line.strip()]
-    header = lines[0]
-    return {int(r[0]): dict(zip(header, r)) for r in lines[1:]}
-
-
-def meta_properties(node):
-    return dict(line.split("=", 1) for line in (node.data_dir / "meta.properties").read_text().splitlines()
-                if "=" in line and not line.startswith("#"))
-
-
 def test_add_and_remove_controller_change_the_voters_and_the_new_set_decides(voters3_learner1, tmp_path):
     """KIP-853 with Kafka 4.4's own `kafka-metadata-quorum`: `add-controller` makes the
     broker-only node 4, a learner, a voter (its directory id read from its data dir's
@@ -206,10 +181,7 @@ def test_add_and_remove_controller_change_the_voters_and_the_new_set_decides(vot
     n4 = nodes[3]
     meta = meta_properties(n4)
     assert meta["node.id"] == "4" and meta["cluster.id"] and len(meta["directory.id"]) == 22, meta
-    config = tmp_path / "controller-4.properties"
-    config.write_text(f"node.id=4\nprocess.roles=broker,controller\nmetadata.log.dir={n4.data_dir}\n"
-                      f"controller.listener.names=CONTROLLER\n"
-                      f"listeners=CONTROLLER://{net.ips['n4']}:9093\n")
+    config = controller_config(net, n4, tmp_path)
 
     proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
                     timeout=90)
@@ -261,10 +233,7 @@ def test_a_controller_whose_disk_was_replaced_is_removed_and_added_back_under_it
     net, nodes = voters3_learner1
     servers = bootstrap(nodes)
     n4 = nodes[3]
-    config = tmp_path / "controller-4.properties"
-    config.write_text(f"node.id=4\nprocess.roles=broker,controller\nmetadata.log.dir={n4.data_dir}\n"
-                      f"controller.listener.names=CONTROLLER\n"
-                      f"listeners=CONTROLLER://{net.ips['n4']}:9093\n")
+    config = controller_config(net, n4, tmp_path)
     proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
                     timeout=90)
     assert proc.returncode == 0, describe(proc)

@@ -11,6 +11,7 @@ import json
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import threading
@@ -24,6 +25,8 @@ import netns
 from checker import check, read_lines
 from cluster_fixtures import (CONTROLLER_PORT, cluster3, cluster5, franz_bin, runnel_bin, start_cluster,  # noqa: F401
                               start_kafka, wait_registered)
+from kafka_tools import describe, run_tool
+from quorum_tools import QUORUM, controller_config, meta_properties, replication_rows, voter_ids
 
 SECONDS = int(os.environ.get("FAULT_SECONDS", "20"))
 # Records per second per writer: enough for thousands of acknowledged records per
@@ -608,6 +611,52 @@ def test_cluster_whole_cluster_kill(tmp_path, cluster3, franz_bin):
 
     cluster_scenario(tmp_path, net, nodes, franz_bin, "whole-cluster-kill", new_topic("all"), fault, heal,
                      hold=3.0)
+
+
+def until(what, check, timeout=60):
+    """Wait (polling) until `check()` holds, or fail the nemesis after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while not check():
+        assert time.monotonic() < deadline, f"timed out waiting until {what}"
+        time.sleep(1.0)
+
+
+@soak_only
+def test_cluster_leader_disk_replaced(tmp_path, cluster3, franz_bin):
+    """SIGKILL the leader of partition 0 and delete its data dir (its disk replaced),
+    start it again, and do what an operator does for a controller whose disk was
+    replaced: `kafka-metadata-quorum remove-controller` with the old directory id, then
+    `add-controller` from the node's config. The node's replicas come back empty: the new
+    process is fenced and leaves every ISR until it has caught up, so nothing
+    acknowledged is lost; as a voter under a lost log's directory it votes for nobody
+    until it is added back."""
+    net, nodes = cluster3
+    hit, topic = Target(), new_topic("disk")
+    lost = {}
+    servers = ",".join(n.address for n in nodes)
+
+    def replace_disk(node):
+        lost.update(meta_properties(node))
+        node.kill()
+        shutil.rmtree(node.data_dir)
+
+    def tool(*args):
+        proc = run_tool(QUORUM, "--bootstrap-server", servers, *args, timeout=90)
+        assert proc.returncode == 0, describe(proc)
+
+    def heal():
+        node, node_id = hit.node, int(lost["node.id"])
+        node.start(60)
+        until("the node registered again", lambda: "cluster.id" in meta_properties(node))
+        new = meta_properties(node)["directory.id"]
+        tool("remove-controller", "--controller-id", str(node_id), "--controller-directory-id", lost["directory.id"])
+        until("the node an observer under its new directory", lambda: node_id not in voter_ids(servers)
+              and replication_rows(servers)[node_id]["DirectoryId"] == new)
+        tool("--command-config", controller_config(net, node, tmp_path), "add-controller")
+        until("three voters again", lambda: voter_ids(servers) == [1, 2, 3])
+
+    fault = on_leader(net, nodes, franz_bin, topic, hit, replace_disk)
+    cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-disk-replaced", topic, fault, heal, hold=3.0)
 
 
 # Kafka's replication test matrix (tests/kafkatest/tests/core/replication_test.py): each

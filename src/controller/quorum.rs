@@ -234,8 +234,15 @@ impl Controller {
                 rpc_server::serve(listener, raft.clone(), forward_handler(&core), contacts, config.directory_id);
             tasks.push(tokio::spawn(serve));
         }
+        // Where other controllers reach this node: a voter where the flags say, a
+        // broker-only node where it is told to advertise (or where it listens).
+        let own_addr = match voters.get(&me) {
+            Some(addr) => addr.clone(),
+            None => config.controller_addr.clone().or(controller_addr.map(|a| a.to_string())).unwrap_or_default(),
+        };
         if let Some(directory_id) = config.directory_id.filter(|_| names_itself) {
-            let watch = replaced_log::watch_own_entry(Arc::downgrade(&core), raft.metrics(), directory_id);
+            let watch =
+                replaced_log::watch_own_entry(Arc::downgrade(&core), raft.metrics(), directory_id, own_addr.clone());
             tasks.push(tokio::spawn(watch));
         }
         // The lowest voter forms the quorum, once: a node that has a vote or a log was
@@ -274,10 +281,9 @@ impl Controller {
         if single {
             core.submit(register).await?;
         } else if observer {
-            let addr = config.controller_addr.clone().or(controller_addr.map(|a| a.to_string())).unwrap_or_default();
             let join = ControllerOp::AddObserver {
                 node_id: config.node_id,
-                controller_addr: addr,
+                controller_addr: own_addr,
                 directory_id: config.directory_id,
                 relayed: false,
             };

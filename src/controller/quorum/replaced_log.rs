@@ -3,16 +3,11 @@
 //! votes it gave. As a voter it could then vote twice in a term, or help elect a
 //! candidate that lacks entries it had acknowledged: committed metadata lost. KIP-853
 //! names each voter by node id *and* directory id for this reason, and so does runnel's
-//! membership for the voters that joined as learners (voters named by
-//! `--controller-quorum-voters` when the quorum formed have no directory id, as Kafka's
-//! static voters have none, and are not checked).
-//!
-//! Every member is named so, as in a Kafka quorum whose voters were formatted with
-//! directory ids: a member the membership names without one (a voter
-//! `--controller-quorum-voters` named when the quorum formed, or a member from an older
-//! release) sends its directory id to the leader, which records it. Only the first
-//! directory a voter is named with counts; a node that lost its log before it was named
-//! is not told apart.
+//! membership, as a Kafka quorum whose voters were formatted with directory ids: a
+//! member the membership names without one (a voter `--controller-quorum-voters` named
+//! when the quorum formed, or a member from an older release) sends its directory id to
+//! the leader, which records it. Only the first directory a voter is named with counts;
+//! a node that lost its log before it was named is not told apart.
 //!
 //! Two guards, as Kafka's:
 //! * votes: a vote request carries both directory ids, and a node refuses a vote that
@@ -51,8 +46,8 @@ enum OwnEntry {
     /// As a voter, with the directory its lost log was in.
     StaleVoter(Uuid),
     /// As a learner with another directory, or as any member with none: the leader is
-    /// asked to name it with this node's directory (at this address).
-    Unnamed { was: Option<Uuid>, addr: String },
+    /// asked to name it with this node's directory.
+    Unnamed { was: Option<Uuid> },
 }
 
 fn own_entry(membership: &Membership<NodeId, ControllerNode>, me: NodeId, mine: Uuid) -> OwnEntry {
@@ -61,7 +56,7 @@ fn own_entry(membership: &Membership<NodeId, ControllerNode>, me: NodeId, mine: 
     match node.directory_id {
         Some(d) if d == mine => OwnEntry::Current,
         Some(old) if voter => OwnEntry::StaleVoter(old),
-        was => OwnEntry::Unnamed { was, addr: node.addr.clone() },
+        was => OwnEntry::Unnamed { was },
     }
 }
 
@@ -69,8 +64,9 @@ fn own_entry(membership: &Membership<NodeId, ControllerNode>, me: NodeId, mine: 
 /// names it as a voter under another directory, and have it named with its directory
 /// where it can be. The controller opens Raft with elections off when it runs this, and
 /// the first look turns them on (so a voter named under a lost log's directory never
-/// stands between its start and that look).
-pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch, mine: Uuid) {
+/// stands between its start and that look). `addr` is where other controllers reach this
+/// node (a learner renamed is named with it; a voter keeps its address).
+pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch, mine: Uuid, addr: String) {
     let mut seen: Option<OwnEntry> = None;
     let mut last_ask: Option<Instant> = None;
     let mut refusals = 0u32;
@@ -93,33 +89,32 @@ pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch,
                     encode_uuid(&mine),
                     encode_uuid(old),
                 ),
-                OwnEntry::Unnamed { was: Some(old), .. } => tracing::info!(
+                OwnEntry::Unnamed { was: Some(old) } => tracing::info!(
                     node_id = me,
                     "this node is a controller learner under directory {}; asking the leader to name it with {}",
                     encode_uuid(old),
                     encode_uuid(&mine),
                 ),
-                OwnEntry::Unnamed { was: None, .. } | OwnEntry::Current => {}
+                OwnEntry::Unnamed { was: None } | OwnEntry::Current => {}
             }
             if matches!(seen, Some(OwnEntry::StaleVoter(_))) && !stale {
                 tracing::info!(node_id = me, "no longer a voter under a lost log's directory: elections resume");
             }
             seen = Some(now.clone());
         }
-        if let OwnEntry::Unnamed { addr, .. } = &now {
-            if last_ask.is_none_or(|t| t.elapsed() >= NAME_RETRY) {
-                last_ask = Some(Instant::now());
-                let op = ControllerOp::AddObserver {
-                    node_id: c.node_id,
-                    controller_addr: addr.clone(),
-                    directory_id: Some(mine),
-                    relayed: false,
-                };
-                if let Err(e) = c.submit(op).await {
-                    refusals += 1;
-                    if refusals.is_power_of_two() {
-                        tracing::warn!(error = %e, refusals, "this node is not named by its directory yet; retrying");
-                    }
+        let asked_lately = last_ask.is_some_and(|t| t.elapsed() < NAME_RETRY);
+        if matches!(now, OwnEntry::Unnamed { .. }) && !asked_lately {
+            last_ask = Some(Instant::now());
+            let op = ControllerOp::AddObserver {
+                node_id: c.node_id,
+                controller_addr: addr.clone(),
+                directory_id: Some(mine),
+                relayed: false,
+            };
+            if let Err(e) = c.submit(op).await {
+                refusals += 1;
+                if refusals.is_power_of_two() {
+                    tracing::warn!(error = %e, refusals, "this node is not named by its directory yet; retrying");
                 }
             }
         }
@@ -147,7 +142,7 @@ mod tests {
             let voters = if voter { BTreeSet::from([1, 4]) } else { BTreeSet::from([1]) };
             Membership::new(vec![voters], BTreeMap::from([(1, node(None)), (4, node(d))]))
         };
-        let unnamed = |was| OwnEntry::Unnamed { was, addr: "10.0.0.4:9093".into() };
+        let unnamed = |was| OwnEntry::Unnamed { was };
         assert_eq!(own_entry(&with(true, Some(mine)), 4, mine), OwnEntry::Current);
         assert_eq!(own_entry(&with(true, None), 4, mine), unnamed(None));
         assert_eq!(own_entry(&with(true, Some(old)), 4, mine), OwnEntry::StaleVoter(old));

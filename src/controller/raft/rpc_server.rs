@@ -141,8 +141,8 @@ async fn serve_connection(
 }
 
 /// Why this node, whose metadata log is in directory `mine`, must not vote as `call`
-/// asks, if it must not (KIP-853). Unknown ids (static voters, older releases) are not
-/// checked.
+/// asks, if it must not (KIP-853). Ids not known on either side (a member not named
+/// by its directory yet, a node of an older release) are not checked.
 fn vote_refusal(
     call: &VoteCall,
     mine: Option<Uuid>,
