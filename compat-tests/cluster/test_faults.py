@@ -647,7 +647,8 @@ def test_cluster_leader_disk_replaced(tmp_path, cluster3, franz_bin):
     def heal():
         node, node_id = hit.node, int(lost["node.id"])
         node.start(60)
-        until("the node registered again", lambda: "cluster.id" in meta_properties(node))
+        until("the node registered again",
+              lambda: (node.data_dir / "meta.properties").exists() and "cluster.id" in meta_properties(node))
         new = meta_properties(node)["directory.id"]
         tool("remove-controller", "--controller-id", str(node_id), "--controller-directory-id", lost["directory.id"])
         until("the node an observer under its new directory", lambda: node_id not in voter_ids(servers)
