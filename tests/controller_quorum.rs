@@ -420,6 +420,11 @@ fn voters(cluster: &Cluster) -> Vec<u64> {
     cluster.node(leader).raft_metrics().membership_config.membership().voter_ids().collect()
 }
 
+/// The directory id that `c`'s view of the membership names member `id` with.
+fn named(c: &Controller, id: u64) -> Option<uuid::Uuid> {
+    c.raft_metrics().membership_config.membership().get_node(&id).and_then(|n| n.directory_id)
+}
+
 /// KIP-853: a learner that caught up becomes a voter (AddRaftVoter) and a voter becomes a
 /// learner (RemoveRaftVoter), each refused as Kafka's leader refuses it when it does not
 /// apply. Then the changed set decides: with voters {1, 2, 4}, stopping 1 and 3 leaves two
@@ -534,9 +539,8 @@ fn a_voter_whose_log_was_lost_does_not_vote_until_it_is_removed_and_added_back()
     cluster.restart(leader);
     wait_until("1 and 2 agree on a leader", || cluster.agreed_leader().is_some());
     cluster.rt.block_on(node_4.remove_raft_voter(4, old_dir)).unwrap();
-    let named_4 = |c: &Controller| c.raft_metrics().membership_config.membership().get_node(&4).cloned();
     wait_until("node 4 is a learner under its new directory", || {
-        named_4(cluster.node(1)).and_then(|n| n.directory_id) == Some(new_dir) && voters(&cluster) == [1, 2]
+        named(cluster.node(1), 4) == Some(new_dir) && voters(&cluster) == [1, 2]
     });
     cluster.rt.block_on(node_4.add_raft_voter(4, new_dir)).unwrap();
     wait_until("the voters are 1, 2 and 4 again", || voters(&cluster) == [1, 2, 4]);
@@ -559,9 +563,6 @@ fn voters_the_flags_named_are_named_by_their_directory_and_one_that_lost_its_log
     let ids: Vec<Option<uuid::Uuid>> = (1..=3).map(|i| Some(uuid::Uuid::from_u128(0x10 + i))).collect();
     let mut cluster = Cluster::start_full(RaftTuning::default(), None, ids.clone());
     admit_all(&cluster);
-    let named = |c: &Controller, id: u64| {
-        c.raft_metrics().membership_config.membership().get_node(&id).and_then(|n| n.directory_id)
-    };
     wait_until("every voter named by its directory on every node", || {
         cluster.running().all(|c| (1..=3).all(|id| named(c, id) == ids[id as usize - 1]))
     });

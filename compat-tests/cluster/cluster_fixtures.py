@@ -75,6 +75,18 @@ def start_cluster(tmp_path, runnel_bin, size, extra_args=None, voters=None):
         net.down()
 
 
+def wait_for(what, check, timeout=60):
+    """Poll `check()` every second until it gives something true, and return that; fail
+    after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        got = check()
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(1.0)
+
+
 def wait_registered(nodes, size, timeout):
     """Until Metadata lists all `size` brokers: a broker listens before the controller
     has unfenced it, and a topic of replication factor `size` created in between is

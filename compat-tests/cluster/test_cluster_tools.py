@@ -19,7 +19,7 @@ import time
 import pytest
 
 import netns
-from cluster_fixtures import cluster3, franz_bin, runnel_bin, start_cluster  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import cluster3, franz_bin, runnel_bin, start_cluster, wait_for  # noqa: F401 (fixtures)
 from kafka_tools import CONFIGS, PRODUCER_PERF_TEST, TOPICS, describe, run_tool
 from quorum_tools import QUORUM, controller_config, meta_properties, quorum_status, replication_rows, voter_ids
 
@@ -47,16 +47,6 @@ def partitions(servers, topic):
         ids = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
         out[int(m[1])] = (-1 if m[2] == "none" else int(m[2]), ids(m[3]), ids(m[4]))
     return out
-
-
-def wait_for(what, check, timeout=60):
-    deadline = time.monotonic() + timeout
-    while True:
-        got = check()
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(1.0)
 
 
 def test_quorum_topics_and_leader_election_tools(cluster3):

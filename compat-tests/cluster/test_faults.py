@@ -24,7 +24,7 @@ import pytest
 import netns
 from checker import check, read_lines
 from cluster_fixtures import (CONTROLLER_PORT, cluster3, cluster5, franz_bin, runnel_bin, start_cluster,  # noqa: F401
-                              start_kafka, wait_registered)
+                              start_kafka, wait_for, wait_registered)
 from kafka_tools import describe, run_tool
 from quorum_tools import QUORUM, controller_config, meta_properties, replication_rows, voter_ids
 
@@ -613,14 +613,6 @@ def test_cluster_whole_cluster_kill(tmp_path, cluster3, franz_bin):
                      hold=3.0)
 
 
-def until(what, check, timeout=60):
-    """Wait (polling) until `check()` holds, or fail the nemesis after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not check():
-        assert time.monotonic() < deadline, f"timed out waiting until {what}"
-        time.sleep(1.0)
-
-
 @soak_only
 def test_cluster_leader_disk_replaced(tmp_path, cluster3, franz_bin):
     """SIGKILL the leader of partition 0 and delete its data dir (its disk replaced),
@@ -647,14 +639,14 @@ def test_cluster_leader_disk_replaced(tmp_path, cluster3, franz_bin):
     def heal():
         node, node_id = hit.node, int(lost["node.id"])
         node.start(60)
-        until("the node registered again",
-              lambda: (node.data_dir / "meta.properties").exists() and "cluster.id" in meta_properties(node))
+        wait_for("the node registered again",
+                 lambda: (node.data_dir / "meta.properties").exists() and "cluster.id" in meta_properties(node))
         new = meta_properties(node)["directory.id"]
         tool("remove-controller", "--controller-id", str(node_id), "--controller-directory-id", lost["directory.id"])
-        until("the node an observer under its new directory", lambda: node_id not in voter_ids(servers)
-              and replication_rows(servers)[node_id]["DirectoryId"] == new)
+        wait_for("the node an observer under its new directory", lambda: node_id not in voter_ids(servers)
+                 and replication_rows(servers)[node_id]["DirectoryId"] == new)
         tool("--command-config", controller_config(net, node, tmp_path), "add-controller")
-        until("three voters again", lambda: voter_ids(servers) == [1, 2, 3])
+        wait_for("three voters again", lambda: voter_ids(servers) == [1, 2, 3])
 
     fault = on_leader(net, nodes, franz_bin, topic, hit, replace_disk)
     cluster_scenario(tmp_path, net, nodes, franz_bin, "leader-disk-replaced", topic, fault, heal, hold=3.0)

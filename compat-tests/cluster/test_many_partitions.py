@@ -26,8 +26,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 import netns
 from differential import kwire
-from cluster_fixtures import cluster3, runnel_bin  # noqa: F401 (pytest fixtures)
-from test_cluster_tools import bootstrap, wait_for
+from cluster_fixtures import cluster3, runnel_bin, wait_for  # noqa: F401 (pytest fixtures)
+from test_cluster_tools import bootstrap
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import netns
-from cluster_fixtures import runnel_bin, start_cluster  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
 from kafka_tools import TOPICS, describe, run_tool
-from test_cluster_tools import ELECTION, bootstrap, partitions, wait_for
+from test_cluster_tools import ELECTION, bootstrap, partitions
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
