@@ -127,6 +127,9 @@ pub struct BrokerConfig {
     /// KIP-714: the largest client telemetry push accepted, compressed or not (Kafka:
     /// telemetry.max.bytes).
     pub telemetry_max_bytes: i32,
+    /// KIP-227: incremental fetch sessions cached at once (Kafka:
+    /// max.incremental.fetch.session.cache.slots); 0 = consumers always fetch in full.
+    pub max_incremental_fetch_session_cache_slots: usize,
     pub min_insync_replicas: i32,
     pub group_min_session_timeout_ms: i32,
     pub group_max_session_timeout_ms: i32,
@@ -249,6 +252,7 @@ impl Default for BrokerConfig {
             queued_max_request_bytes: 512 * 1024 * 1024,
             max_open_log_files: 0,
             telemetry_max_bytes: 1_048_576,
+            max_incremental_fetch_session_cache_slots: 1000,
             fetch_sendfile: false,
             min_insync_replicas: 1,
             group_min_session_timeout_ms: 6_000,
@@ -309,6 +313,7 @@ pub struct ConfigOverrides {
     pub max_open_log_files: Option<usize>,
     pub fetch_sendfile: Option<bool>,
     pub telemetry_max_bytes: Option<i32>,
+    pub max_incremental_fetch_session_cache_slots: Option<usize>,
     pub min_insync_replicas: Option<i32>,
     pub group_min_session_timeout_ms: Option<i32>,
     pub group_max_session_timeout_ms: Option<i32>,
@@ -393,6 +398,7 @@ impl BrokerConfig {
                     max_open_log_files,
                     fetch_sendfile,
                     telemetry_max_bytes,
+                    max_incremental_fetch_session_cache_slots,
                     min_insync_replicas,
                     group_min_session_timeout_ms,
                     group_max_session_timeout_ms,

@@ -181,6 +181,10 @@ struct ServeArgs {
     /// telemetry.max.bytes).
     #[arg(long, env = "RUNNEL_TELEMETRY_MAX_BYTES")]
     telemetry_max_bytes: Option<i32>,
+    /// KIP-227: incremental fetch sessions cached at once; 0 = none (Kafka:
+    /// max.incremental.fetch.session.cache.slots).
+    #[arg(long, env = "RUNNEL_MAX_INCREMENTAL_FETCH_SESSION_CACHE_SLOTS")]
+    max_incremental_fetch_session_cache_slots: Option<usize>,
     /// Default min.insync.replicas: acks=all produce is refused while the ISR is smaller.
     #[arg(long, env = "RUNNEL_MIN_INSYNC_REPLICAS")]
     min_insync_replicas: Option<i32>,
@@ -280,6 +284,7 @@ impl ServeArgs {
             queued_max_request_bytes: self.queued_max_request_bytes,
             max_open_log_files: self.max_open_log_files,
             telemetry_max_bytes: self.telemetry_max_bytes,
+            max_incremental_fetch_session_cache_slots: self.max_incremental_fetch_session_cache_slots,
             fetch_sendfile: self.fetch_sendfile,
             min_insync_replicas: self.min_insync_replicas,
             group_min_session_timeout_ms: self.group_min_session_timeout_ms,
@@ -370,6 +375,7 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("max_open_log_files", d.max_open_log_files.to_string()),
         ("fetch_sendfile", d.fetch_sendfile.to_string()),
         ("telemetry_max_bytes", d.telemetry_max_bytes.to_string()),
+        ("max_incremental_fetch_session_cache_slots", d.max_incremental_fetch_session_cache_slots.to_string()),
         ("min_insync_replicas", d.min_insync_replicas.to_string()),
         ("group_min_session_timeout_ms", d.group_min_session_timeout_ms.to_string()),
         ("group_max_session_timeout_ms", d.group_max_session_timeout_ms.to_string()),

@@ -35,6 +35,8 @@ pub struct Ctx {
     pub traces: Option<Arc<crate::traces::SpanQueue>>,
     /// Bounds the controller operations of requests in flight (see [`Ctx::controller_op`]).
     pub controller_ops: tokio::sync::Semaphore,
+    /// KIP-227: consumers' incremental fetch sessions.
+    pub fetch_sessions: super::fetch_sessions::FetchSessions,
 }
 
 /// At most this many requests' controller operations are in flight at once; more wait

@@ -12,6 +12,7 @@ pub mod context;
 pub mod errors;
 pub mod features;
 pub mod fetch_encoding;
+pub mod fetch_sessions;
 pub mod guard;
 pub mod handlers;
 pub mod offsets_topic;

@@ -143,6 +143,31 @@ impl Collector for BrokerCollector {
             "Open Kafka client connections",
             [(Labels::new(), self.connections.open_count() as i64)],
         )?;
+        let sessions = ctx.fetch_sessions.stats();
+        gauges(
+            &mut enc,
+            "fetch_sessions",
+            "KIP-227 incremental fetch sessions cached",
+            [(Labels::new(), sessions.sessions as i64)],
+        )?;
+        gauges(
+            &mut enc,
+            "fetch_session_partitions",
+            "Partitions cached by all incremental fetch sessions",
+            [(Labels::new(), sessions.partitions as i64)],
+        )?;
+        counters(
+            &mut enc,
+            "fetch_session_evictions",
+            "Fetch sessions evicted to make room for a new one",
+            [(Labels::new(), sessions.evictions)],
+        )?;
+        counters(
+            &mut enc,
+            "incremental_fetches",
+            "Fetch requests served from a fetch session, naming only what changed",
+            [(Labels::new(), sessions.incremental_fetches)],
+        )?;
         self.encode_partitions(&mut enc)?;
         self.encode_groups(&mut enc)?;
         self.encode_client_telemetry(&mut enc)?;

@@ -212,6 +212,7 @@ impl Broker {
                 .map_or(config.offsets_topic_num_partitions, |t| t.partitions.len() as i32);
             let groups = Arc::new(GroupCoordinator::new(limits, retention_ms, partitions, writer));
             let telemetry_max_bytes = config.telemetry_max_bytes;
+            let session_slots = config.max_incremental_fetch_session_cache_slots;
             let traces = config.otlp_traces_endpoint.is_some().then(|| Arc::new(crate::traces::SpanQueue::new()));
             Ctx {
                 config,
@@ -225,6 +226,7 @@ impl Broker {
                 telemetry: crate::telemetry::Telemetry::new(telemetry_max_bytes),
                 traces,
                 controller_ops: tokio::sync::Semaphore::new(crate::protocol::context::MAX_CONTROLLER_OPS_IN_FLIGHT),
+                fetch_sessions: crate::protocol::fetch_sessions::FetchSessions::new(session_slots),
             }
         });
         // A group is served by the broker that leads its partition of `__consumer_offsets`,

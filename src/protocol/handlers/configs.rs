@@ -150,6 +150,11 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
         ("log.retention.ms", c.log_retention_ms.to_string(), ConfigType::Long),
         ("log.roll.ms", c.log_segment_ms.to_string(), ConfigType::Long),
         ("log.segment.bytes", c.log_segment_bytes.to_string(), ConfigType::Int),
+        (
+            "max.incremental.fetch.session.cache.slots",
+            c.max_incremental_fetch_session_cache_slots.to_string(),
+            ConfigType::Int,
+        ),
         ("message.max.bytes", c.message_max_bytes.to_string(), ConfigType::Int),
         ("min.insync.replicas", c.min_insync_replicas.to_string(), ConfigType::Int),
         ("node.id", c.node_id.to_string(), ConfigType::Int),
