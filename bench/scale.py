@@ -2,7 +2,10 @@
 
 Per broker: create one topic with N partitions (time until every partition has a
 leader), RSS and descriptors held (/proc/PID/fd), one record produced to every partition
-(confluent-kafka, acks=all), SIGTERM time, restart time (until metadata lists every
+(confluent-kafka, acks=all), a Java consumer of every partition (kafka-console-consumer)
+that reads them and then long-polls for IDLE_S seconds (the broker's CPU seconds over its
+run: with KIP-227 fetch sessions its idle fetches name nothing and are answered with
+nothing), SIGTERM time, restart time (until metadata lists every
 partition with a leader again), descriptors after the restart, a second SIGTERM.
 The broker runs with this shell's `ulimit -n`, which the script leaves alone. Every wait
 is bounded; a broker still running at the end is killed.
@@ -24,11 +27,16 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "compat-tests"))
+import kafka_tools  # noqa: E402  (the Kafka jars' classpath and tool command lines)
+
 CACHE = pathlib.Path(os.environ.get("RUNNEL_CACHE", pathlib.Path.home() / ".cache" / "runnel"))
 # Kafka's controller refuses one operation of more than 10,000 records
 # (POLICY_VIOLATION, "excessively large batch operation"), so the partitions are spread
 # over topics of 1,000 each, created one request at a time, on both brokers.
 PER_TOPIC = 1000
+# How long the consumer long-polls after its last record.
+IDLE_S = 30
 
 
 def topics_for(n):
@@ -75,6 +83,24 @@ def wait_partitions(bootstrap, n, deadline):
     raise RuntimeError(f"{bootstrap}: the {n} partitions did not all show a leader in time")
 
 
+def cpu_seconds(pid):
+    """User plus system CPU seconds of `pid` so far."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def idle_consumer(bootstrap, pid, deadline):
+    """A Java consumer group of every partition reads the records, then long-polls for
+    IDLE_S seconds; returns (the broker's CPU seconds over the consumer's run, records read)."""
+    cmd = kafka_tools.tool_command(kafka_tools.CONSOLE_CONSUMER, "--bootstrap-server", bootstrap,
+                                   "--include", "scale-.*", "--from-beginning", "--timeout-ms", IDLE_S * 1000,
+                                   "--group", f"scale-{time.time_ns()}")
+    cpu0 = cpu_seconds(pid)
+    p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL,
+                       timeout=max(60.0, deadline - time.monotonic()))
+    return round(cpu_seconds(pid) - cpu0, 2), len(p.stdout.splitlines())
+
+
 def wait_exit(pid, timeout):
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -114,10 +140,10 @@ def produce_all(bootstrap, n, deadline):
 
 
 class Runnel:
-    name = "runnel"
-
-    def __init__(self, binary, work):
+    def __init__(self, binary, work, name="runnel", args=()):
+        self.name = name
         self.binary = binary
+        self.args = list(args)
         self.data = work / "runnel-data"
         shutil.rmtree(self.data, ignore_errors=True)
         self.port = free_port()
@@ -126,7 +152,7 @@ class Runnel:
     def launch(self):
         self.log = open(self.data.parent / "runnel.log", "a")
         self.proc = subprocess.Popen([self.binary, "--listen", f"127.0.0.1:{self.port}",
-                                      "--http-listen", "127.0.0.1:0", "--data-dir", str(self.data)],
+                                      "--http-listen", "127.0.0.1:0", "--data-dir", str(self.data)] + self.args,
                                      stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         return self.proc.pid
 
@@ -197,6 +223,7 @@ def run(broker, n, budget_s):
         r["created_fds"], r["created_rss_mb"] = fds(pid), rss_mb(pid)
         r["produce_s"], r["produce_errors"], r["produce_error_samples"] = produce_all(bootstrap, n, deadline)
         r["produced_fds"], r["produced_rss_mb"] = fds(pid), rss_mb(pid)
+        r["consumer_cpu_s"], r["consumer_records"] = idle_consumer(bootstrap, pid, deadline)
         r["sigterm_s"] = sigterm_seconds(pid, 120)
         t0 = time.monotonic()
         pid = broker.relaunch()
@@ -215,7 +242,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runnel", required=True)
     ap.add_argument("--partitions", type=int, default=10_000)
-    ap.add_argument("--only", default="runnel,kafka")
+    ap.add_argument("--only", default="runnel,kafka",
+                    help="of runnel, kafka, and runnel-no-sessions (runnel without fetch sessions)")
     ap.add_argument("--budget", type=float, default=600, help="seconds per broker")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -223,12 +251,17 @@ def main():
     work.mkdir(parents=True, exist_ok=True)
     results = []
     for name in args.only.split(","):
-        broker = Runnel(args.runnel, work) if name == "runnel" else Kafka(work)
+        if name == "runnel":
+            broker = Runnel(args.runnel, work)
+        elif name == "runnel-no-sessions":
+            broker = Runnel(args.runnel, work, name, ["--max-incremental-fetch-session-cache-slots", "0"])
+        else:
+            broker = Kafka(work)
         print(f"scale: {name} with {args.partitions} partitions ...", file=sys.stderr, flush=True)
         results.append(run(broker, args.partitions, args.budget))
         print(json.dumps(results[-1]), file=sys.stderr, flush=True)
     keys = ["soft_nofile", "idle_fds", "create_s", "created_fds", "created_rss_mb", "produce_s",
-            "produce_errors", "produced_fds", "produced_rss_mb", "sigterm_s", "restart_s",
+            "produce_errors", "produced_fds", "produced_rss_mb", "consumer_cpu_s", "consumer_records", "sigterm_s", "restart_s",
             "restarted_fds", "restarted_rss_mb", "sigterm_clean_s", "error"]
     lines = [f"| {'':18} | " + " | ".join(r["broker"] for r in results) + " |",
              "|---" * (len(results) + 1) + "|"]
