@@ -128,7 +128,7 @@ pub struct BrokerConfig {
     /// telemetry.max.bytes).
     pub telemetry_max_bytes: i32,
     /// KIP-227: incremental fetch sessions cached at once (Kafka:
-    /// max.incremental.fetch.session.cache.slots); 0 = consumers always fetch in full.
+    /// max.incremental.fetch.session.cache.slots); 0 = every Fetch is a full one.
     pub max_incremental_fetch_session_cache_slots: usize,
     pub min_insync_replicas: i32,
     pub group_min_session_timeout_ms: i32,

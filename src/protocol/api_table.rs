@@ -15,7 +15,8 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     (
         ApiKey::Fetch,
         "long poll woken per partition, max_bytes/partition max_bytes, topic ids v13+, incremental fetch \
-         sessions for consumers v7+ (KIP-227; followers fetch in full); record bytes read outside the partition lock, copied from the page cache or, with `fetch_sendfile`, sent with `sendfile`",
+         sessions v7+ (KIP-227, consumers' and followers'); record bytes read outside the partition lock, copied \
+         from the page cache or, with `fetch_sendfile`, sent with `sendfile`",
     ),
     (ApiKey::ListOffsets, "earliest, latest, by timestamp, max timestamp"),
     (ApiKey::Metadata, "auto-create (the creating request is answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4; the next shows every partition)"),

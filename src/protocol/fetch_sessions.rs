@@ -6,7 +6,10 @@
 //! session and its epoch, and carries only the partitions whose fetch position changed
 //! (added or altered) and those it stops fetching (`forgotten_topics_data`). The answer
 //! holds only the partitions with something to say: records, an error, a new high
-//! watermark, last stable offset or log start offset, a preferred read replica.
+//! watermark, last stable offset or log start offset, a preferred read replica, a
+//! diverging epoch.
+//!
+//! Followers fetch in sessions too (`replica_client/session.rs` is their side).
 //!
 //! The request's session fields, as Kafka reads them:
 //! * id 0, epoch -1: a full fetch without a session.
@@ -104,8 +107,7 @@ struct Cached {
 #[derive(Debug)]
 struct Session {
     epoch: i32,
-    /// A follower broker's session (none today: followers fetch without one); may evict
-    /// young consumer sessions.
+    /// A follower broker's session: it may evict young consumer sessions.
     privileged: bool,
     uses_topic_ids: bool,
     created_ms: i64,
@@ -164,7 +166,8 @@ pub struct SessionStats {
     pub incremental_fetches: u64,
 }
 
-fn next_epoch(epoch: i32) -> i32 {
+/// The epoch after `epoch` (1 after the largest int: 0 and -1 mean full fetches).
+pub fn next_epoch(epoch: i32) -> i32 {
     if epoch == i32::MAX {
         1
     } else {
@@ -190,6 +193,12 @@ impl FetchSessions {
             evictions: inner.evictions,
             incremental_fetches: inner.incremental,
         }
+    }
+
+    /// Drops every session, as a broker restart would (tests of the clients' recovery).
+    #[cfg(test)]
+    pub fn forget_all(&self) {
+        self.lock().sessions.clear();
     }
 
     /// Reads a request's session fields (Kafka's FetchManager.newContext). For an

@@ -1,11 +1,11 @@
 //! The follower's wire client: [`LeaderEndpoint`] over TCP with Kafka's Fetch (v17,
 //! `ReplicaState { replica_id, replica_epoch }` with this process's broker epoch
-//! (KIP-903), topics by id, full fetches without a
-//! session), as Kafka's `ReplicaFetcherThread` sends it, with client id
-//! `broker-<id>-fetcher-0`.
+//! (KIP-903), topics by id, in a KIP-227 fetch session ([`session`])), as Kafka's
+//! `ReplicaFetcherThread` sends it, with client id `broker-<id>-fetcher-0`.
 //!
 //! One connection per leader, opened on first use and dropped on any error (the next
-//! fetch reconnects, after the fetcher's backoff). Every step has a deadline, and a
+//! fetch reconnects, after the fetcher's backoff, and opens a new session). A leader that
+//! no longer knows the session (it evicted it) is asked again at once with a full fetch. Every step has a deadline, and a
 //! response frame larger than [`MAX_RESPONSE_BYTES`] closes the connection instead of
 //! sizing a buffer.
 
@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use bytes::{BufMut, BytesMut};
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ReplicaState};
+use kafka_protocol::messages::fetch_request::{FetchPartition, ReplicaState};
 use kafka_protocol::messages::fetch_response::PartitionData;
 use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, RequestHeader, ResponseHeader};
 use kafka_protocol::protocol::{Decodable, Encodable};
@@ -27,6 +27,9 @@ use crate::replication::{
     EndpointError, EndpointFuture, FetchedData, FetchedPartition, LeaderEndpoint, LeaderEndpoints, ReplicaFetchError,
     ReplicaFetchRequest,
 };
+
+mod session;
+pub use session::{Prepared, SessionHandler};
 
 /// The Fetch version followers send. v18 only adds the follower's high watermark
 /// (KIP-1166), which lets a Kafka leader answer at once when the follower's is stale;
@@ -62,6 +65,7 @@ impl LeaderEndpoints for TcpLeaderEndpoints {
             client_id: format!("broker-{}-fetcher-0", self.node_id),
             resolve: self.resolve.clone(),
             connection: Mutex::new(None),
+            session: Mutex::new(SessionHandler::default()),
             correlation_id: AtomicI32::new(0),
         })
     }
@@ -75,6 +79,8 @@ pub struct TcpLeaderEndpoint {
     /// Taken for the length of a fetch and put back after a clean one (never locked
     /// across an await).
     connection: Mutex<Option<TcpStream>>,
+    /// The fetch session with this leader (never locked across an await).
+    session: Mutex<SessionHandler>,
     correlation_id: AtomicI32,
 }
 
@@ -86,21 +92,45 @@ impl LeaderEndpoint for TcpLeaderEndpoint {
                 Some(s) => s,
                 None => self.connect().await?,
             };
-            let correlation_id = self.correlation_id.fetch_add(1, Ordering::Relaxed);
-            let frame = encode_fetch(&request, correlation_id, &self.client_id)?;
-            let deadline = request.max_wait + SOCKET_TIMEOUT;
-            let response = tokio::time::timeout(deadline, round_trip(&mut stream, &frame))
-                .await
-                .map_err(|_| EndpointError::Timeout(deadline))??;
-            let fetched = decode_fetch(response, correlation_id)?;
-            // Only a connection that completed a clean exchange is reused.
-            *self.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(stream);
-            Ok(fetched)
+            loop {
+                let prepared = self.session().prepare(positions(&request));
+                let incremental = prepared.epoch > 0;
+                let correlation_id = self.correlation_id.fetch_add(1, Ordering::Relaxed);
+                let frame = encode_fetch(&request, &prepared, correlation_id, &self.client_id)?;
+                let deadline = request.max_wait + SOCKET_TIMEOUT;
+                let response = tokio::time::timeout(deadline, round_trip(&mut stream, &frame))
+                    .await
+                    .map_err(|_| EndpointError::Timeout(deadline))??;
+                let answer = decode_fetch(response, correlation_id)?;
+                self.session().complete(prepared, answer.error_code, answer.session_id);
+                if answer.error_code != 0 {
+                    if incremental && SESSION_ERRORS.contains(&answer.error_code) {
+                        // The leader lost the session (evicted, or a mix-up): start a new one now.
+                        tracing::info!(
+                            leader = self.leader,
+                            error_code = answer.error_code,
+                            "fetch session ended by the leader; fetching in full"
+                        );
+                        continue;
+                    }
+                    return Err(EndpointError::Response(answer.error_code));
+                }
+                // Only a connection that completed a clean exchange is reused.
+                *self.connection.lock().unwrap_or_else(|e| e.into_inner()) = Some(stream);
+                return Ok(answer.partitions);
+            }
         })
     }
 }
 
+/// FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, FETCH_SESSION_TOPIC_ID_ERROR.
+const SESSION_ERRORS: [i16; 3] = [70, 71, 106];
+
 impl TcpLeaderEndpoint {
+    fn session(&self) -> std::sync::MutexGuard<'_, SessionHandler> {
+        self.session.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     async fn connect(&self) -> Result<TcpStream, EndpointError> {
         let (host, port) = (self.resolve)(self.leader).ok_or(EndpointError::UnknownLeader(self.leader))?;
         let stream = tokio::time::timeout(CONNECT_TIMEOUT, TcpStream::connect((host.as_str(), port)))
@@ -124,26 +154,32 @@ async fn round_trip(stream: &mut TcpStream, frame: &[u8]) -> Result<BytesMut, En
     Ok(body)
 }
 
-/// The request frame, size prefix included.
+/// The fetch position of every partition of `request`, by topic id, in order.
+pub fn positions(request: &ReplicaFetchRequest) -> Vec<(uuid::Uuid, FetchPartition)> {
+    request
+        .partitions
+        .iter()
+        .map(|p| {
+            let position = FetchPartition::default()
+                .with_partition(p.partition)
+                .with_current_leader_epoch(p.current_leader_epoch)
+                .with_fetch_offset(p.fetch_offset)
+                .with_last_fetched_epoch(p.last_fetched_epoch.unwrap_or(-1))
+                .with_log_start_offset(p.log_start_offset)
+                .with_partition_max_bytes(clamp_i32(p.max_bytes));
+            (p.topic_id, position)
+        })
+        .collect()
+}
+
+/// The request frame, size prefix included: `request`'s limits with the partitions and
+/// session fields `session` prepared.
 pub fn encode_fetch(
     request: &ReplicaFetchRequest,
+    session: &Prepared,
     correlation_id: i32,
     client_id: &str,
 ) -> Result<BytesMut, EndpointError> {
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for p in &request.partitions {
-        let partition = FetchPartition::default()
-            .with_partition(p.partition)
-            .with_current_leader_epoch(p.current_leader_epoch)
-            .with_fetch_offset(p.fetch_offset)
-            .with_last_fetched_epoch(p.last_fetched_epoch.unwrap_or(-1))
-            .with_log_start_offset(p.log_start_offset)
-            .with_partition_max_bytes(clamp_i32(p.max_bytes));
-        match topics.last_mut() {
-            Some(t) if t.topic_id == p.topic_id => t.partitions.push(partition),
-            _ => topics.push(FetchTopic::default().with_topic_id(p.topic_id).with_partitions(vec![partition])),
-        }
-    }
     let body = FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_replica_state(
@@ -155,9 +191,10 @@ pub fn encode_fetch(
         .with_min_bytes(clamp_i32(request.min_bytes))
         .with_max_bytes(clamp_i32(request.max_bytes))
         .with_isolation_level(0)
-        .with_session_id(0)
-        .with_session_epoch(-1)
-        .with_topics(topics);
+        .with_session_id(session.session_id)
+        .with_session_epoch(session.epoch)
+        .with_topics(session.topics.clone())
+        .with_forgotten_topics_data(session.forgotten.clone());
     let header = RequestHeader::default()
         .with_request_api_key(ApiKey::Fetch as i16)
         .with_request_api_version(FETCH_VERSION)
@@ -173,8 +210,17 @@ pub fn encode_fetch(
     Ok(buf)
 }
 
+/// A decoded answer: its top-level error and session, and (without an error) the
+/// partitions it answers.
+#[derive(Debug)]
+pub struct FetchAnswer {
+    pub error_code: i16,
+    pub session_id: i32,
+    pub partitions: Vec<FetchedPartition>,
+}
+
 /// The response frame (without its size prefix) as domain results.
-pub fn decode_fetch(mut frame: BytesMut, correlation_id: i32) -> Result<Vec<FetchedPartition>, EndpointError> {
+pub fn decode_fetch(mut frame: BytesMut, correlation_id: i32) -> Result<FetchAnswer, EndpointError> {
     let malformed = |e: anyhow::Error| EndpointError::Protocol(e.to_string());
     let header =
         ResponseHeader::decode(&mut frame, ApiKey::Fetch.response_header_version(FETCH_VERSION)).map_err(malformed)?;
@@ -186,7 +232,7 @@ pub fn decode_fetch(mut frame: BytesMut, correlation_id: i32) -> Result<Vec<Fetc
     }
     let response = FetchResponse::decode(&mut frame.freeze(), FETCH_VERSION).map_err(malformed)?;
     if response.error_code != 0 {
-        return Err(EndpointError::Response(response.error_code));
+        return Ok(FetchAnswer { error_code: response.error_code, session_id: 0, partitions: Vec::new() });
     }
     let mut out = Vec::new();
     for topic in response.responses {
@@ -194,7 +240,7 @@ pub fn decode_fetch(mut frame: BytesMut, correlation_id: i32) -> Result<Vec<Fetc
             out.push(FetchedPartition { topic_id: topic.topic_id, partition: p.partition_index, result: result_of(p) });
         }
     }
-    Ok(out)
+    Ok(FetchAnswer { error_code: 0, session_id: response.session_id, partitions: out })
 }
 
 fn result_of(p: PartitionData) -> Result<FetchedData, ReplicaFetchError> {

@@ -6,24 +6,22 @@
 //! leader answers a consumer that names its rack with `preferred_read_replica` (no
 //! records, at once) when an in-sync follower in that rack holds the offset.
 //!
-//! KIP-227: a consumer's Fetch v7+ may open or use an incremental fetch session
-//! (`fetch_sessions.rs`); an incremental fetch reads every partition of its session and
-//! answers with those that have news.
+//! KIP-227: a Fetch v7+ may open or use an incremental fetch session
+//! (`fetch_session_flow.rs`), a consumer's and a follower's alike.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kafka_protocol::error::ResponseError;
-use kafka_protocol::messages::fetch_request::FetchTopic;
 use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, LeaderIdAndEpoch, NodeEndpoint, PartitionData};
 use kafka_protocol::messages::{BrokerId, FetchRequest, FetchResponse, TopicName};
 
+use super::fetch_session_flow::in_session;
 use super::{check_leader_epoch, current_leader, local_partition, str_bytes};
 use crate::controller::{Listener, TopicImage};
 use crate::protocol::errors::partition_error;
 use crate::protocol::fetch_encoding::FetchReply;
-use crate::protocol::fetch_sessions::{FetchContext, Outcome, Sent, SessionPartition, TopicKey};
 use crate::protocol::{Ctx, RequestInfo};
 use crate::replication::{Partition, PartitionKey, Role, WaitOutcome};
 use crate::storage::LogSlices;
@@ -37,43 +35,11 @@ const FETCH_MAX_BYTES: usize = 57_671_680;
 pub async fn handle(ctx: &Ctx, info: &RequestInfo, req: FetchRequest, version: i16) -> FetchReply {
     let replica_id = super::replica_fetch::replica_id(&req, version);
     if replica_id >= 0 {
-        return super::replica_fetch::handle(ctx, req, version, replica_id).await;
+        let serve = |req| super::replica_fetch::handle(ctx, req, version, replica_id);
+        return in_session(ctx, req, version, true, &info.client_id, serve).await;
     }
-    if version < 7 {
-        return serve(ctx, info, &req, version).await.reply(0);
-    }
-    let uses_topic_ids = version >= 13;
-    let sessions = &ctx.fetch_sessions;
-    let (id, epoch) = (req.session_id, req.session_epoch);
-    let now_ms = ctx.replicas.now_ms();
-    match sessions.begin(id, epoch, uses_topic_ids, &req.topics, &req.forgotten_topics_data, now_ms) {
-        FetchContext::Error(e) => {
-            // Routine: after a broker restart or an eviction the client starts a new session.
-            tracing::debug!(client = %info.client_id, session = id, epoch, error = ?e, "fetch session refused");
-            let response = FetchResponse::default().with_error_code(e.code()).with_session_id(0);
-            FetchReply { response, records: Vec::new() }
-        }
-        FetchContext::Sessionless => serve(ctx, info, &req, version).await.reply(0),
-        FetchContext::Full => {
-            let pass = serve(ctx, info, &req, version).await;
-            let rows = pass
-                .outcomes(&req.topics, uses_topic_ids)
-                .zip(req.topics.iter().flat_map(|t| t.partitions.iter()))
-                .map(|((key, outcome), position)| (key, position.clone(), outcome))
-                .collect();
-            let session_id = sessions.open(false, uses_topic_ids, rows, ctx.replicas.now_ms());
-            pass.reply(session_id)
-        }
-        FetchContext::Incremental { session_id, topics } => {
-            let mut whole = req;
-            whole.topics = topics;
-            whole.forgotten_topics_data.clear();
-            let mut pass = serve(ctx, info, &whole, version).await;
-            let outcomes: Vec<_> = pass.outcomes(&whole.topics, uses_topic_ids).collect();
-            pass.retain(&sessions.judge(session_id, &outcomes));
-            pass.reply(session_id)
-        }
-    }
+    let serve = |req: FetchRequest| async move { serve(ctx, info, &req, version).await.reply() };
+    in_session(ctx, req, version, false, &info.client_id, serve).await
 }
 
 /// Reads the partitions `req` names, waiting up to its max_wait for min_bytes.
@@ -118,55 +84,14 @@ struct Pass {
 }
 
 impl Pass {
-    fn reply(self, session_id: i32) -> FetchReply {
+    /// The answer, without a session (`fetch_session_flow.rs` names the session).
+    fn reply(self) -> FetchReply {
         let response = FetchResponse::default()
             .with_responses(self.responses)
-            .with_session_id(session_id)
+            .with_session_id(0)
             .with_node_endpoints(self.node_endpoints.into_values().collect());
         FetchReply { response, records: self.records }
     }
-
-    /// Each partition of the answer as a fetch session sees it, in order; `topics` are the
-    /// request's, which the answer follows one for one.
-    fn outcomes<'a>(
-        &'a self,
-        topics: &'a [FetchTopic],
-        uses_topic_ids: bool,
-    ) -> impl Iterator<Item = (SessionPartition, Outcome)> + 'a {
-        topics.iter().zip(self.responses.iter().zip(&self.records)).flat_map(move |(asked, (answer, records))| {
-            let topic = TopicKey::of(asked, uses_topic_ids);
-            answer.partitions.iter().zip(records).map(move |(p, records)| {
-                let sent = (p.error_code == 0).then_some(Sent {
-                    high_watermark: p.high_watermark,
-                    last_stable_offset: p.last_stable_offset,
-                    log_start_offset: p.log_start_offset,
-                });
-                let outcome =
-                    Outcome { sent, has_records: !records.is_empty(), redirect: p.preferred_read_replica.0 >= 0 };
-                ((topic.clone(), p.partition_index), outcome)
-            })
-        })
-    }
-
-    /// Keeps the partitions flagged in `keep` (one flag per partition, in order) and the
-    /// topics left with any.
-    fn retain(&mut self, keep: &[bool]) {
-        let mut flags = keep.iter().copied();
-        for (topic, records) in self.responses.iter_mut().zip(self.records.iter_mut()) {
-            let kept: Vec<bool> = topic.partitions.iter().map(|_| flags.next().unwrap_or(true)).collect();
-            retain_flagged(&mut topic.partitions, &kept);
-            retain_flagged(records, &kept);
-        }
-        let non_empty: Vec<bool> = self.responses.iter().map(|t| !t.partitions.is_empty()).collect();
-        retain_flagged(&mut self.responses, &non_empty);
-        retain_flagged(&mut self.records, &non_empty);
-    }
-}
-
-/// Keeps `items[i]` where `flags[i]` holds (`flags` is as long as `items`).
-fn retain_flagged<T>(items: &mut Vec<T>, flags: &[bool]) {
-    let mut flags = flags.iter();
-    items.retain(|_| flags.next().copied().unwrap_or(true));
 }
 
 fn partition_error_data(index: i32, e: ResponseError) -> PartitionData {

@@ -15,6 +15,7 @@ pub mod describe_quorum;
 pub mod describe_topic_partitions;
 pub mod elect_leaders;
 pub mod fetch;
+pub mod fetch_session_flow;
 pub mod group_offsets;
 pub mod groups;
 pub mod init_producer_id;

@@ -101,6 +101,19 @@ async fn a_follower_replicates_from_a_real_broker_over_tcp() {
     }
     assert_eq!(follower_partition.log_bytes(), s.leader_partition.log_bytes());
     eventually("the follower learns the high watermark", || follower_partition.high_watermark() == 20).await;
+    // The follower fetched in a session: one full fetch, the rest incremental.
+    let stats = ctx.fetch_sessions.stats();
+    assert_eq!((stats.sessions, stats.partitions), (1, 1));
+    assert!(stats.incremental_fetches >= 4, "{stats:?}");
+    // The leader loses the session (as on eviction): the follower opens a new one and
+    // replicates on.
+    ctx.fetch_sessions.forget_all();
+    let now = ctx.now_ms();
+    let deadline = Instant::now() + PATIENCE;
+    let appended = ctx.replicas.append(&s.leader_partition, batch(4, now), Acks::All, deadline, now).await.unwrap();
+    assert!(follower_partition.log_end_offset() > appended.last_offset);
+    // (The new session opens once the full fetch that reported the write ends its long poll.)
+    eventually("the follower opens a new session", || ctx.fetch_sessions.stats().sessions == 1).await;
     fetchers.shutdown().await;
     s.leader.shutdown().await;
 }
@@ -157,7 +170,8 @@ fn a_fetch_request_encodes_what_kafka_replica_fetchers_send() {
             })
             .collect(),
     };
-    let mut frame = encode_fetch(&request, 7, "broker-2-fetcher-0").unwrap();
+    let prepared = SessionHandler::default().prepare(positions(&request));
+    let mut frame = encode_fetch(&request, &prepared, 7, "broker-2-fetcher-0").unwrap();
     let mut body = frame.split_off(4);
     let header = RequestHeader::decode(&mut body, ApiKey::Fetch.request_header_version(FETCH_VERSION)).unwrap();
     assert_eq!(header.client_id.as_deref(), Some("broker-2-fetcher-0"));
@@ -166,6 +180,7 @@ fn a_fetch_request_encodes_what_kafka_replica_fetchers_send() {
     assert_eq!(decoded.replica_state.replica_id.0, 2);
     assert_eq!(decoded.replica_state.replica_epoch, -1);
     assert_eq!(decoded.topics.len(), 1, "partitions of one topic share its entry");
+    assert_eq!((decoded.session_id, decoded.session_epoch), (0, 0), "a full fetch that asks for a session");
     let p = &decoded.topics[0].partitions[1];
     assert_eq!((p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch), (1, 11, 2, 3));
 }
