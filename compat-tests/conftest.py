@@ -9,7 +9,6 @@ that must kill or restart the broker are skipped then.
 import os
 import re
 import signal
-import socket
 import subprocess
 import threading
 import time
@@ -17,6 +16,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from ports import free_dev_cluster_base_port  # noqa: F401  (re-exported to the tests)
 
 REPO = Path(__file__).resolve().parent.parent
 READY = re.compile(r"listening on (\S+):(\d+)")
@@ -121,31 +122,6 @@ class ExternalBroker:
     def log_text(self) -> str:
         return ""
 
-
-
-def free_dev_cluster_base_port(offsets=(0, 100, 200), nodes=3):
-    """A base port for `runnel dev-cluster --base-port`: for each offset (client ports at
-    0, controllers at 100, HTTP at 200 above the base), `nodes` consecutive loopback
-    ports are free at the time of the call."""
-    for _ in range(50):
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            base = s.getsockname()[1]
-        if base + max(offsets) + nodes > 65535:
-            continue
-        socks = []
-        try:
-            for p in [base + off + i for off in offsets for i in range(nodes)]:
-                t = socket.socket()
-                t.bind(("127.0.0.1", p))
-                socks.append(t)
-            return base
-        except OSError:
-            continue
-        finally:
-            for t in socks:
-                t.close()
-    raise RuntimeError("no free port range")
 
 @pytest.fixture
 def runnel(tmp_path):

@@ -5,9 +5,9 @@
 //!
 //! One connection per leader, opened on first use and dropped on any error (the next
 //! fetch reconnects, after the fetcher's backoff, and opens a new session). A leader that
-//! no longer knows the session (it evicted it) is asked again at once with a full fetch. Every step has a deadline, and a
-//! response frame larger than [`MAX_RESPONSE_BYTES`] closes the connection instead of
-//! sizing a buffer.
+//! no longer knows the session (it evicted it) is asked again at once with a full fetch.
+//! Every step has a deadline, and a response frame larger than [`MAX_RESPONSE_BYTES`]
+//! closes the connection instead of sizing a buffer.
 
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
