@@ -27,7 +27,7 @@
 //! request is bounded by `socket_request_max_bytes`). The cache is sans-I/O: the caller
 //! passes the time, and the handler does the reads.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Mutex;
 
 use indexmap::IndexMap;
@@ -242,11 +242,16 @@ impl FetchSessions {
                 }
             }
         }
-        for t in forgotten {
-            let topic = TopicKey::of_forgotten(t, uses_topic_ids);
-            for p in &t.partitions {
-                session.partitions.shift_remove(&(topic.clone(), *p));
-            }
+        let forget: HashSet<SessionPartition> = forgotten
+            .iter()
+            .flat_map(|t| {
+                let topic = TopicKey::of_forgotten(t, uses_topic_ids);
+                t.partitions.iter().map(move |p| (topic.clone(), *p))
+            })
+            .collect();
+        if !forget.is_empty() {
+            // One pass, order kept (removing one at a time would move the rest each time).
+            session.partitions.retain(|k, _| !forget.contains(k));
         }
         if session.partitions.is_empty() {
             inner.sessions.remove(&session_id);
@@ -312,6 +317,7 @@ impl FetchSessions {
             return vec![true; outcomes.len()];
         };
         let mut keep = Vec::with_capacity(outcomes.len());
+        let mut to_end = HashSet::new();
         for (key, outcome) in outcomes {
             let Some(cached) = session.partitions.get_mut(key) else {
                 keep.push(true);
@@ -320,10 +326,14 @@ impl FetchSessions {
             keep.push(outcome.must_send(cached.last));
             cached.last = outcome.sent;
             if outcome.has_records {
-                if let Some((k, c)) = session.partitions.shift_remove_entry(key) {
-                    session.partitions.insert(k, c);
-                }
+                to_end.insert(key);
             }
+        }
+        if !to_end.is_empty() {
+            // One pass: the rest in their order, then those that returned records.
+            let (moved, rest): (Vec<_>, Vec<_>) =
+                std::mem::take(&mut session.partitions).into_iter().partition(|(k, _)| to_end.contains(k));
+            session.partitions = rest.into_iter().chain(moved).collect();
         }
         keep
     }
