@@ -356,23 +356,29 @@ fn evictable(sessions: &HashMap<i32, Session>, privileged: bool, size: usize, no
     ((privileged, size, 0) > least.value(*id)).then_some(*id)
 }
 
-/// The session's partitions as the topics of a Fetch request: consecutive partitions of one
-/// topic share an entry, so the answer keeps the session's order.
+/// The session's partitions as the topics of a Fetch request, in the session's order.
 fn request_topics(partitions: &IndexMap<SessionPartition, Cached>) -> Vec<FetchTopic> {
+    fetch_topics(partitions.iter().map(|((topic, _), cached)| (topic.clone(), &cached.position)))
+}
+
+/// Fetch positions as the topics of a Fetch request, in order: consecutive partitions of
+/// one topic share an entry (the broker's session and the follower's side both build
+/// requests this way).
+pub fn fetch_topics<'a>(partitions: impl Iterator<Item = (TopicKey, &'a FetchPartition)>) -> Vec<FetchTopic> {
     let mut topics: Vec<FetchTopic> = Vec::new();
-    for ((topic, _), cached) in partitions {
-        let same = topics.last().is_some_and(|t| match topic {
+    for (topic, position) in partitions {
+        let same = topics.last().is_some_and(|t| match &topic {
             TopicKey::Id(id) => t.topic_id == *id,
             TopicKey::Name(name) => t.topic == *name,
         });
         if !same {
             let t = match topic {
-                TopicKey::Id(id) => FetchTopic::default().with_topic_id(*id),
-                TopicKey::Name(name) => FetchTopic::default().with_topic(name.clone()),
+                TopicKey::Id(id) => FetchTopic::default().with_topic_id(id),
+                TopicKey::Name(name) => FetchTopic::default().with_topic(name),
             };
             topics.push(t);
         }
-        topics.last_mut().expect("pushed above").partitions.push(cached.position.clone());
+        topics.last_mut().expect("pushed above").partitions.push(position.clone());
     }
     topics
 }

@@ -14,7 +14,7 @@ use indexmap::IndexMap;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use uuid::Uuid;
 
-use crate::protocol::fetch_sessions::{next_epoch, INITIAL_EPOCH};
+use crate::protocol::fetch_sessions::{fetch_topics, next_epoch, TopicKey, INITIAL_EPOCH};
 
 type Key = (Uuid, i32);
 
@@ -91,22 +91,15 @@ impl SessionHandler {
     }
 
     /// Whether the next request will be a full one.
+    #[cfg(test)]
     pub fn is_full_next(&self) -> bool {
         self.open.is_none()
     }
 }
 
-/// Positions as the topics of a Fetch request: consecutive partitions of one topic share an
-/// entry.
+/// Positions by topic id as the topics of a Fetch request.
 fn group<'a>(partitions: impl Iterator<Item = (&'a Key, &'a FetchPartition)>) -> Vec<FetchTopic> {
-    let mut topics: Vec<FetchTopic> = Vec::new();
-    for ((topic, _), p) in partitions {
-        match topics.last_mut() {
-            Some(t) if t.topic_id == *topic => t.partitions.push(p.clone()),
-            _ => topics.push(FetchTopic::default().with_topic_id(*topic).with_partitions(vec![p.clone()])),
-        }
-    }
-    topics
+    fetch_topics(partitions.map(|((topic, _), p)| (TopicKey::Id(*topic), p)))
 }
 
 #[cfg(test)]
