@@ -90,6 +90,9 @@ def test_features_describe_and_refused_upgrade(shared_runnel):
     assert int(rows["metadata.version"]["Epoch"]) >= 0
     # The voters are in the metadata log and can change (KIP-853).
     assert rows["kraft.version"]["FinalizedVersionLevel"] == "1", rows["kraft.version"]
+    # Eligible leader replicas (KIP-966) are kept, as in a new Kafka 4.1+ cluster.
+    elr = rows["eligible.leader.replicas.version"]
+    assert elr["FinalizedVersionLevel"] == elr["SupportedMaxVersion"] == "1", elr
 
     # Setting the level it already has is accepted; a level it lacks is refused.
     proc = features(b, "upgrade", "--feature", "metadata.version=27")

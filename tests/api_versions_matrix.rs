@@ -135,11 +135,12 @@ async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
         // KIP-584 features: v3 leaves out those with a 0 minimum, as Kafka does.
         let supported: Vec<_> =
             resp.supported_features.iter().map(|f| (f.name.to_string(), f.min_version, f.max_version)).collect();
-        let want_supported = if v >= 4 { 7 } else { 2 };
+        let want_supported = if v >= 4 { 7 } else { 3 };
         ensure(
             supported.len() == want_supported
                 && supported.contains(&("metadata.version".into(), 27, 27))
-                && supported.contains(&("kraft.version".into(), 1, 1)),
+                && supported.contains(&("kraft.version".into(), 1, 1))
+                && supported.contains(&("eligible.leader.replicas.version".into(), 1, 1)),
             || format!("supported features {supported:?}"),
         )?;
         let finalized: Vec<_> = resp
@@ -147,7 +148,11 @@ async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
             .iter()
             .map(|f| (f.name.to_string(), f.min_version_level, f.max_version_level))
             .collect();
-        let want = [("metadata.version".to_string(), 27, 27), ("kraft.version".to_string(), 1, 1)];
+        let want = [
+            ("metadata.version".to_string(), 27, 27),
+            ("kraft.version".to_string(), 1, 1),
+            ("eligible.leader.replicas.version".to_string(), 1, 1),
+        ];
         ensure(finalized == want, || format!("finalized {finalized:?}"))?;
         ensure(resp.finalized_features_epoch >= 0, || format!("epoch {}", resp.finalized_features_epoch))?;
     }

@@ -29,6 +29,8 @@ fn reassign(broker: &TestBroker, topic: &str, changes: &[(i32, &[i32], i32, i32)
             partition_epoch: leader_epoch + 1,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            eligible_leader_replicas: vec![],
+            last_known_elr: vec![],
         });
     }
     ctx.replicas.apply_image(&image, ctx.now_ms()).unwrap();

@@ -49,6 +49,16 @@ def partitions(servers, topic):
     return out
 
 
+def elrs(servers, topic):
+    """kafka-topics --describe: {partition: (Elr, LastKnownElr)}: the eligible leader
+    replicas and the last known leader (KIP-966)."""
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--describe", "--topic", topic, timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    ids = lambda s: [int(x) for x in s.split(",") if x]  # noqa: E731
+    return {int(m[1]): (ids(m[2]), ids(m[3]))
+            for m in re.finditer(r"Partition: (\d+)\t.*\tElr: ([\d,]*)\tLastKnownElr: ([\d,]*)", proc.stdout)}
+
+
 def test_quorum_topics_and_leader_election_tools(cluster3):
     net, nodes = cluster3
     servers = bootstrap(nodes)

@@ -17,7 +17,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 import netns
 from cluster_fixtures import runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
 from kafka_tools import TOPICS, describe, run_tool
-from test_cluster_tools import ELECTION, bootstrap, partitions
+from test_cluster_tools import ELECTION, bootstrap, elrs, partitions
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
@@ -85,10 +85,12 @@ def test_unclean_election_loses_only_what_the_new_leader_lacked(cluster5_http):
     lnode.kill()
     fnode.start(60)
     others = ",".join(n.address for n in nodes if n is not lnode)
-    # Once L's session expires the partition has no leader: F is back, but outside the
-    # ISR, so no clean election may pick it.
+    # Once L's session expires the partition has no leader: F is back, but it is neither
+    # in the ISR (now empty) nor an eligible leader replica (it left the ISR while the ISR
+    # met its minimum, 1), so no clean election may pick it. L, the last leader, is.
     leader_now, _, isr_now = wait_for("L fenced", lambda: (p := partitions(others, "lossy")[0])[0] != l_id and p)
-    assert (leader_now, isr_now) == (-1, [l_id]), (leader_now, isr_now)
+    assert (leader_now, isr_now) == (-1, []), (leader_now, isr_now)
+    assert elrs(others, "lossy")[0] == ([l_id], [l_id])
     assert unclean_elections(net, fnode) == 0
 
     proc = run_tool(ELECTION, "--bootstrap-server", others, "--election-type", "UNCLEAN",

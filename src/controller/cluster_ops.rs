@@ -10,7 +10,7 @@ use super::image::{BrokerImage, MetadataImage};
 use super::operations::{ControllerOp, IsrAlteration};
 use super::partition_change::{
     alter_partition, elect_leaderless, elect_requested, election_targets, remove_broker, remove_offline_replicas,
-    unclean_allowed, AlterPartitionError, IsrProposal,
+    remove_unclean_shutdown, unclean_allowed, AlterPartitionError, IsrProposal,
 };
 use super::reassignment;
 use super::records::MetadataRecord;
@@ -25,14 +25,26 @@ pub fn decide(
 ) -> Result<Vec<MetadataRecord>, ControllerError> {
     let mut out = Changes { image: image.clone(), records: Vec::new() };
     match op {
-        ControllerOp::BrokerHeartbeat { node_id, incarnation, want_shut_down, offline_replicas, metadata_format } => {
+        ControllerOp::BrokerHeartbeat {
+            node_id,
+            incarnation,
+            want_shut_down,
+            offline_replicas,
+            metadata_format,
+            clean_shutdown,
+        } => {
             if !image.brokers.contains_key(node_id) {
                 return Err(ControllerError::Refused(format!("broker {node_id} is not registered")));
             }
             let outcome = liveness.heartbeat(*node_id, *incarnation, *want_shut_down, now_ms);
             out.register_process(*node_id, *incarnation, *metadata_format);
             match outcome {
-                HeartbeatOutcome::Registered => out.fence(*node_id, liveness),
+                HeartbeatOutcome::Registered => {
+                    out.fence(*node_id, liveness);
+                    if !clean_shutdown {
+                        out.push(remove_unclean_shutdown(&out.image, *node_id, &alive(liveness)));
+                    }
+                }
                 HeartbeatOutcome::Unfenced => {
                     out.set_fenced(*node_id, false);
                     out.elect_leaderless(liveness);
@@ -119,7 +131,7 @@ pub fn decide(
         ControllerOp::ElectLeaders { election, partitions } => {
             for (topic, partition) in election_targets(image, partitions.as_deref()) {
                 if let Some(topic) = image.topic(&topic) {
-                    if let Ok(r) = elect_requested(topic, partition, *election, &alive(liveness)) {
+                    if let Ok(r) = elect_requested(image, topic, partition, *election, &alive(liveness)) {
                         out.records.push(r);
                     }
                 }
@@ -347,6 +359,8 @@ mod tests {
             partition_epoch: 0,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         };
         let topic = TopicImage {
             name: "t".into(),
@@ -366,6 +380,7 @@ mod tests {
             want_shut_down,
             offline_replicas: None,
             metadata_format: METADATA_FORMAT,
+            clean_shutdown: false,
         }
     }
 
@@ -377,6 +392,7 @@ mod tests {
             want_shut_down: false,
             offline_replicas: None,
             metadata_format: METADATA_FORMAT,
+            clean_shutdown: false,
         }
     }
 
@@ -668,6 +684,7 @@ mod tests {
             want_shut_down: false,
             offline_replicas: Some(offline),
             metadata_format: METADATA_FORMAT,
+            clean_shutdown: false,
         };
         // The quorum's leadership moves; the new leader hears from everyone.
         let mut l = new_leader();
@@ -698,7 +715,7 @@ mod tests {
     }
 
     /// Broker 3 is the last of partition 0's ISR and asks to shut down: the partition goes
-    /// leaderless with ISR [3] (3 holds everything acknowledged). The image records the
+    /// leaderless with 3 in its ELR (3 holds everything acknowledged). The image records the
     /// request, so a new controller leader, which has heard from nobody yet, does not
     /// elect 3 again when another broker's heartbeat looks for leaderless partitions;
     /// 3 leads again only once it is back (fenced, then let in).
@@ -712,7 +729,9 @@ mod tests {
         assert_eq!(leaders(&img), vec![(3, vec![3]), (3, vec![3])]);
         let shutdown = run(&mut img, &heartbeat(3, true), &mut l, 9_503);
         assert!(shutdown.contains(&MetadataRecord::BrokerControlledShutdown { node_id: 3 }));
-        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])]);
+        // The ISR empties: 3 is its eligible leader replica and its last leader.
+        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![]), (NO_LEADER, vec![])]);
+        assert!(img.topic("t").unwrap().partitions.iter().all(|p| p.elr == [3] && p.last_known_elr == [3]));
         assert!(img.in_controlled_shutdown(3));
 
         // A new controller leader; broker 1 comes back (a new process: fenced, then let in).
@@ -722,16 +741,49 @@ mod tests {
         run(&mut img, &back, &mut l, 10_001);
         run(&mut img, &back, &mut l, 10_002);
         assert!(!img.brokers[&1].fenced);
-        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])], "3 is not elected");
+        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![]), (NO_LEADER, vec![])], "3 is not elected");
         // 3 is still stopping and says so: nothing changes.
         run(&mut img, &heartbeat(3, true), &mut l, 10_003);
-        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![3]), (NO_LEADER, vec![3])]);
-        // 3 restarts: a new incarnation, fenced first, then let in and elected.
+        assert_eq!(leaders(&img), vec![(NO_LEADER, vec![]), (NO_LEADER, vec![])]);
+        // 3 restarts: a new incarnation, fenced first (it says its shutdown was not clean:
+        // out of the ELR), then let in and elected as the last leader.
         let restarted = heartbeat_from(3, Uuid::from_u128(6));
         run(&mut img, &restarted, &mut l, 10_004);
         assert!(!img.in_controlled_shutdown(3) && img.brokers[&3].fenced);
         run(&mut img, &restarted, &mut l, 10_005);
         assert_eq!(leaders(&img), vec![(3, vec![3]), (3, vec![3])]);
+    }
+
+    /// Partition 0's ISR empties as its brokers expire one after another (3 last, in the
+    /// ELR). A new process of 3 that says its predecessor shut down cleanly stays in the
+    /// ELR and leads once let in; one that does not leaves it, and leads only as the last
+    /// leader, once nothing else is left.
+    #[test]
+    fn a_process_after_a_clean_shutdown_stays_eligible_and_one_after_a_crash_does_not() {
+        for clean in [true, false] {
+            let mut img = image();
+            let mut l = leader_that_heard_from_all(&mut img);
+            run(&mut img, &heartbeat(3, false), &mut l, 9_500);
+            run(&mut img, &ControllerOp::ExpireBrokers, &mut l, 9_502);
+            // 3 expires too: with 1 and 2 fenced, nobody is left to lead.
+            run(&mut img, &ControllerOp::ExpireBrokers, &mut l, 30_000);
+            let p0 = img.topic("t").unwrap().partitions[0].clone();
+            assert_eq!((p0.leader, p0.isr.clone(), p0.elr.clone()), (NO_LEADER, vec![], vec![3]), "{clean}");
+            let restarted = ControllerOp::BrokerHeartbeat {
+                node_id: 3,
+                incarnation: Uuid::from_u128(6),
+                want_shut_down: false,
+                offline_replicas: None,
+                metadata_format: METADATA_FORMAT,
+                clean_shutdown: clean,
+            };
+            run(&mut img, &restarted, &mut l, 30_001);
+            let p0 = img.topic("t").unwrap().partitions[0].clone();
+            let elr = if clean { vec![3] } else { vec![] };
+            assert_eq!((p0.elr.clone(), p0.last_known_elr.clone()), (elr, vec![3]), "clean: {clean}");
+            run(&mut img, &restarted, &mut l, 30_002);
+            assert_eq!(leaders(&img)[0], (3, vec![3]), "clean: {clean}");
+        }
     }
 
     /// Every process a leader hears from is named in the image; a broker whose process
@@ -856,6 +908,7 @@ mod tests {
             want_shut_down: false,
             offline_replicas: None,
             metadata_format: 0,
+            clean_shutdown: false,
         };
         run(&mut img, &older_release, &mut l, 2);
         assert_eq!(img.brokers[&1].metadata_format, 0, "a process of an older release declares nothing");

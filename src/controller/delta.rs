@@ -112,6 +112,8 @@ mod tests {
                 partition_epoch: 0,
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                eligible_leader_replicas: Vec::new(),
+                last_known_elr: Vec::new(),
             },
             MetadataRecord::RemoveTopic { topic_id: b },
             MetadataRecord::ProducerIds { next_producer_id: 1000 },

@@ -63,7 +63,7 @@ impl BrokerImage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct PartitionImage {
     pub partition: i32,
     pub replicas: Vec<i32>,
@@ -74,6 +74,10 @@ pub struct PartitionImage {
     /// A reassignment in progress: see [`MetadataRecord::Partition`].
     pub adding_replicas: Vec<i32>,
     pub removing_replicas: Vec<i32>,
+    /// Eligible leader replicas and the last known leader (KIP-966): see
+    /// [`MetadataRecord::Partition`].
+    pub elr: Vec<i32>,
+    pub last_known_elr: Vec<i32>,
 }
 
 impl PartitionImage {
@@ -89,6 +93,8 @@ impl PartitionImage {
             partition_epoch: self.partition_epoch,
             adding_replicas: self.adding_replicas.clone(),
             removing_replicas: self.removing_replicas.clone(),
+            eligible_leader_replicas: self.elr.clone(),
+            last_known_elr: self.last_known_elr.clone(),
         }
     }
 
@@ -218,6 +224,8 @@ impl MetadataImage {
                 partition_epoch,
                 adding_replicas,
                 removing_replicas,
+                eligible_leader_replicas,
+                last_known_elr,
             } => {
                 if let Some(topic) = self.topic_mut(topic_id) {
                     let p = PartitionImage {
@@ -229,6 +237,8 @@ impl MetadataImage {
                         partition_epoch: *partition_epoch,
                         adding_replicas: adding_replicas.clone(),
                         removing_replicas: removing_replicas.clone(),
+                        elr: eligible_leader_replicas.clone(),
+                        last_known_elr: last_known_elr.clone(),
                     };
                     let idx = *partition as usize;
                     if idx < topic.partitions.len() {
@@ -412,6 +422,8 @@ mod tests {
                 partition_epoch: 0,
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                eligible_leader_replicas: Vec::new(),
+                last_known_elr: Vec::new(),
             });
         }
         img.apply(&MetadataRecord::TopicConfig { topic_id: id, name: "retention.ms".into(), value: Some("5".into()) });
@@ -464,6 +476,8 @@ mod tests {
             partition_epoch: 4,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
         });
         img.apply(&MetadataRecord::ProducerIds { next_producer_id: 1000 });
         img.apply(&MetadataRecord::ClientMetricsConfig {

@@ -13,6 +13,7 @@ pub mod broker_liveness;
 pub mod client_metrics;
 pub mod cluster_ops;
 pub mod delta;
+mod eligible_leaders;
 pub mod image;
 pub mod metadata_log;
 pub mod operations;

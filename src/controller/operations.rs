@@ -10,7 +10,7 @@ use uuid::Uuid;
 use super::image::{BrokerImage, MetadataImage, TopicImage};
 use super::partition_change::ElectionType;
 use super::records::{Endpoint, MetadataRecord};
-use super::{broker_config, client_metrics, placement, topic_config, ControllerError};
+use super::{broker_config, client_metrics, eligible_leaders, placement, topic_config, ControllerError};
 
 /// Kafka's limit on topic name length.
 const MAX_TOPIC_NAME_LEN: usize = 249;
@@ -131,6 +131,12 @@ pub enum ControllerOp {
         /// The newest record format the process reads (0 from an older release).
         #[serde(default)]
         metadata_format: u16,
+        /// The process started after a clean shutdown of the one before it (Kafka's
+        /// `PreviousBrokerEpoch` in BrokerRegistration): the controller reads it when a new
+        /// process registers, and takes one that did not out of the ISRs and ELRs it is in
+        /// (false from an older release, which keeps no ELR).
+        #[serde(default)]
+        clean_shutdown: bool,
     },
     /// The leader's periodic check: fence brokers whose session expired.
     ExpireBrokers,
@@ -243,11 +249,14 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
             Ok(vec![MetadataRecord::RemoveTopic { topic_id: *topic_id }])
         }
         ControllerOp::CreatePartitions { name, total, .. } => create_partitions(image, name, *total, start),
-        ControllerOp::AlterTopicConfigs { name, changes, .. } => alter_topic_configs(image, name, changes),
+        ControllerOp::AlterTopicConfigs { name, changes, .. } => {
+            alter_topic_configs(image, name, changes).map(|r| eligible_leaders::cleared_after_config_change(image, r))
+        }
         ControllerOp::AlterClientMetrics { subscription, changes, .. } => {
             alter_client_metrics(image, subscription, changes)
         }
-        ControllerOp::AlterBrokerConfigs { resource, changes, .. } => broker_config::alter(image, resource, changes),
+        ControllerOp::AlterBrokerConfigs { resource, changes, .. } => broker_config::alter(image, resource, changes)
+            .map(|r| eligible_leaders::cleared_after_config_change(image, r)),
         // Membership changes, not metadata records: the leader carries them out itself.
         ControllerOp::AddObserver { .. } | ControllerOp::AddRaftVoter { .. } | ControllerOp::RemoveRaftVoter { .. } => {
             Ok(Vec::new())
@@ -413,6 +422,8 @@ fn create_topic(
             partition_epoch: 0,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
         });
     }
     Ok(records)
@@ -462,6 +473,8 @@ fn create_partitions(
             partition_epoch: 0,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
         })
         .collect())
 }

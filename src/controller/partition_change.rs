@@ -3,12 +3,16 @@
 //!
 //! Kafka's rules (`PartitionChangeBuilder`, `ReplicationControlManager`):
 //! * a partition keeps its leader while the leader is alive and in the ISR; otherwise the
-//!   first replica (in assignment order) that is alive and in the ISR leads; failing that,
-//!   with `unclean.leader.election.enable`, the first alive replica (the ISR becomes that
-//!   replica alone: records it never had may be lost, which is why it is off by default);
-//!   failing that the partition has no leader (-1) until an ISR member comes back;
-//! * a fenced or shutting-down broker leaves every ISR, except that an ISR never becomes
-//!   empty: its last member stays, so it can lead again when it returns with everything
+//!   first replica (in assignment order) that is alive and in the ISR leads; while the ISR
+//!   is empty, the first alive eligible leader replica, else the last known leader
+//!   (KIP-966, `eligible_leaders`); failing that, with `unclean.leader.election.enable`,
+//!   the first alive replica (the ISR becomes that replica alone: records it never had may
+//!   be lost, which is why it is off by default); failing that the partition has no leader
+//!   (-1) until one of those comes back;
+//! * a fenced or shutting-down broker leaves every ISR, into the ELR where the ISR is below
+//!   `min.insync.replicas` (the ISR may become empty). Until every broker reads ELR
+//!   records (a cluster upgrading from an older release) an ISR never becomes empty
+//!   instead: its last member stays, so it can lead again when it returns with everything
 //!   the ISR acknowledged;
 //! * the leader epoch moves when the leader changes, and when a replica leaves the
 //!   replicas (a reassignment: the removed replica's fetches are then fenced with
@@ -19,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::broker_config;
+use super::eligible_leaders::{self, ElrRules};
 use super::image::{MetadataImage, PartitionImage, TopicImage};
 use super::records::MetadataRecord;
 
@@ -30,23 +35,30 @@ pub const NO_LEADER: i32 = -1;
 struct Target {
     isr: Vec<i32>,
     leader: i32,
+    elr: Vec<i32>,
+    last_known_elr: Vec<i32>,
 }
 
 fn record(topic_id: Uuid, pi: &PartitionImage, target: Target) -> Option<MetadataRecord> {
-    change_record(topic_id, pi, PartitionImage { isr: target.isr, leader: target.leader, ..pi.clone() })
+    let Target { isr, leader, elr, last_known_elr } = target;
+    change_record(topic_id, pi, PartitionImage { isr, leader, elr, last_known_elr, ..pi.clone() })
 }
 
-/// The record that moves `pi` to `next`'s replicas, ISR, leader and reassignment, unless
-/// none of them changes. The epochs are derived, whatever `next` holds: the leader epoch
-/// moves with the leader and when a replica leaves (Kafka's
-/// `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`), the partition epoch on every
-/// change.
-pub(super) fn change_record(topic_id: Uuid, pi: &PartitionImage, next: PartitionImage) -> Option<MetadataRecord> {
+/// The record that moves `pi` to `next`'s replicas, ISR, leader, reassignment and
+/// eligible leader replicas, unless none of them changes. The epochs are derived,
+/// whatever `next` holds: the leader epoch moves with the leader and when a replica
+/// leaves (Kafka's `triggerLeaderEpochBumpForReplicaReassignmentIfNeeded`), the partition
+/// epoch on every change. A replica that leaves the replicas leaves the ELR too.
+pub(super) fn change_record(topic_id: Uuid, pi: &PartitionImage, mut next: PartitionImage) -> Option<MetadataRecord> {
+    next.elr.retain(|r| next.replicas.contains(r));
+    next.last_known_elr.retain(|r| next.replicas.contains(r));
     let unchanged = next.replicas == pi.replicas
         && next.isr == pi.isr
         && next.leader == pi.leader
         && next.adding_replicas == pi.adding_replicas
-        && next.removing_replicas == pi.removing_replicas;
+        && next.removing_replicas == pi.removing_replicas
+        && next.elr == pi.elr
+        && next.last_known_elr == pi.last_known_elr;
     if unchanged {
         return None;
     }
@@ -61,35 +73,66 @@ pub(super) fn change_record(topic_id: Uuid, pi: &PartitionImage, next: Partition
         partition_epoch: pi.partition_epoch + 1,
         adding_replicas: next.adding_replicas,
         removing_replicas: next.removing_replicas,
+        eligible_leader_replicas: next.elr,
+        last_known_elr: next.last_known_elr,
     })
 }
 
-/// The leader for `isr` among `replicas`: the current one if it may stay, else the first
-/// eligible replica in assignment order; unclean election only when nothing in the ISR
-/// is eligible. Returns the leader and the ISR to go with it.
-fn elect(pi: &PartitionImage, isr: Vec<i32>, eligible: &dyn Fn(i32) -> bool, unclean: bool) -> Target {
-    if pi.leader != NO_LEADER && isr.contains(&pi.leader) && eligible(pi.leader) {
-        return Target { isr, leader: pi.leader };
-    }
-    if let Some(&leader) = pi.replicas.iter().find(|r| isr.contains(r) && eligible(**r)) {
-        return Target { isr, leader };
-    }
-    if unclean {
-        if let Some(&leader) = pi.replicas.iter().find(|r| eligible(**r)) {
-            return Target { isr: vec![leader], leader };
-        }
-    }
-    Target { isr, leader: NO_LEADER }
+/// What decides a partition's change besides its state.
+#[derive(Debug, Clone, Copy)]
+struct Rules {
+    elr: ElrRules,
+    /// `unclean.leader.election.enable` (or an UNCLEAN ElectLeaders).
+    unclean: bool,
 }
 
-/// `isr` without `gone`, keeping the last member (an ISR never empties).
-fn shrink(isr: &[i32], gone: &dyn Fn(i32) -> bool) -> Vec<i32> {
-    let kept: Vec<i32> = isr.iter().copied().filter(|r| !gone(*r)).collect();
-    if kept.is_empty() {
-        isr.to_vec()
+fn rules(image: &MetadataImage, topic: &TopicImage, pi: &PartitionImage) -> Rules {
+    Rules { elr: eligible_leaders::rules(image, topic, pi), unclean: unclean_allowed(image, topic) }
+}
+
+/// `pi` with its ISR becoming `isr`, and the leader that follows (Kafka's
+/// `PartitionChangeBuilder.build`): the current leader if it may stay, else the first
+/// eligible replica in assignment order that is in the ISR or, while the ISR is empty, in
+/// the ELR (it becomes the ISR alone); else the last known leader while the ISR and ELR
+/// are empty; unclean election (any eligible replica, alone in the ISR) only after all of
+/// these. Without ELR an ISR never becomes empty: its last member stays, so it can lead
+/// again when it returns with everything the ISR acknowledged.
+fn decide(
+    pi: &PartitionImage,
+    rules: Rules,
+    isr: Vec<i32>,
+    eligible: &dyn Fn(i32) -> bool,
+    unclean_shutdown: Option<i32>,
+) -> Target {
+    let isr = if isr.is_empty() && !rules.elr.enabled { pi.isr.clone() } else { isr };
+    let elr = eligible_leaders::next_elr(pi, rules.elr, &isr, unclean_shutdown);
+    let valid = |r: i32| (isr.contains(&r) || (isr.is_empty() && elr.contains(&r))) && eligible(r);
+    let chosen = if pi.leader != NO_LEADER && valid(pi.leader) {
+        Some(pi.leader)
     } else {
-        kept
+        pi.replicas.iter().copied().find(|r| valid(*r))
+    };
+    let mut t = match chosen {
+        Some(leader) if isr.contains(&leader) => Target { isr, leader, elr, last_known_elr: Vec::new() },
+        Some(leader) => {
+            let elr = elr.into_iter().filter(|r| *r != leader).collect();
+            Target { isr: vec![leader], leader, elr, last_known_elr: Vec::new() }
+        }
+        None => match eligible_leaders::last_known_leader(pi, &isr, &elr, eligible) {
+            Some(leader) => Target { isr: vec![leader], leader, elr, last_known_elr: Vec::new() },
+            None => match pi.replicas.iter().copied().find(|r| rules.unclean && eligible(*r)) {
+                Some(leader) => Target { isr: vec![leader], leader, elr: Vec::new(), last_known_elr: Vec::new() },
+                None => Target { isr, leader: NO_LEADER, elr, last_known_elr: Vec::new() },
+            },
+        },
+    };
+    if t.isr.len() >= rules.elr.min_isr {
+        // An ELR member elected: the ISR it makes may be large enough for the high
+        // watermark to move, past what the others hold. (Kafka keeps them here.)
+        t.elr.clear();
     }
+    t.last_known_elr = eligible_leaders::next_last_known(pi, rules.elr, &t.isr, t.leader);
+    t
 }
 
 /// `unclean.leader.election.enable`: the topic's own value, else the cluster-wide
@@ -102,17 +145,39 @@ pub(super) fn unclean_allowed(image: &MetadataImage, topic: &TopicImage) -> bool
     topic.configs.get(NAME).or_else(cluster).is_some_and(|v| v.eq_ignore_ascii_case("true"))
 }
 
+fn without(isr: &[i32], node: i32) -> Vec<i32> {
+    isr.iter().copied().filter(|r| *r != node).collect()
+}
+
 /// Broker `node` is fenced (missed its heartbeats) or shutting down: it leaves every ISR
-/// (but the last member) and every partition it led gets a new leader from the ISR
-/// among the brokers `alive` says are up (the broker itself counts as down).
+/// (into the ELR where the ISR is below its minimum; without ELR the last member stays)
+/// and every partition it led gets a new leader among the brokers `alive` says are up
+/// (the broker itself counts as down).
 pub fn remove_broker(image: &MetadataImage, node: i32, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {
     let eligible = |r: i32| r != node && alive(r);
-    let gone = |r: i32| r == node;
     let mut out = Vec::new();
     for topic in image.topics.values() {
         for pi in topic.partitions.iter().filter(|p| p.replicas.contains(&node)) {
-            let isr = shrink(&pi.isr, &gone);
-            let target = elect(pi, isr, &eligible, unclean_allowed(image, topic));
+            let target = decide(pi, rules(image, topic, pi), without(&pi.isr, node), &eligible, None);
+            out.extend(record(topic.topic_id, pi, target));
+        }
+    }
+    out
+}
+
+/// A new process of broker `node` registered after an unclean shutdown (Kafka's
+/// `handleBrokerUncleanShutdown`): its logs may have lost records that were not flushed,
+/// so it leaves every ISR and ELR it is in. (It is fenced already: it leads nothing.)
+/// Without ELR nothing changes: an ISR's last member stays, as before.
+pub fn remove_unclean_shutdown(image: &MetadataImage, node: i32, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {
+    if !eligible_leaders::enabled(image) {
+        return Vec::new();
+    }
+    let eligible = |r: i32| r != node && alive(r);
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for pi in topic.partitions.iter().filter(|p| p.isr.contains(&node) || p.elr.contains(&node)) {
+            let target = decide(pi, rules(image, topic, pi), without(&pi.isr, node), &eligible, Some(node));
             out.extend(record(topic.topic_id, pi, target));
         }
     }
@@ -133,7 +198,6 @@ pub fn remove_offline_replicas(
     alive: &dyn Fn(i32) -> bool,
 ) -> Vec<MetadataRecord> {
     let eligible = |r: i32| r != node && alive(r);
-    let gone = |r: i32| r == node;
     let mut out = Vec::new();
     for (topic_id, partition) in partitions {
         let Some(topic) = image.topic_by_id(topic_id) else { continue };
@@ -141,7 +205,8 @@ pub fn remove_offline_replicas(
         if !pi.replicas.contains(&node) {
             continue;
         }
-        let target = elect(pi, shrink(&pi.isr, &gone), &eligible, unclean_allowed(image, topic));
+        // Its log is unreadable: it is no eligible leader replica either.
+        let target = decide(pi, rules(image, topic, pi), without(&pi.isr, node), &eligible, Some(node));
         if target.leader == NO_LEADER && pi.leader == node {
             continue;
         }
@@ -150,13 +215,14 @@ pub fn remove_offline_replicas(
     out
 }
 
-/// Partitions without a leader whose ISR (or, where the topic allows unclean election,
-/// replica set) has a broker that is alive again: elect it.
+/// Partitions without a leader whose ISR (while it is empty: ELR, else the last known
+/// leader; where the topic allows unclean election, replica set) has a broker that is
+/// alive again: elect it.
 pub fn elect_leaderless(image: &MetadataImage, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {
     let mut out = Vec::new();
     for topic in image.topics.values() {
         for pi in topic.partitions.iter().filter(|p| p.leader == NO_LEADER) {
-            let target = elect(pi, pi.isr.clone(), alive, unclean_allowed(image, topic));
+            let target = decide(pi, rules(image, topic, pi), pi.isr.clone(), alive, None);
             out.extend(record(topic.topic_id, pi, target));
         }
     }
@@ -177,6 +243,7 @@ pub enum ElectionType {
 /// electLeader`): the record that elects, or why there is none, named as Kafka's error
 /// codes.
 pub fn elect_requested(
+    image: &MetadataImage,
     topic: &TopicImage,
     partition: i32,
     election: ElectionType,
@@ -192,13 +259,13 @@ pub fn elect_requested(
             if !pi.isr.contains(&preferred) || !alive(preferred) {
                 return Err(ElectionError::PreferredLeaderNotAvailable);
             }
-            Target { isr: pi.isr.clone(), leader: preferred }
+            Target { isr: pi.isr.clone(), leader: preferred, elr: pi.elr.clone(), last_known_elr: Vec::new() }
         }
         ElectionType::Unclean => {
             if pi.leader != NO_LEADER {
                 return Err(ElectionError::ElectionNotNeeded);
             }
-            elect(pi, pi.isr.clone(), alive, true)
+            decide(pi, Rules { unclean: true, ..rules(image, topic, pi) }, pi.isr.clone(), alive, None)
         }
     };
     match record(topic.topic_id, pi, elected) {
@@ -262,7 +329,7 @@ pub fn election_outcomes(
             } else {
                 // With nobody alive, the reason left is the one that held.
                 match image.topic(&topic) {
-                    Some(t) => elect_requested(t, partition, election, &|_| false).map(drop),
+                    Some(t) => elect_requested(image, t, partition, election, &|_| false).map(drop),
                     None => Err(ElectionError::UnknownPartition),
                 }
             };
@@ -347,7 +414,8 @@ pub fn alter_partition(
     }
     // Keep assignment order, as Kafka lists ISR members.
     let ordered: Vec<i32> = pi.replicas.iter().copied().filter(|r| isr.contains(r)).collect();
-    Ok(record(topic.topic_id, pi, Target { isr: ordered, leader: pi.leader }))
+    let elr = eligible_leaders::next_elr(pi, eligible_leaders::rules(image, topic, pi), &ordered, None);
+    Ok(record(topic.topic_id, pi, Target { isr: ordered, leader: pi.leader, elr, last_known_elr: Vec::new() }))
 }
 
 #[cfg(test)]
@@ -376,6 +444,8 @@ mod tests {
                     partition_epoch: 9,
                     adding_replicas: vec![],
                     removing_replicas: vec![],
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
                 })
                 .collect(),
             configs: configs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<BTreeMap<_, _>>(),
@@ -397,6 +467,148 @@ mod tests {
             .collect()
     }
 
+    /// (ISR, leader, ELR, last known ELR) of partition 0 after `records` apply.
+    fn elr_state(img: &mut MetadataImage, records: &[MetadataRecord]) -> (Vec<i32>, i32, Vec<i32>, Vec<i32>) {
+        records.iter().for_each(|r| img.apply(r));
+        let p = img.topic("t").unwrap().partition(0).unwrap().clone();
+        (p.isr, p.leader, p.elr, p.last_known_elr)
+    }
+
+    /// A broker of a release before ELR is registered: no ELR is kept.
+    fn without_elr(img: &mut MetadataImage) {
+        let old = MetadataRecord::RegisterBroker {
+            node_id: 9,
+            host: "h".into(),
+            port: 1,
+            rack: None,
+            inter_broker: None,
+            incarnation: None,
+            metadata_format: 2,
+        };
+        img.apply(&old);
+    }
+
+    #[test]
+    fn replicas_that_leave_an_isr_below_its_minimum_become_eligible_leaders() {
+        let mut img = image(&[(&[1, 3, 4], &[3, 4], 3)], &[("min.insync.replicas", "2")]);
+        // Both in-sync brokers are fenced at once (neither is alive for the other).
+        let dead = |_: i32| false;
+        let first = remove_broker(&img, 3, &dead);
+        assert_eq!(elr_state(&mut img, &first), (vec![4], NO_LEADER, vec![3], vec![3]));
+        let second = remove_broker(&img, 4, &dead);
+        assert_eq!(elr_state(&mut img, &second), (vec![], NO_LEADER, vec![3, 4], vec![3]));
+        // 4 comes back: it leads from the ELR, alone in the ISR; 3 stays eligible.
+        let back = elect_leaderless(&img, &|r| r == 4);
+        assert_eq!(elr_state(&mut img, &back), (vec![4], 4, vec![3], vec![]));
+        // 3 catches up and joins: the ISR reaches its minimum and the ELR empties.
+        let join = alter_partition(&img, &proposal_at(&img, 4, &[4, 3]), &|_| true).unwrap().unwrap();
+        assert_eq!(elr_state(&mut img, &[join]), (vec![3, 4], 4, vec![], vec![]));
+    }
+
+    #[test]
+    fn at_or_above_the_minimum_no_replica_outside_the_isr_is_eligible() {
+        let mut img = image(&[(&[1, 2, 3], &[1, 2, 3], 1)], &[("min.insync.replicas", "2")]);
+        let shrink = remove_broker(&img, 3, &|_| true);
+        assert_eq!(elr_state(&mut img, &shrink), (vec![1, 2], 1, vec![], vec![]));
+        let below = remove_broker(&img, 2, &|r| r == 1);
+        assert_eq!(elr_state(&mut img, &below), (vec![1], 1, vec![2], vec![]));
+        // The leader is fenced: the ISR empties, and 3 (out since before) is not eligible.
+        let gone = remove_broker(&img, 1, &|r| r == 3);
+        assert_eq!(elr_state(&mut img, &gone), (vec![], NO_LEADER, vec![1, 2], vec![1]));
+        assert!(elect_leaderless(&img, &|r| r == 3).is_empty());
+    }
+
+    #[test]
+    fn an_unclean_shutdown_leaves_the_elr_and_the_last_leader_returns() {
+        let mut img = image(&[(&[1, 2], &[1], 1)], &[("min.insync.replicas", "2")]);
+        let gone = remove_broker(&img, 1, &|_| false);
+        assert_eq!(elr_state(&mut img, &gone), (vec![], NO_LEADER, vec![1], vec![1]));
+        // A new process of 1 after an unclean shutdown: out of the ELR, still the last leader.
+        let unclean = remove_unclean_shutdown(&img, 1, &|_| false);
+        assert_eq!(elr_state(&mut img, &unclean), (vec![], NO_LEADER, vec![], vec![1]));
+        // 2 was never in sync with it; 1 leads again once back, with what it has.
+        assert!(elect_leaderless(&img, &|r| r == 2).is_empty());
+        let back = elect_leaderless(&img, &|r| r == 1);
+        assert_eq!(elr_state(&mut img, &back), (vec![1], 1, vec![], vec![]));
+    }
+
+    #[test]
+    fn an_elected_eligible_replica_that_reaches_the_minimum_clears_the_others() {
+        // ELR [1, 2] kept under min.insync.replicas=2 by a partition without a leader,
+        // which keeps it when the minimum drops to 1 (nothing moves without a leader).
+        let mut img = image(&[(&[1, 2, 3], &[1, 2], 1)], &[("min.insync.replicas", "2")]);
+        let a = remove_broker(&img, 2, &|_| false);
+        let a = {
+            a.iter().for_each(|r| img.apply(r));
+            remove_broker(&img, 1, &|_| false)
+        };
+        assert_eq!(elr_state(&mut img, &a), (vec![], NO_LEADER, vec![1, 2], vec![1]));
+        img.apply(&MetadataRecord::TopicConfig {
+            topic_id: T,
+            name: "min.insync.replicas".into(),
+            value: Some("1".into()),
+        });
+        // 1 leads, alone in the ISR: enough for its high watermark to move past what 2
+        // holds, so 2 is no longer eligible.
+        let back = elect_leaderless(&img, &|r| r == 1);
+        assert_eq!(elr_state(&mut img, &back), (vec![1], 1, vec![], vec![]));
+    }
+
+    #[test]
+    fn without_elr_an_isr_keeps_its_last_member() {
+        let mut img = image(&[(&[1, 2], &[1, 2], 1)], &[("min.insync.replicas", "2")]);
+        without_elr(&mut img);
+        let a = remove_broker(&img, 2, &|r| r == 1);
+        assert_eq!(elr_state(&mut img, &a), (vec![1], 1, vec![], vec![]));
+        let b = remove_broker(&img, 1, &|_| false);
+        assert_eq!(elr_state(&mut img, &b), (vec![1], NO_LEADER, vec![], vec![]));
+        assert!(remove_unclean_shutdown(&img, 1, &|_| false).is_empty());
+        assert!(b.iter().all(|r| r.format_level() == 0));
+    }
+
+    #[test]
+    fn the_minimum_is_the_smallest_any_replica_may_lead_with() {
+        let set = |img: &mut MetadataImage, resource: &str, v: &str| {
+            img.apply(&MetadataRecord::BrokerConfig {
+                resource: resource.into(),
+                name: "min.insync.replicas".into(),
+                value: Some(v.into()),
+            })
+        };
+        let below_two = |img: &MetadataImage| {
+            // ISR [1] of three: below a minimum of 2 (ELR [2]), not below 1 (no ELR).
+            let mut img = img.clone();
+            let a = remove_broker(&img, 2, &|_| true);
+            elr_state(&mut img, &a).2 == vec![2]
+        };
+        let isr_of_two = || image(&[(&[1, 2, 3], &[1, 2], 1)], &[]);
+        // No topic value, no dynamic default: a replica's static default is unknown: 1.
+        assert!(!below_two(&isr_of_two()));
+        let mut img = isr_of_two();
+        set(&mut img, "", "2");
+        assert!(below_two(&img), "the cluster-wide default");
+        set(&mut img, "3", "1");
+        assert!(!below_two(&img), "one replica's own default is lower");
+        let topic = image(&[(&[1, 2, 3], &[1, 2], 1)], &[("min.insync.replicas", "2")]);
+        assert!(below_two(&topic), "the topic's own value");
+        // Capped at the replica count.
+        let mut small = image(&[(&[1, 2], &[1, 2], 1)], &[("min.insync.replicas", "3")]);
+        let a = remove_broker(&small, 2, &|_| true);
+        assert_eq!(elr_state(&mut small, &a), (vec![1], 1, vec![2], vec![]));
+    }
+
+    fn proposal_at(img: &MetadataImage, broker: i32, isr: &[i32]) -> IsrProposal {
+        let p = img.topic("t").unwrap().partition(0).unwrap();
+        IsrProposal {
+            broker,
+            topic_id: T,
+            partition: 0,
+            leader_epoch: p.leader_epoch,
+            partition_epoch: p.partition_epoch,
+            new_isr: isr.to_vec(),
+        }
+    }
+
     #[test]
     fn a_fenced_leader_is_replaced_from_the_isr_in_assignment_order() {
         let img = image(&[(&[1, 2, 3], &[1, 3, 2], 1), (&[2, 1, 3], &[2, 1, 3], 2), (&[2, 3], &[2, 3], 2)], &[]);
@@ -407,8 +619,9 @@ mod tests {
     }
 
     #[test]
-    fn the_last_isr_member_stays_and_the_partition_goes_leaderless() {
-        let img = image(&[(&[1, 2], &[1], 1)], &[]);
+    fn without_elr_the_last_isr_member_stays_and_the_partition_goes_leaderless() {
+        let mut img = image(&[(&[1, 2], &[1], 1)], &[]);
+        without_elr(&mut img);
         let recs = remove_broker(&img, 1, &|_| true);
         assert_eq!(parts(&recs), vec![(0, vec![1], NO_LEADER, 6, 10)]);
     }
@@ -458,12 +671,15 @@ mod tests {
         use ElectionType::Preferred;
         let img = image(&[(&[1, 2], &[1, 2], 2), (&[1, 2], &[2], 2), (&[1, 2], &[1, 2], 1)], &[]);
         let t = img.topic("t").unwrap();
-        assert_eq!(parts(&[elect_requested(t, 0, Preferred, &|_| true).unwrap()]), vec![(0, vec![1, 2], 1, 6, 10)]);
-        assert_eq!(elect_requested(t, 0, Preferred, &|r| r != 1), Err(PreferredLeaderNotAvailable));
-        assert_eq!(elect_requested(t, 1, Preferred, &|_| true), Err(PreferredLeaderNotAvailable));
-        assert_eq!(elect_requested(t, 2, Preferred, &|_| true), Err(ElectionNotNeeded));
-        assert_eq!(elect_requested(t, 9, Preferred, &|_| true), Err(UnknownPartition));
-        assert_eq!(elect_requested(t, -1, Preferred, &|_| true), Err(UnknownPartition));
+        assert_eq!(
+            parts(&[elect_requested(&img, t, 0, Preferred, &|_| true).unwrap()]),
+            vec![(0, vec![1, 2], 1, 6, 10)]
+        );
+        assert_eq!(elect_requested(&img, t, 0, Preferred, &|r| r != 1), Err(PreferredLeaderNotAvailable));
+        assert_eq!(elect_requested(&img, t, 1, Preferred, &|_| true), Err(PreferredLeaderNotAvailable));
+        assert_eq!(elect_requested(&img, t, 2, Preferred, &|_| true), Err(ElectionNotNeeded));
+        assert_eq!(elect_requested(&img, t, 9, Preferred, &|_| true), Err(UnknownPartition));
+        assert_eq!(elect_requested(&img, t, -1, Preferred, &|_| true), Err(UnknownPartition));
     }
 
     #[test]
@@ -473,10 +689,10 @@ mod tests {
         let img = image(&[(&[1, 2, 3], &[1], NO_LEADER), (&[1, 2], &[1, 2], 1), (&[1, 2], &[1], NO_LEADER)], &[]);
         let t = img.topic("t").unwrap();
         // The ISR member first when it is back; else any live replica, alone in the ISR.
-        assert_eq!(parts(&[elect_requested(t, 0, Unclean, &|_| true).unwrap()]), vec![(0, vec![1], 1, 6, 10)]);
-        assert_eq!(parts(&[elect_requested(t, 0, Unclean, &|r| r == 3).unwrap()]), vec![(0, vec![3], 3, 6, 10)]);
-        assert_eq!(elect_requested(t, 1, Unclean, &|_| true), Err(ElectionNotNeeded));
-        assert_eq!(elect_requested(t, 2, Unclean, &|_| false), Err(EligibleLeadersNotAvailable));
+        assert_eq!(parts(&[elect_requested(&img, t, 0, Unclean, &|_| true).unwrap()]), vec![(0, vec![1], 1, 6, 10)]);
+        assert_eq!(parts(&[elect_requested(&img, t, 0, Unclean, &|r| r == 3).unwrap()]), vec![(0, vec![3], 3, 6, 10)]);
+        assert_eq!(elect_requested(&img, t, 1, Unclean, &|_| true), Err(ElectionNotNeeded));
+        assert_eq!(elect_requested(&img, t, 2, Unclean, &|_| false), Err(EligibleLeadersNotAvailable));
     }
 
     #[test]
@@ -484,7 +700,7 @@ mod tests {
         use ElectionError::*;
         let img = image(&[(&[1, 2], &[1, 2], 2), (&[1, 2], &[1, 2], 1), (&[1, 2], &[2], 2)], &[]);
         let records: Vec<_> = (0..3)
-            .filter_map(|p| elect_requested(img.topic("t").unwrap(), p, ElectionType::Preferred, &|_| true).ok())
+            .filter_map(|p| elect_requested(&img, img.topic("t").unwrap(), p, ElectionType::Preferred, &|_| true).ok())
             .collect();
         let asked = vec![("t".to_string(), 0), ("t".to_string(), 1), ("t".to_string(), 2), ("u".to_string(), 0)];
         let got = election_outcomes(&img, ElectionType::Preferred, Some(&asked), &records);

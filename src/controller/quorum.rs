@@ -154,6 +154,9 @@ pub struct Controller {
     /// Set by `shutdown`, so that the drop does not stop Raft a second time (openraft
     /// warns "Double call to Raft::shutdown()").
     stopped: std::sync::atomic::AtomicBool,
+    /// This broker process started after a clean shutdown of the one before it (its
+    /// heartbeats say so: see [`ControllerOp::BrokerHeartbeat`]).
+    clean_start: std::sync::atomic::AtomicBool,
 }
 
 impl Controller {
@@ -304,6 +307,7 @@ impl Controller {
             controller_addr,
             tasks: Mutex::new(tasks),
             stopped: std::sync::atomic::AtomicBool::new(false),
+            clean_start: std::sync::atomic::AtomicBool::new(false),
         };
         if fold_base {
             // From now on the Raft state holds everything; metadata.log is history.

@@ -224,6 +224,8 @@ mod tests {
                 partition_epoch: 7,
                 adding_replicas: adding.to_vec(),
                 removing_replicas: removing.to_vec(),
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             }],
             configs: BTreeMap::new(),
         }

@@ -27,15 +27,23 @@ pub struct Endpoint {
 /// * 1: [`MetadataRecord::UnregisterBroker`].
 /// * 2: voters the Raft membership names and `--controller-quorum-voters` does not
 ///   ([`VOTERS_IN_MEMBERSHIP`]).
+/// * 3: eligible leader replicas (KIP-966): a partition record whose ISR may be empty and
+///   that names `eligible_leader_replicas` and `last_known_elr`
+///   ([`ELIGIBLE_LEADER_REPLICAS`]).
 ///
 /// [`MetadataImage::brokers_behind`]: super::MetadataImage::brokers_behind
-pub const METADATA_FORMAT: u16 = 2;
+pub const METADATA_FORMAT: u16 = 3;
 
 /// The format from which a node finds the controller leader through the Raft membership,
 /// not only among the voters its flags name: AddRaftVoter waits for it, since a node of an
 /// older release could not reach a leader that AddRaftVoter added (its heartbeats would
 /// fail, and it would be fenced).
 pub const VOTERS_IN_MEMBERSHIP: u16 = 2;
+
+/// The format from which the controller keeps eligible leader replicas (KIP-966): an
+/// older release reads an empty ISR as a partition that cannot be led again, so the
+/// controller keeps the ISR's last member in it until every broker reads this format.
+pub const ELIGIBLE_LEADER_REPLICAS: u16 = 3;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -88,6 +96,17 @@ pub enum MetadataRecord {
         adding_replicas: Vec<i32>,
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         removing_replicas: Vec<i32>,
+        /// Eligible leader replicas (Kafka's `EligibleLeaderReplicas`, KIP-966): replicas
+        /// that left the ISR while it was smaller than `min.insync.replicas`. The high
+        /// watermark cannot move while the ISR is that small, so each of them holds every
+        /// record below it, and one may lead when no ISR member can. Never overlaps the ISR.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        eligible_leader_replicas: Vec<i32>,
+        /// Kafka's `LastKnownElr`, as Kafka 4 uses it: the last leader, kept while the
+        /// partition has none, which may lead again when it returns and no ISR or ELR
+        /// member can.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        last_known_elr: Vec<i32>,
     },
     /// Set (`value: Some`) or remove (`None`) one config of a topic.
     TopicConfig {
@@ -144,6 +163,11 @@ impl MetadataRecord {
     pub fn format_level(&self) -> u16 {
         match self {
             MetadataRecord::UnregisterBroker { .. } => 1,
+            MetadataRecord::Partition { isr, eligible_leader_replicas, last_known_elr, .. }
+                if isr.is_empty() || !eligible_leader_replicas.is_empty() || !last_known_elr.is_empty() =>
+            {
+                ELIGIBLE_LEADER_REPLICAS
+            }
             _ => 0,
         }
     }

@@ -5,7 +5,8 @@
 //! are fixed by the code: there is nothing for UpdateFeatures to change, and a cluster of
 //! runnel brokers of one build always agrees. A feature at level 0 is not finalized (as
 //! in Kafka, whose ApiVersions lists only levels above 0): `transaction.version` 0 means
-//! no KIP-890 transactions, `group.version` 0 no KIP-848 consumer groups, and so on.
+//! no KIP-890 transactions, `group.version` 0 no KIP-848 consumer groups, and so on;
+//! `eligible.leader.replicas.version` 1 is KIP-966 (`controller::eligible_leaders`).
 //! `metadata.version` is the level of the schemas runnel speaks: Kafka 4.1's
 //! (kafka-protocol 0.18), whose production level is 4.1-IV1.
 
@@ -28,7 +29,10 @@ pub const SUPPORTED: &[Feature] = &[
     Feature { name: "kraft.version", min: 1, max: 1 },
     Feature { name: "transaction.version", min: 0, max: 0 },
     Feature { name: "group.version", min: 0, max: 0 },
-    Feature { name: "eligible.leader.replicas.version", min: 0, max: 0 },
+    // Eligible leader replicas (KIP-966), on as in a new Kafka 4.1+ cluster. (The
+    // controller keeps them once every broker reads their records: the record format
+    // gate, not this level, holds them back in a cluster upgrading from an older release.)
+    Feature { name: "eligible.leader.replicas.version", min: 1, max: 1 },
     Feature { name: "share.version", min: 0, max: 0 },
     Feature { name: "streams.version", min: 0, max: 0 },
 ];
@@ -52,9 +56,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn one_level_per_feature_and_only_metadata_version_and_kraft_version_finalized() {
+    fn one_level_per_feature_and_only_those_runnel_has_finalized() {
         assert!(SUPPORTED.iter().all(|f| f.min == f.max));
-        assert_eq!(finalized().collect::<Vec<_>>(), [("metadata.version", 27), ("kraft.version", 1)]);
+        assert_eq!(
+            finalized().collect::<Vec<_>>(),
+            [("metadata.version", 27), ("kraft.version", 1), ("eligible.leader.replicas.version", 1)]
+        );
         assert_eq!(finalized_level("transaction.version"), 0);
         assert_eq!(finalized_level("no.such.feature"), 0);
     }

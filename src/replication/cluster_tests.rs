@@ -112,6 +112,8 @@ fn image(replicas: &[i32], leader: i32, epoch: i32) -> MetadataImage {
         partition_epoch: epoch,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     });
     image
 }
@@ -129,6 +131,8 @@ fn catching_up(replicas: &[i32]) -> MetadataImage {
         partition_epoch: 1,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     });
     image
 }
@@ -516,6 +520,8 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
         partition_epoch: 1,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     });
     manager.apply_image(&shrunk, 40_000).unwrap();
     assert_eq!(p.high_watermark(), 2, "no longer held back by follower 3");
@@ -552,6 +558,8 @@ fn lagging_followers_are_proposed_out_of_the_isr_once_and_caught_up_ones_back_in
         partition_epoch: 2,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     });
     manager.apply_image(&expanded, 43_000).unwrap();
     assert_eq!((counters.isr_shrinks(), counters.isr_expands(), counters.unclean_elections()), (1, 1, 0));
@@ -587,6 +595,8 @@ fn a_follower_proposed_for_the_isr_holds_the_high_watermark_until_the_answer() {
             partition_epoch: epoch,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
         });
         img
     };
@@ -677,6 +687,8 @@ fn add_topic_led_by_1(image: &mut MetadataImage, name: &str, topic_id: Uuid) {
         partition_epoch: 0,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     });
 }
 

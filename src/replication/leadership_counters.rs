@@ -20,16 +20,20 @@ pub struct LeadershipCounters {
 pub struct Before {
     pub leading: bool,
     pub leader_epoch: i32,
-    /// Empty when no metadata was applied to the partition yet.
+    /// Empty when no metadata was applied to the partition yet (and, with KIP-966's
+    /// eligible leader replicas, while it had no leader).
     pub isr: Vec<i32>,
-    /// The replicas, as the same metadata gave them.
+    /// The replicas, as the same metadata gave them: empty when none was applied yet.
     pub replicas: Vec<i32>,
+    /// The replicas the same metadata let lead cleanly from outside the ISR: its ELR and
+    /// last known leader.
+    pub eligible: Vec<i32>,
 }
 
 impl LeadershipCounters {
     /// A metadata change that names `me` the leader of `after`.
     pub fn on_leadership(&self, me: i32, before: &Before, after: &PartitionImage) {
-        if before.isr.is_empty() || after.leader != me {
+        if before.replicas.is_empty() || after.leader != me {
             return;
         }
         if before.leading && before.leader_epoch == after.leader_epoch {
@@ -43,9 +47,11 @@ impl LeadershipCounters {
             }
         } else if after.leader_epoch > before.leader_epoch
             && !before.isr.contains(&me)
+            && !before.eligible.contains(&me)
             && before.replicas == after.replicas
         {
-            // Elected from outside the ISR: only `unclean.leader.election.enable` does that.
+            // Elected from outside the ISR and the eligible leaders: only
+            // `unclean.leader.election.enable` (or an UNCLEAN ElectLeaders) does that.
             // (Not when the replicas changed too: a reassignment that completes as its
             // last new replica joins the ISR may make that one leader in the same commit,
             // and an unclean election never changes the replicas.)
@@ -80,11 +86,14 @@ mod tests {
             partition_epoch: 0,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            elr: Vec::new(),
+            last_known_elr: Vec::new(),
         }
     }
 
     fn before(leading: bool, leader_epoch: i32, isr: &[i32]) -> Before {
-        Before { leading, leader_epoch, isr: isr.to_vec(), replicas: vec![1, 2, 3] }
+        let replicas = if leader_epoch < 0 { vec![] } else { vec![1, 2, 3] };
+        Before { leading, leader_epoch, isr: isr.to_vec(), replicas, eligible: vec![] }
     }
 
     #[test]
@@ -109,6 +118,13 @@ mod tests {
         c.on_leadership(3, &before(false, 5, &[2]), &image(3, 6, &[3]));
         assert_eq!(c.unclean_elections(), 1);
         assert_eq!((c.isr_shrinks(), c.isr_expands()), (0, 0));
+        // With the ISR empty: from the eligible leaders (ELR or last leader) is clean, from
+        // anywhere else is not.
+        let empty = Before { eligible: vec![2], ..before(false, 6, &[]) };
+        c.on_leadership(2, &empty, &image(2, 7, &[2]));
+        assert_eq!(c.unclean_elections(), 1);
+        c.on_leadership(1, &empty, &image(1, 7, &[1]));
+        assert_eq!(c.unclean_elections(), 2);
     }
 
     /// A move from [1, 2, 3] to [4, 2, 3] completes in the commit that lets 4 into the
@@ -117,7 +133,13 @@ mod tests {
     #[test]
     fn a_reassignment_completing_with_its_new_replica_as_leader_is_no_unclean_election() {
         let c = LeadershipCounters::default();
-        let moving = Before { leading: false, leader_epoch: 4, isr: vec![1, 2, 3], replicas: vec![4, 2, 3, 1] };
+        let moving = Before {
+            leading: false,
+            leader_epoch: 4,
+            isr: vec![1, 2, 3],
+            replicas: vec![4, 2, 3, 1],
+            eligible: vec![],
+        };
         let done = PartitionImage { replicas: vec![4, 2, 3], ..image(4, 5, &[2, 3, 4]) };
         c.on_leadership(4, &moving, &done);
         assert_eq!(c.unclean_elections(), 0);

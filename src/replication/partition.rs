@@ -137,6 +137,9 @@ pub(super) struct PartitionState {
     metadata_isr: Vec<i32>,
     /// The replicas as the same metadata gave them.
     metadata_replicas: Vec<i32>,
+    /// The replicas the same metadata let lead cleanly from outside the ISR: its eligible
+    /// leader replicas and last known leader (KIP-966).
+    metadata_eligible: Vec<i32>,
     /// Moves to another log directory so far: a cleaner pass planned before one is void.
     moves: u64,
     /// Whether the log directory holding the partition is offline: shared by every
@@ -201,6 +204,7 @@ impl Partition {
                 deleted: false,
                 metadata_isr: Vec::new(),
                 metadata_replicas: Vec::new(),
+                metadata_eligible: Vec::new(),
                 moves: 0,
                 log_dir_offline: Arc::new(AtomicBool::new(false)),
             }),
@@ -305,6 +309,7 @@ impl Partition {
         s.partition_epoch = pi.partition_epoch;
         s.metadata_isr.clone_from(&pi.isr);
         s.metadata_replicas.clone_from(&pi.replicas);
+        s.metadata_eligible = eligible_of(pi);
         if new_epoch || !same_leadership {
             // A new partition epoch answers what was proposed in the last one.
             s.isr_change_in_flight = None;
@@ -680,9 +685,11 @@ impl Partition {
 
     /// The ISR and the replicas as the last applied metadata gave them (empty before the
     /// first).
-    pub fn metadata_isr_and_replicas(&self) -> (Vec<i32>, Vec<i32>) {
+    /// The ISR, the replicas and the eligible leaders (ELR and last known leader) of the
+    /// last applied metadata (all empty before the first).
+    pub fn metadata_isr_replicas_and_eligible(&self) -> (Vec<i32>, Vec<i32>, Vec<i32>) {
         let s = self.lock();
-        (s.metadata_isr.clone(), s.metadata_replicas.clone())
+        (s.metadata_isr.clone(), s.metadata_replicas.clone(), s.metadata_eligible.clone())
     }
 
     /// Whether [`Self::flush`] has anything to write.
@@ -798,6 +805,11 @@ mod log_move;
 pub use log_move::MovePaused;
 mod replica;
 pub use replica::{FetchApplied, FollowerFetchState, ReplicaRead};
+
+/// The replicas `pi` lets lead cleanly from outside its ISR (KIP-966).
+fn eligible_of(pi: &PartitionImage) -> Vec<i32> {
+    pi.elr.iter().chain(&pi.last_known_elr).copied().collect()
+}
 
 #[cfg(test)]
 mod tests;

@@ -442,8 +442,8 @@ impl ReplicaManager {
     fn set_role(&self, p: &Partition, pi: &PartitionImage, now_ms: i64) -> bool {
         let was_follower = !p.is_leader();
         let fetchers_affected = if pi.leader == self.node_id {
-            let (isr, replicas) = p.metadata_isr_and_replicas();
-            let before = Before { leading: !was_follower, leader_epoch: p.leader_epoch(), isr, replicas };
+            let (isr, replicas, eligible) = p.metadata_isr_replicas_and_eligible();
+            let before = Before { leading: !was_follower, leader_epoch: p.leader_epoch(), isr, replicas, eligible };
             self.leadership.on_leadership(self.node_id, &before, pi);
             p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms);
             was_follower

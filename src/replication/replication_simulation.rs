@@ -18,9 +18,14 @@
 //! leaves that to the page cache, as Kafka does), and the fetch it had sent before may
 //! still reach its leader afterwards (KIP-903's case). A power loss is modelled only
 //! where Kafka promises to keep the records: one broker at a time, while the committed
-//! ISR holds another member (the controller's decisions that would leave only the
-//! forgetful broker in the ISR are not taken; there Kafka without KIP-966 loses records
-//! too). Until it registers again, that broker's files are not checked.
+//! ISR holds another member (the controller's decisions that would leave only brokers
+//! that lost power, and have not caught up since, in the ISR are not taken: an election
+//! of the last known leader after it lost power loses records in Kafka too). Until it
+//! registers again, that broker's files are not checked.
+//!
+//! Eligible leader replicas (KIP-966) are checked like the ISR: every record committed
+//! must be on each of them. A broker's heartbeats say whether its process started after
+//! a clean stop (a controlled shutdown); after a crash it leaves the ELR.
 //!
 //! A broker can also stop cleanly: it asks the controller to shut down (its heartbeats say
 //! `want_shut_down` from then on: leadership moves off it and it leaves the ISR, as on
@@ -134,6 +139,16 @@ struct Broker {
     /// It asked the controller to shut down (a controlled shutdown): its heartbeats say so
     /// until it stops.
     shutting_down: bool,
+    /// The process before it stopped cleanly (its heartbeats say so): the controller then
+    /// keeps it in the ELR.
+    clean_start: bool,
+    /// It lost power and its leader has not let it into an ISR since: its log may lack
+    /// committed records, though it registered (which took it out of the ISR and ELR). It
+    /// may still be the last known leader; an election that would make it the ISR's only
+    /// member is outside what is modelled (Kafka calls that election unclean too).
+    lacks_committed: bool,
+    /// This process stopped cleanly (set when it stops).
+    stopped_cleanly: bool,
 }
 
 impl Broker {
@@ -148,6 +163,9 @@ impl Broker {
             lost_power: false,
             forgetful: false,
             shutting_down: false,
+            clean_start: false,
+            stopped_cleanly: false,
+            lacks_committed: false,
         }
     }
 }
@@ -227,6 +245,8 @@ impl Sim {
             partition_epoch: 0,
             adding_replicas: vec![],
             removing_replicas: vec![],
+            eligible_leader_replicas: Vec::new(),
+            last_known_elr: Vec::new(),
         });
         let mut liveness = BrokerLiveness::new(SESSION_MS);
         liveness.became_leader(BROKERS.iter().map(|b| (*b, false)), 0);
@@ -294,16 +314,27 @@ impl Sim {
         let expands = matches!(op, ControllerOp::AlterPartition { add: Some(_), .. });
         let mut elected_unclean = Vec::new();
         for r in &records {
-            let before = image.topic("t").unwrap().partitions[0].isr.clone();
+            // A member of the ELR, or the last known leader (the ISR's last member when it
+            // emptied), leads cleanly too.
+            let before = image.topic("t").unwrap().partitions[0].clone();
+            let clean = |m: &i32| before.isr.contains(m) || before.elr.contains(m) || before.last_known_elr.contains(m);
             image.apply(r);
             let after = &image.topic("t").unwrap().partitions[0].isr;
             if !expands {
-                elected_unclean.extend(after.iter().filter(|m| !before.contains(m)));
+                elected_unclean.extend(after.iter().filter(|m| !clean(m)));
             }
         }
         let isr = &image.topic("t").unwrap().partitions[0].isr;
+        if !isr.is_empty() && isr.iter().all(|r| self.brokers[r].lacks_committed) {
+            return Err(ControllerError::Refused("only a broker that lost power would be in the ISR".into()));
+        }
+        if let ControllerOp::AlterPartition { add: Some(joined), .. } = op {
+            if isr.contains(&joined) {
+                self.brokers.get_mut(&joined).unwrap().lacks_committed = false;
+            }
+        }
         if let Some(f) = self.forgetful() {
-            if isr.iter().all(|r| *r == f) {
+            if !isr.is_empty() && isr.iter().all(|r| *r == f) {
                 return Err(ControllerError::Refused("only a broker that lost power would stay in the ISR".into()));
             }
         }
@@ -330,13 +361,14 @@ impl Sim {
     }
 
     fn heartbeat(&mut self, b: i32) {
-        let (incarnation, want_shut_down) = (self.brokers[&b].incarnation, self.brokers[&b].shutting_down);
+        let broker = &self.brokers[&b];
         let op = ControllerOp::BrokerHeartbeat {
             node_id: b,
-            incarnation,
-            want_shut_down,
+            incarnation: broker.incarnation,
+            want_shut_down: broker.shutting_down,
             offline_replicas: Some(vec![]),
             metadata_format: METADATA_FORMAT,
+            clean_shutdown: broker.clean_start,
         };
         if self.control(op).is_ok() {
             let broker = self.brokers.get_mut(&b).unwrap();
@@ -549,6 +581,8 @@ impl Sim {
         broker.checkpoint = checkpoint;
         broker.lost_power = lost_power;
         broker.forgetful |= lost_power;
+        broker.lacks_committed |= lost_power;
+        broker.stopped_cleanly = clean;
     }
 
     /// A crashed broker starts again: its partition reopened from its files (and its
@@ -560,13 +594,16 @@ impl Sim {
         if before.lost_power {
             lose_unflushed_tail(&before.partition, |cuts| self.rng.below(cuts));
         }
-        let (checkpoint, forgetful) = (before.checkpoint, before.forgetful);
+        let (checkpoint, forgetful, clean_start) = (before.checkpoint, before.forgetful, before.stopped_cleanly);
+        let lacks_committed = before.lacks_committed;
         let partition = self.open(b);
         if let Some(hw) = checkpoint {
             partition.restore_high_watermark(hw);
         }
         let mut broker = Broker::new(partition);
         broker.forgetful = forgetful;
+        broker.clean_start = clean_start;
+        broker.lacks_committed = lacks_committed;
         self.brokers.insert(b, broker);
     }
 
@@ -690,7 +727,7 @@ impl Sim {
             .collect();
         let pi = self.pi();
         format!(
-            "{} | ctl leader {} e{} pe{} replicas {:?} (+{:?} -{:?}) isr {:?}",
+            "{} | ctl leader {} e{} pe{} replicas {:?} (+{:?} -{:?}) isr {:?} elr {:?} last {:?}",
             brokers.join(", "),
             pi.leader,
             pi.leader_epoch,
@@ -698,7 +735,9 @@ impl Sim {
             pi.replicas,
             pi.adding_replicas,
             pi.removing_replicas,
-            pi.isr
+            pi.isr,
+            pi.elr,
+            pi.last_known_elr
         )
     }
 
@@ -729,16 +768,19 @@ impl Sim {
             }
         }
         let pending = self.unclean_pending;
-        for member in pi.isr.iter().filter(|m| !self.brokers[m].forgetful && pending != Some(**m)) {
+        // ELR members hold every committed record too: that is what makes them eligible.
+        let members = pi.isr.iter().chain(&pi.elr);
+        for member in members.filter(|m| !self.brokers[m].forgetful && pending != Some(**m)) {
             let p = &self.brokers[member].partition;
             let log = records(p);
             // Records before its log start offset were deleted (DeleteRecords), not lost.
             for (offset, record) in self.committed.range(p.log_start_offset()..) {
                 if log.get(offset) != Some(record) {
                     return Err(format!(
-                        "seed {seed} step {step}: ISR member {member} (ISR {:?}, leader {} in epoch {}) lacks \
-                         committed record {record} at offset {offset} (has {:?})",
+                        "seed {seed} step {step}: ISR or ELR member {member} (ISR {:?}, ELR {:?}, leader {} in \
+                         epoch {}) lacks committed record {record} at offset {offset} (has {:?})",
                         pi.isr,
+                        pi.elr,
                         pi.leader,
                         pi.leader_epoch,
                         log.get(offset)

@@ -321,6 +321,8 @@ mod tests {
                 partition_epoch: 0,
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                elr: Vec::new(),
+                last_known_elr: Vec::new(),
             })
             .collect();
         let id = Uuid::from_u128(3);

@@ -119,6 +119,9 @@ impl Broker {
                 .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
             log_dir_locks.push(lock_data_dir(dir)?);
         }
+        // Taken before any log opens: a crash from here on is an unclean shutdown.
+        let clean_start = crate::storage::clean_shutdown::take(&config.data_dir)
+            .map_err(|source| StartError::DataDir { path: config.data_dir.display().to_string(), source })?;
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
@@ -182,6 +185,13 @@ impl Broker {
         let incarnation = uuid::Uuid::new_v4();
         replicas.set_broker_epoch(crate::controller::broker_liveness::broker_epoch_of(incarnation));
         let serve_deadline = tokio::time::Instant::now() + UNFENCE_TIMEOUT;
+        if controller.is_clustered() && !clean_start {
+            tracing::info!(
+                "no clean shutdown recorded in the data dir (a crash, or a new data dir): this broker's replicas \
+                 leave the eligible leader replicas they were in"
+            );
+        }
+        controller.set_started_after_clean_shutdown(clean_start);
         cluster::register(&controller, incarnation, serve_deadline).await;
         // Registered, this node knows its cluster (a node that joined one learned it from
         // the metadata log); a node that was not let in before the deadline records it
@@ -412,11 +422,20 @@ impl Broker {
         let partitions = self.ctx.replicas.all_partitions();
         let count = partitions.len();
         let started = std::time::Instant::now();
-        let flushed = tokio::task::spawn_blocking(move || flush_all(&partitions)).await.unwrap_or(0);
+        let (flushed, all_flushed) =
+            tokio::task::spawn_blocking(move || flush_all(&partitions)).await.unwrap_or((0, false));
         if self.ctx.controller.is_clustered() {
             // After the final flush: a clean restart starts from exactly these.
             let replicas = self.ctx.replicas.clone();
             let _ = tokio::task::spawn_blocking(move || replicas.checkpoint_high_watermarks()).await;
+        }
+        // Every log holds what it acknowledged: the next process may say its start is
+        // clean (and stay an eligible leader replica). Not with a log dir offline or a
+        // failed flush.
+        if all_flushed && self.ctx.replicas.offline_partitions().is_empty() {
+            if let Err(e) = crate::storage::clean_shutdown::mark(&self.ctx.config.data_dir) {
+                tracing::warn!(error = %e, "could not record the clean shutdown");
+            }
         }
         self.ctx.controller.shutdown().await;
         tracing::info!(
@@ -500,21 +519,24 @@ const SHUTDOWN_FLUSH_THREADS: usize = 16;
 
 /// Flushes every partition with unflushed data, on up to [`SHUTDOWN_FLUSH_THREADS`]
 /// threads; clean partitions cost nothing. Returns how many were flushed.
-fn flush_all(partitions: &[Arc<Partition>]) -> usize {
+/// Flushes every partition with unflushed records: how many, and whether all succeeded.
+fn flush_all(partitions: &[Arc<Partition>]) -> (usize, bool) {
     let dirty: Vec<&Arc<Partition>> = partitions.iter().filter(|p| p.needs_flush()).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = AtomicBool::new(false);
     std::thread::scope(|scope| {
         for _ in 0..SHUTDOWN_FLUSH_THREADS.min(dirty.len()) {
             scope.spawn(|| {
                 while let Some(p) = dirty.get(next.fetch_add(1, std::sync::atomic::Ordering::Relaxed)) {
                     if let Err(e) = p.flush() {
                         tracing::error!(topic = %p.topic, partition = p.index, error = %e, "flush at shutdown failed");
+                        failed.store(true, Ordering::Relaxed);
                     }
                 }
             });
         }
     });
-    dirty.len()
+    (dirty.len(), !failed.load(Ordering::Relaxed))
 }
 
 /// How long a starting broker of a cluster waits to register with the controller quorum

@@ -18,11 +18,13 @@
 //! * [`record`]: walking the records of an uncompressed batch.
 //! * [`leader_epoch`]: the `leader-epoch-checkpoint` cache for OffsetForLeaderEpoch.
 //! * [`checkpoint`]: atomically replaced checkpoint files.
+//! * [`clean_shutdown`]: the broker's marker of a clean stop.
 //! * [`meta_properties`]: the data dir's identity (node id, directory id, cluster id).
 //! * [`error`]: the [`StorageError`] enum.
 
 pub mod batch;
 pub mod checkpoint;
+pub mod clean_shutdown;
 pub mod codec;
 pub mod error;
 pub mod file_cache;

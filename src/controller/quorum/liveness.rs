@@ -174,6 +174,13 @@ async fn check_listening(core: Weak<Core>, term: u64, node: i32, addr: String) {
 }
 
 impl Controller {
+    /// This broker process started after the one before it on this data dir shut down
+    /// cleanly (every log flushed): its heartbeats say so, and the controller keeps it in
+    /// the ELRs it is in (otherwise its logs may lack what they held, and it leaves them).
+    pub fn set_started_after_clean_shutdown(&self, clean: bool) {
+        self.clean_start.store(clean, std::sync::atomic::Ordering::Release);
+    }
+
     /// Part of a cluster (more than one voter, or a broker-only node): brokers heartbeat
     /// and can be fenced. A single node never is.
     pub fn is_clustered(&self) -> bool {
@@ -191,6 +198,7 @@ impl Controller {
     ) -> Result<(), ControllerError> {
         let node_id = self.core.node_id;
         let offline_replicas = Some(offline);
+        let clean_shutdown = self.clean_start.load(std::sync::atomic::Ordering::Acquire);
         self.run(move |core| async move {
             let op = ControllerOp::BrokerHeartbeat {
                 node_id,
@@ -198,6 +206,7 @@ impl Controller {
                 want_shut_down,
                 offline_replicas,
                 metadata_format: METADATA_FORMAT,
+                clean_shutdown,
             };
             core.submit(op).await.map(drop)
         })

@@ -154,6 +154,8 @@ fn a_pre_raft_metadata_log_is_the_base_of_the_quorum() {
                 partition_epoch: 0,
                 adding_replicas: vec![],
                 removing_replicas: vec![],
+                eligible_leader_replicas: Vec::new(),
+                last_known_elr: Vec::new(),
             },
         ])
         .unwrap();

@@ -104,11 +104,11 @@ fn describe_topic(
                 .with_leader_epoch(p.leader_epoch)
                 .with_replica_nodes(p.replicas.iter().map(|r| BrokerId(*r)).collect())
                 .with_isr_nodes(p.isr.iter().map(|r| BrokerId(*r)).collect())
-                // No eligible leader replicas (KIP-966's ELR is not implemented): empty
-                // lists, as Kafka sends with ELR off; the Java admin client reads them as
-                // non-null.
-                .with_eligible_leader_replicas(Some(vec![]))
-                .with_last_known_elr(Some(vec![]))
+                // KIP-966's eligible leader replicas and last known leader, as Kafka 4.1+
+                // sends them (empty lists when none; the Java admin client reads them as
+                // non-null, and `kafka-topics --describe` prints them as Elr/LastKnownElr).
+                .with_eligible_leader_replicas(Some(p.elr.iter().map(|r| BrokerId(*r)).collect()))
+                .with_last_known_elr(Some(p.last_known_elr.iter().map(|r| BrokerId(*r)).collect()))
                 .with_offline_replicas(
                     p.replicas.iter().filter(|r| !image.broker_alive(**r)).map(|r| BrokerId(*r)).collect(),
                 )
@@ -175,6 +175,8 @@ mod tests {
                     partition_epoch: 0,
                     adding_replicas: vec![],
                     removing_replicas: vec![],
+                    elr: Vec::new(),
+                    last_known_elr: Vec::new(),
                 })
                 .collect();
             img.topic_names_by_id.insert(id, name.to_string());

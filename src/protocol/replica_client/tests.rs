@@ -54,6 +54,8 @@ async fn setup(isr: &[i32]) -> Setup {
         partition_epoch: 1,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     });
     ctx.replicas.apply_image(&image, ctx.now_ms()).unwrap();
     let leader_partition = ctx.replicas.partition(&topic.topic_id, 0).unwrap();
@@ -202,6 +204,8 @@ async fn a_diverging_epoch_over_the_wire_makes_the_follower_truncate() {
         partition_epoch: leader_epoch + 2,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     };
     led_by_2.apply(&partition(2, 0));
     s.follower.apply_image(&led_by_2, s.follower.now_ms()).unwrap();

@@ -73,6 +73,7 @@ impl Partition {
         s.partition_epoch = pi.partition_epoch;
         s.metadata_isr.clone_from(&pi.isr);
         s.metadata_replicas.clone_from(&pi.replicas);
+        s.metadata_eligible = super::eligible_of(pi);
         s.follower_high_watermark = hw;
         s.isr_change_in_flight = None;
         s.unsent_isr_proposal = None;

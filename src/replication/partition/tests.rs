@@ -69,6 +69,8 @@ fn pi(leader: i32, epoch: i32, isr: &[i32]) -> PartitionImage {
         partition_epoch: epoch,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        elr: Vec::new(),
+        last_known_elr: Vec::new(),
     }
 }
 
@@ -153,6 +155,8 @@ fn the_leader_answers_a_follower_fetch_as_kafka_does() {
         partition_epoch: 5,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        elr: Vec::new(),
+        last_known_elr: Vec::new(),
     };
     assert!(p.become_follower(&pi));
     assert!(!p.become_follower(&pi), "no change the second time");

@@ -67,6 +67,8 @@ fn leadership(replicas: &[i32], isr: &[i32]) -> PartitionImage {
         partition_epoch: 0,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        elr: Vec::new(),
+        last_known_elr: Vec::new(),
     }
 }
 
@@ -247,6 +249,8 @@ fn solo_partition(topic_id: Uuid, leader_epoch: i32) -> MetadataRecord {
         partition_epoch: leader_epoch,
         adding_replicas: vec![],
         removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
     }
 }
 

@@ -1,0 +1,134 @@
+"""Eligible leader replicas (KIP-966, on by default in Kafka 4.1+) on a five-broker runnel
+cluster whose controller quorum is three of them (so that the replicas' three brokers
+down still leave a quorum), seen through Kafka's own `kafka-topics --describe` (its Elr
+and LastKnownElr columns).
+
+A partition on L, F and G with min.insync.replicas=2: G is killed (the ISR keeps its
+minimum, so no ELR), F is stopped cleanly (SIGTERM: the ISR falls to L alone, below the
+minimum, so the high watermark stops and F becomes an eligible leader replica), then L
+is killed. Nothing in the ISR is left. F starts again after its clean shutdown, keeps its
+place in the ELR, and leads: a clean election, with every acknowledged record. Before
+ELR the partition had no leader until L came back. L, back after a crash (no clean
+shutdown), is no longer eligible. Once G is back in the ISR the minimum is met again and
+every acknowledged record is read."""
+import os
+import time
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+
+import netns
+from cluster_fixtures import runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
+from kafka_tools import TOPICS, describe, run_tool
+from test_cluster_tools import bootstrap, elrs, partitions
+
+why_not = netns.available()
+pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
+                                reason=why_not or "starts its own brokers")
+
+
+@pytest.fixture
+def cluster5_3_voters(tmp_path, runnel_bin):
+    yield from start_cluster(tmp_path, runnel_bin, 5, voters=3)
+
+
+def produce(servers, values):
+    p = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": True})
+    for v in values:
+        p.produce("elr", value=v.encode(), partition=0)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+
+def read_all(servers, want):
+    c = Consumer({"bootstrap.servers": servers, "group.id": f"r{time.time_ns()}", "enable.auto.commit": False,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    c.assign([TopicPartition("elr", 0, 0)])
+    got, deadline = [], time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and len(got) < len(want):
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value().decode())
+    finally:
+        c.close()
+    return got
+
+
+def test_a_cleanly_stopped_replica_outside_the_isr_leads_when_the_isr_is_gone(cluster5_3_voters):
+    net, nodes = cluster5_3_voters
+    servers = bootstrap(nodes)
+    # L and F are broker-only nodes, G a controller voter too.
+    l_id, f_id, g_id = 4, 5, 3
+    lnode, fnode, gnode = (nodes[i - 1] for i in (l_id, f_id, g_id))
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "elr",
+                    "--replica-assignment", f"{l_id}:{f_id}:{g_id}", "--config", "min.insync.replicas=2",
+                    timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    acknowledged = [f"v{i}" for i in range(200)]
+    produce(servers, acknowledged)
+    wait_for("all three in sync", lambda: sorted(partitions(servers, "elr")[0][2]) == [3, 4, 5])
+
+    gnode.kill()
+    wait_for("G out of the ISR", lambda: sorted(partitions(bootstrap(nodes, gnode), "elr")[0][2]) == [l_id, f_id])
+    assert elrs(bootstrap(nodes, gnode), "elr")[0] == ([], []), "the ISR is at its minimum: no ELR"
+    fnode.stop()
+    rest = ",".join(n.address for n in nodes if n not in (fnode, gnode))
+    wait_for("F out of the ISR", lambda: partitions(rest, "elr")[0][2] == [l_id])
+    assert elrs(rest, "elr")[0] == ([f_id], []), "below the minimum: F is eligible"
+    # acks=all is refused now (NOT_ENOUGH_REPLICAS): nothing more is acknowledged.
+    errors = []
+    p = Producer({"bootstrap.servers": rest, "acks": "all", "message.timeout.ms": 3000})
+    p.produce("elr", value=b"refused", partition=0, on_delivery=lambda err, _: errors.append(err))
+    p.flush(10)
+    assert errors and errors[0] is not None, f"an acks=all write below the minimum was acknowledged: {errors}"
+
+    lnode.kill()
+    survivors = ",".join(n.address for n in nodes[:2])
+    leader, _, isr = wait_for("L fenced", lambda: (p := partitions(survivors, "elr")[0])[0] != l_id and p)
+    assert (leader, isr) == (-1, []), (leader, isr)
+    assert elrs(survivors, "elr")[0] == ([f_id, l_id] if f_id < l_id else [l_id, f_id], [l_id])
+
+    # F is back after a clean shutdown: still eligible, so it leads, with everything.
+    fnode.start(60)
+    wait_for("F leading", lambda: partitions(survivors, "elr")[0][:3:2] == (f_id, [f_id]))
+    assert elrs(survivors, "elr")[0] == ([l_id], [])
+    # L is back after a crash: its log may lack what it had, so it leaves the ELR.
+    lnode.start(60)
+    wait_for("L out of the ELR", lambda: elrs(survivors, "elr")[0] == ([], []))
+
+    gnode.start(60)
+    wait_for("back to the minimum", lambda: len(partitions(servers, "elr")[0][2]) >= 2)
+    produce(servers, ["after"])
+    assert read_all(servers, acknowledged + ["after"]) == acknowledged + ["after"]
+
+
+def test_without_a_clean_shutdown_the_last_leader_returns(cluster5_3_voters):
+    """An ISR of one, leader L (4): L crashes after F (5) did. With nothing else eligible,
+    L leads again when it returns (the last known leader), with what it has, as before
+    ELR; F, back first, is neither eligible nor the last leader."""
+    net, nodes = cluster5_3_voters
+    servers = bootstrap(nodes)
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "elr",
+                    "--replica-assignment", "4:5", "--config", "min.insync.replicas=2", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    produce(servers, ["a", "b"])
+    wait_for("both in sync", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
+    lnode, fnode = nodes[3], nodes[4]
+    fnode.kill()
+    others = bootstrap(nodes, fnode)
+    wait_for("F out of the ISR", lambda: partitions(others, "elr")[0][2] == [4])
+    assert elrs(others, "elr")[0] == ([5], [])
+    lnode.kill()
+    survivors = ",".join(n.address for n in nodes[:3])
+    wait_for("L fenced", lambda: partitions(survivors, "elr")[0][:3:2] == (-1, []))
+    assert elrs(survivors, "elr")[0] == ([4, 5], [4])
+    fnode.start(60)
+    # F crashed: no longer eligible, and it was not the last leader.
+    wait_for("F out of the ELR", lambda: elrs(survivors, "elr")[0] == ([4], [4]))
+    assert partitions(survivors, "elr")[0][0] == -1
+    lnode.start(60)
+    wait_for("L leading", lambda: partitions(servers, "elr")[0][0] == 4)
+    wait_for("F back in the ISR", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
+    produce(servers, ["c"])
+    assert read_all(servers, ["a", "b", "c"]) == ["a", "b", "c"]
