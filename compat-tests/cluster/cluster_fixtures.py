@@ -87,6 +87,17 @@ def wait_for(what, check, timeout=60):
         time.sleep(1.0)
 
 
+def produce_acked(servers, topic, values, partition=0):
+    """Idempotent acks=all writes of `values` (strings) to one partition, each of which
+    must be acknowledged."""
+    from confluent_kafka import Producer
+    p = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": True})
+    for v in values:
+        p.produce(topic, value=v.encode(), partition=partition)
+        p.poll(0)
+    assert p.flush(60) == 0
+
+
 def wait_registered(nodes, size, timeout):
     """Until Metadata lists all `size` brokers: a broker listens before the controller
     has unfenced it, and a topic of replication factor `size` created in between is

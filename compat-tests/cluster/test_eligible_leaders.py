@@ -18,7 +18,7 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 import netns
-from cluster_fixtures import runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import produce_acked, runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
 from kafka_tools import TOPICS, describe, run_tool
 from test_cluster_tools import bootstrap, elrs, partitions
 
@@ -33,11 +33,7 @@ def cluster5_3_voters(tmp_path, runnel_bin):
 
 
 def produce(servers, values):
-    p = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": True})
-    for v in values:
-        p.produce("elr", value=v.encode(), partition=0)
-        p.poll(0)
-    assert p.flush(60) == 0
+    produce_acked(servers, "elr", values)
 
 
 def read_all(servers, want):

@@ -341,3 +341,43 @@ def test_reassign_with_a_throttle(tmp_path, runnel_bin):
                  "verify while held": True, "verify clears topic throttles": True,
                  "new replica holds every byte": True}, k
     assert got["runnel"] == k, got
+
+
+def test_eligible_leader_replicas_below_the_minimum(tmp_path, runnel_bin):
+    """RF=3, min.insync.replicas=3, eligible leader replicas on in both (KIP-966; Kafka 4.1+
+    formats new clusters with them). A follower is killed: once it is fenced the ISR is
+    two, below the minimum, so the high watermark stops and the follower becomes an
+    eligible leader replica (`kafka-topics --describe` lists it under Elr). Restarted, it
+    catches up and rejoins the ISR: back at the minimum, the ELR is empty again."""
+    topic = "elr"
+
+    def scenario(net, nodes):
+        out = {}
+        create_rf3(nodes, topic, min_isr=3)
+        md = partition_md(nodes, topic, 0)
+        leader_id = md["leader_id"]
+        victim_id = next(i for i in md["replica_nodes"] if i != leader_id)
+        role = lambda i: "leader" if i == leader_id else "victim" if i == victim_id else "other"  # noqa: E731
+
+        def state():
+            rows, _ = describe_lines(nodes, topic)
+            r = rows[0]
+            return [sorted(role(i) for i in ids(r["Isr"])), [role(i) for i in ids(r["Elr"])],
+                    [role(i) for i in ids(r["LastKnownElr"])]]
+
+        victim = nodes[victim_id - 1]
+        victim.kill()
+        wait_for("the victim out of the ISR", lambda: victim_id not in partition_md(nodes, topic, 0)["isr_nodes"])
+        out["below the minimum: isr, elr, last known elr"] = state()
+        victim.launch().wait_listening(90)
+        wait_for("the victim back in the ISR",
+                 lambda: victim_id in partition_md(nodes, topic, 0)["isr_nodes"], timeout=120)
+        out["back: isr, elr, last known elr"] = state()
+        return out
+
+    got = both(tmp_path, runnel_bin, scenario)
+    assert got["kafka"] == {
+        "below the minimum: isr, elr, last known elr": [["leader", "other"], ["victim"], []],
+        "back: isr, elr, last known elr": [["leader", "other", "victim"], [], []],
+    }, got
+    assert got["runnel"] == got["kafka"], got

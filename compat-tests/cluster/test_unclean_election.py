@@ -12,10 +12,10 @@ import time
 import urllib.request
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 
 import netns
-from cluster_fixtures import runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import produce_acked, runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
 from kafka_tools import TOPICS, describe, run_tool
 from test_cluster_tools import ELECTION, bootstrap, elrs, partitions
 
@@ -38,11 +38,7 @@ def unclean_elections(net, node):
 
 
 def produce(servers, values):
-    p = Producer({"bootstrap.servers": servers, "acks": "all", "enable.idempotence": True})
-    for v in values:
-        p.produce("lossy", value=v.encode(), partition=0)
-        p.poll(0)
-    assert p.flush(60) == 0
+    produce_acked(servers, "lossy", values)
 
 
 def read_all(servers, want):
