@@ -120,7 +120,7 @@ impl Broker {
             log_dir_locks.push(lock_data_dir(dir)?);
         }
         // Taken before any log opens: a crash from here on is an unclean shutdown.
-        let clean_start = crate::storage::clean_shutdown::take(&config.data_dir)
+        let clean_start = crate::storage::clean_shutdown::take(&marker_dirs(&config))
             .map_err(|source| StartError::DataDir { path: config.data_dir.display().to_string(), source })?;
         let listener = TcpListener::bind(&config.listen)
             .await
@@ -433,7 +433,7 @@ impl Broker {
         // clean (and stay an eligible leader replica). Not with a log dir offline or a
         // failed flush.
         if all_flushed && self.ctx.replicas.offline_partitions().is_empty() {
-            if let Err(e) = crate::storage::clean_shutdown::mark(&self.ctx.config.data_dir) {
+            if let Err(e) = crate::storage::clean_shutdown::mark(&marker_dirs(&self.ctx.config)) {
                 tracing::warn!(error = %e, "could not record the clean shutdown");
             }
         }
@@ -519,6 +519,13 @@ const SHUTDOWN_FLUSH_THREADS: usize = 16;
 
 /// Flushes every partition with unflushed data, on up to [`SHUTDOWN_FLUSH_THREADS`]
 /// threads; clean partitions cost nothing. Returns how many were flushed.
+/// Where the clean-shutdown marker goes: the data dir and every log dir.
+fn marker_dirs(config: &BrokerConfig) -> Vec<std::path::PathBuf> {
+    let mut dirs = vec![config.data_dir.clone()];
+    dirs.extend(config.log_dirs().into_iter().filter(|d| *d != config.data_dir));
+    dirs
+}
+
 /// Flushes every partition with unflushed records: how many, and whether all succeeded.
 fn flush_all(partitions: &[Arc<Partition>]) -> (usize, bool) {
     let dirty: Vec<&Arc<Partition>> = partitions.iter().filter(|p| p.needs_flush()).collect();
