@@ -20,7 +20,7 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     ),
     (ApiKey::ListOffsets, "earliest, latest, by timestamp, max timestamp"),
     (ApiKey::Metadata, "auto-create (the creating request is answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4; the next shows every partition)"),
-    (ApiKey::ApiVersions, "finalized features v3+ (metadata.version 4.1-IV1)"),
+    (ApiKey::ApiVersions, "finalized features v3+ (metadata.version 4.1-IV1, kraft.version 1, eligible.leader.replicas.version 1)"),
     (ApiKey::DescribeCluster, "fenced brokers on request v2+"),
     (ApiKey::DescribeTopicPartitions, "cursor pagination (`kafka-topics --describe`)"),
     (ApiKey::InitProducerId, "idempotence; transactions not yet"),
