@@ -25,7 +25,7 @@
 //! smallest value the replicas' dynamic defaults give, where a replica without one counts
 //! as 1 (its static default is not in the image); capped at the replica count, as the
 //! leader caps it. A change of `min.insync.replicas` clears the ELR of partitions that
-//! have a leader ([`cleared_for_min_isr_change`]), as Kafka clears it.
+//! have a leader ([`cleared_after_config_change`]), as Kafka clears it.
 
 use super::broker_config;
 use super::image::{MetadataImage, PartitionImage, TopicImage};

@@ -112,27 +112,24 @@ fn decide(
     } else {
         pi.replicas.iter().copied().find(|r| valid(*r))
     };
-    let mut t = match chosen {
-        Some(leader) if isr.contains(&leader) => Target { isr, leader, elr, last_known_elr: Vec::new() },
-        Some(leader) => {
-            let elr = elr.into_iter().filter(|r| *r != leader).collect();
-            Target { isr: vec![leader], leader, elr, last_known_elr: Vec::new() }
-        }
+    let (isr, leader, mut elr) = match chosen {
+        Some(leader) if isr.contains(&leader) => (isr, leader, elr),
+        Some(leader) => (vec![leader], leader, elr.into_iter().filter(|r| *r != leader).collect()),
         None => match eligible_leaders::last_known_leader(pi, &isr, &elr, eligible) {
-            Some(leader) => Target { isr: vec![leader], leader, elr, last_known_elr: Vec::new() },
+            Some(leader) => (vec![leader], leader, elr),
             None => match pi.replicas.iter().copied().find(|r| rules.unclean && eligible(*r)) {
-                Some(leader) => Target { isr: vec![leader], leader, elr: Vec::new(), last_known_elr: Vec::new() },
-                None => Target { isr, leader: NO_LEADER, elr, last_known_elr: Vec::new() },
+                Some(leader) => (vec![leader], leader, Vec::new()),
+                None => (isr, NO_LEADER, elr),
             },
         },
     };
-    if t.isr.len() >= rules.elr.min_isr {
+    if isr.len() >= rules.elr.min_isr {
         // An ELR member elected: the ISR it makes may be large enough for the high
         // watermark to move, past what the others hold. (Kafka keeps them here.)
-        t.elr.clear();
+        elr.clear();
     }
-    t.last_known_elr = eligible_leaders::next_last_known(pi, rules.elr, &t.isr, t.leader);
-    t
+    let last_known_elr = eligible_leaders::next_last_known(pi, rules.elr, &isr, leader);
+    Target { isr, leader, elr, last_known_elr }
 }
 
 /// `unclean.leader.election.enable`: the topic's own value, else the cluster-wide
@@ -154,15 +151,7 @@ fn without(isr: &[i32], node: i32) -> Vec<i32> {
 /// and every partition it led gets a new leader among the brokers `alive` says are up
 /// (the broker itself counts as down).
 pub fn remove_broker(image: &MetadataImage, node: i32, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {
-    let eligible = |r: i32| r != node && alive(r);
-    let mut out = Vec::new();
-    for topic in image.topics.values() {
-        for pi in topic.partitions.iter().filter(|p| p.replicas.contains(&node)) {
-            let target = decide(pi, rules(image, topic, pi), without(&pi.isr, node), &eligible, None);
-            out.extend(record(topic.topic_id, pi, target));
-        }
-    }
-    out
+    leave(image, node, alive, &|p| p.replicas.contains(&node), None)
 }
 
 /// A new process of broker `node` registered after an unclean shutdown (Kafka's
@@ -173,11 +162,23 @@ pub fn remove_unclean_shutdown(image: &MetadataImage, node: i32, alive: &dyn Fn(
     if !eligible_leaders::enabled(image) {
         return Vec::new();
     }
+    leave(image, node, alive, &|p| p.isr.contains(&node) || p.elr.contains(&node), Some(node))
+}
+
+/// Broker `node` leaves the ISR of each partition `which` picks, and its leadership
+/// (the broker itself counts as down); `unclean_shutdown`: it leaves the ELR too.
+fn leave(
+    image: &MetadataImage,
+    node: i32,
+    alive: &dyn Fn(i32) -> bool,
+    which: &dyn Fn(&PartitionImage) -> bool,
+    unclean_shutdown: Option<i32>,
+) -> Vec<MetadataRecord> {
     let eligible = |r: i32| r != node && alive(r);
     let mut out = Vec::new();
     for topic in image.topics.values() {
-        for pi in topic.partitions.iter().filter(|p| p.isr.contains(&node) || p.elr.contains(&node)) {
-            let target = decide(pi, rules(image, topic, pi), without(&pi.isr, node), &eligible, Some(node));
+        for pi in topic.partitions.iter().filter(|p| which(p)) {
+            let target = decide(pi, rules(image, topic, pi), without(&pi.isr, node), &eligible, unclean_shutdown);
             out.extend(record(topic.topic_id, pi, target));
         }
     }
