@@ -7,6 +7,7 @@ import pytest
 from .helpers import (
     INVALID_CONFIG, INVALID_REQUEST, NO_ID, SRC_DEFAULT, SRC_DYNAMIC_TOPIC, TOPIC_ALREADY_EXISTS,
     UNKNOWN_TOPIC_OR_PARTITION, config_map, create_topic, describe_topic_configs, incremental_alter,
+    wait_ready,
 )
 
 # Config types (DescribeConfigs v3+)
@@ -153,12 +154,17 @@ def test_create_topics_validate_only(conn, topic, version):
     assert not exists(conn, topic)
 
 
-def test_create_topics_configs_in_response(conn, topic):
-    """v5+: the created topic's configs, as DescribeConfigs reports them."""
+def test_create_topics_configs_in_response(conn, broker, topic):
+    """v5+: the created topic's configs, as DescribeConfigs reports them. runnel answers
+    CreateTopics once the topic is in its own metadata, so the describe follows at once;
+    Kafka's broker learns of the committed topic asynchronously (it answered
+    UNKNOWN_TOPIC_OR_PARTITION once in a clean-clone run), so its side waits until ready."""
     (t,) = create(conn, [(topic, 2, {"cleanup.policy": "compact"})])
     assert (t["error_code"], t["topic_config_error_code"], t["num_partitions"]) == (0, 0, 2)
     assert t["topic_id"] not in (None, NO_ID)
     configs = {c["name"]: c for c in t["configs"]}
+    if broker == "kafka":
+        wait_ready(conn, topic, 2)
     described = describe(conn, topic)
     assert set(configs) == set(described)
     for name, c in configs.items():
