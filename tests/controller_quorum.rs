@@ -695,3 +695,126 @@ fn a_broker_whose_process_is_gone_is_fenced_before_its_session_ends() {
     eprintln!("broker {gone} fenced {took:?} after its process stopped");
     assert!(fenced_live.is_empty(), "the silent brokers whose processes listen were fenced too: {fenced_live:?}");
 }
+
+/// A controller opened in `dir` as node `id` with these voters (none: started alone) and a
+/// controller listener at `at` (none for a node started alone).
+fn open_node(
+    rt: &Runtime,
+    dir: &std::path::Path,
+    id: i32,
+    voters: &[(i32, String)],
+    at: Option<&str>,
+    directory: uuid::Uuid,
+) -> Controller {
+    let config = ControllerConfig {
+        node_id: id,
+        advertised: ("127.0.0.1".into(), 19090 + id as u16),
+        inter_broker_advertised: None,
+        rack: None,
+        cluster_id: None,
+        default_partitions: 1,
+        default_replication_factor: 1,
+        voters: voters.to_vec(),
+        controller_addr: None,
+        directory_id: Some(directory),
+        tuning: RaftTuning::default(),
+        leader_rebalance_interval: None,
+    };
+    let (dir, at) = (dir.to_owned(), at.map(str::to_owned));
+    rt.block_on(async move {
+        let listener = match at {
+            Some(at) => Some(tokio::net::TcpListener::bind(at).await.unwrap()),
+            None => None,
+        };
+        Controller::open(&dir, config, listener).await.unwrap()
+    })
+}
+
+/// Where `c`'s view of the membership says member `id` listens.
+fn named_at(c: &Controller, id: u64) -> Option<String> {
+    c.raft_metrics().membership_config.membership().get_node(&id).map(|n| n.addr.clone())
+}
+
+fn voters_of(c: &Controller) -> Vec<u64> {
+    c.raft_metrics().membership_config.membership().voter_ids().collect()
+}
+
+/// One partition on broker 1: placed by hand, so it needs no broker unfenced (nothing
+/// heartbeats here).
+fn on_broker_1(name: &str) -> NewTopic {
+    NewTopic {
+        name: name.into(),
+        num_partitions: -1,
+        replication_factor: -1,
+        assignments: vec![(0, vec![1])],
+        configs: vec![],
+    }
+}
+
+/// KIP-853's way from one controller to a quorum (Kafka's `--standalone`): a node started
+/// alone, restarted with `--controller-quorum-voters` naming only itself, keeps its
+/// metadata and is a one-voter cluster. Its voter is named where it now listens (started
+/// alone, it was named at no address), so brokers that join as learners can be made
+/// voters, and the grown quorum decides without the first node. A voter restarted at
+/// another address is named there (Kafka's UpdateRaftVoter): the others' replication and
+/// vote requests reach it, instead of an address where nothing listens.
+#[test]
+fn a_single_node_grows_into_a_quorum_and_a_voter_follows_its_address() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let dirs: Vec<TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let directory = |id: i32| uuid::Uuid::from_u128(0x100 + id as u128);
+    let free = |rt: &Runtime| {
+        let l = rt.block_on(tokio::net::TcpListener::bind("127.0.0.1:0")).unwrap();
+        l.local_addr().unwrap().to_string()
+    };
+
+    let single = open_node(&rt, dirs[0].path(), 1, &[], None, directory(1));
+    assert!(!single.is_clustered());
+    rt.block_on(single.create_topic(&on_broker_1("from-the-single-node"), false)).unwrap();
+    rt.block_on(single.shutdown());
+    drop(single);
+
+    let addr = [free(&rt), free(&rt), free(&rt)];
+    let n1 = open_node(&rt, dirs[0].path(), 1, &[(1, addr[0].clone())], Some(&addr[0]), directory(1));
+    assert!(n1.is_clustered(), "a quorum of one named by the flags is a cluster");
+    assert_eq!(n1.leader(), Some(1));
+    assert!(has_topic(&n1, "from-the-single-node"));
+    wait_until("node 1 is named where it listens", || named_at(&n1, 1).as_deref() == Some(addr[0].as_str()));
+    assert_eq!(named(&n1, 1), Some(directory(1)));
+
+    let seed = [(1, addr[0].clone())];
+    let mut learners = Vec::new();
+    for id in [2, 3] {
+        let i = id as usize - 1;
+        let node = open_node(&rt, dirs[i].path(), id, &seed, Some(&addr[i]), directory(id));
+        wait_until("the learner follows the log", || has_topic(&node, "from-the-single-node"));
+        wait_until("the learner is named by its directory", || named(&n1, id as u64) == Some(directory(id)));
+        rt.block_on(node.add_raft_voter(id, directory(id))).unwrap();
+        learners.push(node);
+    }
+    wait_until("the voters are 1, 2 and 3", || voters_of(&n1) == [1, 2, 3]);
+    let [n2, n3]: [Controller; 2] = learners.try_into().ok().unwrap();
+
+    // Without node 1, the two it was grown with decide.
+    rt.block_on(n1.shutdown());
+    drop(n1);
+    rt.block_on(n2.create_topic(&on_broker_1("without-node-1"), false)).unwrap();
+    wait_until("node 3 has it", || has_topic(&n3, "without-node-1"));
+
+    // Node 1 comes back at another address (its flags name the others where they are).
+    let moved = free(&rt);
+    let all = [(1, moved.clone()), (2, addr[1].clone()), (3, addr[2].clone())];
+    let n1 = open_node(&rt, dirs[0].path(), 1, &all, Some(&moved), directory(1));
+    wait_until("nodes 2 and 3 name node 1 at its new address", || {
+        [&n2, &n3].iter().all(|c| named_at(c, 1).as_deref() == Some(moved.as_str()))
+    });
+    wait_until("node 1 catches up", || has_topic(&n1, "without-node-1"));
+    // Whichever of 2 and 3 is stopped, node 1 and the other decide.
+    let (stopped, other) = if n2.leader() == Some(2) { (n2, n3) } else { (n3, n2) };
+    rt.block_on(stopped.shutdown());
+    drop(stopped);
+    rt.block_on(other.create_topic(&on_broker_1("after-the-move"), false)).unwrap();
+    wait_until("node 1 has it", || has_topic(&n1, "after-the-move"));
+    rt.block_on(other.shutdown());
+    rt.block_on(n1.shutdown());
+}

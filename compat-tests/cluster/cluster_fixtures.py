@@ -98,6 +98,24 @@ def produce_acked(servers, topic, values, partition=0):
     assert p.flush(60) == 0
 
 
+def read_values(servers, topic, count, partition=0, timeout=60):
+    """Up to `count` values (strings) of one partition from its start, read until there
+    are that many or `timeout` seconds pass."""
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": servers, "group.id": f"read-{time.time_ns()}", "enable.auto.commit": False,
+                  "topic.metadata.refresh.interval.ms": 1000})
+    c.assign([TopicPartition(topic, partition, 0)])
+    got, deadline = [], time.monotonic() + timeout
+    try:
+        while time.monotonic() < deadline and len(got) < count:
+            m = c.poll(0.2)
+            if m is not None and m.error() is None:
+                got.append(m.value().decode())
+    finally:
+        c.close()
+    return got
+
+
 def wait_registered(nodes, size, timeout):
     """Until Metadata lists all `size` brokers: a broker listens before the controller
     has unfenced it, and a topic of replication factor `size` created in between is

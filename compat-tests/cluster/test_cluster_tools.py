@@ -19,7 +19,9 @@ import time
 import pytest
 
 import netns
-from cluster_fixtures import cluster3, franz_bin, runnel_bin, start_cluster, wait_for  # noqa: F401 (fixtures)
+from cluster_fixtures import (  # noqa: F401 (fixtures)
+    cluster3, franz_bin, produce_acked, read_values, runnel_bin, start_cluster, wait_for, wait_registered,
+)
 from kafka_tools import CONFIGS, PRODUCER_PERF_TEST, TOPICS, describe, run_tool
 from quorum_tools import QUORUM, controller_config, meta_properties, quorum_status, replication_rows, voter_ids
 
@@ -269,6 +271,64 @@ def test_a_controller_whose_disk_was_replaced_is_removed_and_added_back_under_it
     proc = run_tool(TOPICS, "--bootstrap-server", survivors, "--create", "--topic", "after-the-new-disk",
                     "--partitions", "1", "--replication-factor", "3", timeout=90)
     assert proc.returncode == 0, describe(proc)
+
+
+def test_a_single_node_grows_into_a_cluster_of_three_controllers(runnel_bin, tmp_path):
+    """KIP-853 from one node, as from Kafka's `--standalone` controller: a runnel started
+    alone (no controller flags) takes writes; restarted with a controller listener and
+    itself as the only voter, it keeps them and is a cluster of one. Two broker-only
+    nodes that name it join as learners, and Kafka 4.4's `add-controller` makes each a
+    voter. The first node, started alone, was named at no address: now the quorum shows
+    it at its listener. Then it is killed, and the two others, two of the three voters,
+    still create a topic and serve what was acknowledged on the grown cluster."""
+    net = netns.Network(["n1", "n2", "n3", "client"]).up()
+    ip = net.ips
+    n1 = netns.Node(net, "n1", runnel_bin, tmp_path / "n1")
+    nodes = [n1]
+    try:
+        n1.start(60)
+        proc = run_tool(TOPICS, "--bootstrap-server", n1.address, "--create", "--topic", "alone",
+                        "--partitions", "1", "--replication-factor", "1", timeout=90)
+        assert proc.returncode == 0, describe(proc)
+        produce_acked(n1.address, "alone", [f"a{i}" for i in range(100)])
+        n1.stop()
+        n1.extra_args = ["--node-id", "1", "--controller-listen", f"{ip['n1']}:9093",
+                         "--controller-quorum-voters", f"1@{ip['n1']}:9093"]
+        n1.start(60)
+        assert voter_ids(n1.address) == [1]
+        for i, h in ((2, "n2"), (3, "n3")):
+            node = netns.Node(net, h, runnel_bin, tmp_path / h,
+                              extra_args=["--node-id", i, "--process-roles", "broker",
+                                          "--controller-listen", f"{ip[h]}:9093",
+                                          "--controller-quorum-voters", f"1@{ip['n1']}:9093"])
+            nodes.append(node)
+            node.start(60)
+        wait_registered(nodes, 3, 60)
+        servers = bootstrap(nodes)
+        for node in nodes[1:]:
+            config = controller_config(net, node, tmp_path)
+            proc = run_tool(QUORUM, "--bootstrap-server", servers, "--command-config", config, "add-controller",
+                            timeout=90)
+            assert proc.returncode == 0, describe(proc)
+        wait_for("three voters", lambda: voter_ids(servers) == [1, 2, 3])
+        assert f"CONTROLLER://{ip['n1']}:9093" in quorum_status(servers)["CurrentVoters"]
+        assert read_values(servers, "alone", 100) == [f"a{i}" for i in range(100)]
+        proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "grown",
+                        "--partitions", "1", "--replication-factor", "3", "--config", "min.insync.replicas=2",
+                        timeout=90)
+        assert proc.returncode == 0, describe(proc)
+        produce_acked(servers, "grown", [f"g{i}" for i in range(100)])
+
+        n1.kill()
+        survivors = bootstrap(nodes, without=n1)
+        proc = run_tool(TOPICS, "--bootstrap-server", survivors, "--create", "--topic", "without-1",
+                        "--partitions", "1", "--replication-factor", "2", timeout=90)
+        assert proc.returncode == 0, describe(proc)
+        assert read_values(survivors, "grown", 100) == [f"g{i}" for i in range(100)]
+    finally:
+        for n in nodes:
+            n.kill()
+        net.down()
 
 
 def test_reassign_partitions_tool_moves_a_replica_with_its_records(cluster3, franz_bin, tmp_path):

@@ -124,7 +124,7 @@ struct Core {
     op_lock: tokio::sync::Mutex<()>,
     /// (next, limit) of this node's block of producer ids.
     producer_ids: Mutex<(i64, i64)>,
-    /// More than one voter, or a broker-only node: brokers heartbeat and can be fenced.
+    /// Not started alone (voters were given): brokers heartbeat and can be fenced.
     clustered: bool,
     /// As the quorum leader: which brokers are alive, for the term it was built in.
     liveness: Mutex<Option<(u64, BrokerLiveness)>>,
@@ -181,14 +181,18 @@ impl Controller {
         };
         // A node that is not a voter is broker-only: it follows the log as a learner.
         let observer = !voters.contains_key(&me);
-        let single = voters.len() == 1 && !observer;
+        // Started alone (no voters given): the zero-config single node, which neither
+        // heartbeats nor fences. A quorum of one that the flags name (Kafka's
+        // `--standalone`) is a cluster: it fences, and voters and brokers can join it.
+        let single = config.voters.is_empty();
+        let one_voter = voters.len() == 1 && !observer;
         if !single && listener.is_none() {
             return Err(ControllerError::Internal(
                 "a multi-node quorum (or a broker-only node) needs a controller listener".into(),
             ));
         }
         let controller_addr = listener.as_ref().and_then(|l| l.local_addr().ok());
-        let base = base_image(dir, single)?;
+        let base = base_image(dir, one_voter)?;
         let raft_dir = dir.join("raft");
         let fold_base = base.offset > 0 && !raft_dir.join("snapshot.json").exists();
         let published = Arc::new(Published::new(MetadataImage::default()));
@@ -258,7 +262,7 @@ impl Controller {
                 Err(e) => return Err(internal(e)),
             }
         }
-        if single {
+        if one_voter {
             // `initialize` elects at once; on a restart openraft restores a committed
             // leadership itself, and an election of one voter is one local vote.
             if !pristine && raft.current_leader().await != Some(me) {

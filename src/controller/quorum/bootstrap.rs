@@ -11,20 +11,17 @@ use crate::controller::image::MetadataImage;
 use crate::controller::metadata_log::MetadataLog;
 use crate::controller::operations::ControllerOp;
 use crate::controller::raft::wire::ForwardError;
+use crate::controller::raft::NodeId;
 use crate::controller::ControllerError;
 
 /// As a broker-only node: ask the voters, in turn, until the leader adds this node as a
 /// learner; then register the broker.
 pub(super) async fn join_then_register(core: Weak<Core>, join: ControllerOp, register: ControllerOp) {
     let mut failures = 0u32;
-    'joined: loop {
+    loop {
         let Some(c) = core.upgrade() else { return };
-        for addr in c.voters.values() {
-            match c.forwarder.forward(addr, &join, Duration::from_secs(5)).await {
-                Ok(Ok(_)) => break 'joined,
-                Ok(Err(ForwardError::NotLeader)) | Err(_) => {}
-                Ok(Err(e)) => tracing::warn!(error = %e.into_controller_error(), "joining the controller quorum"),
-            }
+        if ask_voters(&c, &join, "joining the controller quorum").await {
+            break;
         }
         failures += 1;
         if failures.is_power_of_two() {
@@ -34,6 +31,22 @@ pub(super) async fn join_then_register(core: Weak<Core>, join: ControllerOp, reg
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     register_until_done(core, register).await;
+}
+
+/// Ask the other voters the flags name, in turn, until one has the leader take `op` (a
+/// member that is not the leader passes an AddObserver on to the one it knows): for a
+/// node the leader cannot reach yet, which so does not know who leads. Whether one took
+/// it.
+pub(super) async fn ask_voters(c: &Core, op: &ControllerOp, what: &str) -> bool {
+    let me = c.node_id as NodeId;
+    for (_, addr) in c.voters.iter().filter(|(&id, _)| id != me) {
+        match c.forwarder.forward(addr, op, Duration::from_secs(5)).await {
+            Ok(Ok(_)) => return true,
+            Ok(Err(ForwardError::NotLeader)) | Err(_) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e.into_controller_error(), "{what}"),
+        }
+    }
+    false
 }
 
 /// Register this broker with the quorum, retrying until a leader takes it.

@@ -207,7 +207,9 @@ impl Core {
     /// As the leader: make `id` a learner, unless it is a member already; name a member
     /// with the directory it follows the log from, where the membership names it with
     /// none yet (a voter `--controller-quorum-voters` named) or, for a learner, with
-    /// another one (its data dir was replaced).
+    /// another one (its data dir was replaced); and give a voter the address it now
+    /// listens at (Kafka's UpdateRaftVoter), where its directory is the one it was named
+    /// with, or it had none.
     async fn add_observer(
         &self,
         id: NodeId,
@@ -228,12 +230,25 @@ impl Core {
                 (self.raft.change_membership(change, true).await, "controller learner renamed")
             }
             // A voter named without a directory: from now on it is told apart from a
-            // node that lost its log (`replaced_log.rs`). Its address stays: a voter's
-            // address changes only by removing and adding it.
+            // node that lost its log (`replaced_log.rs`). A voter that a single node was
+            // started as has no address yet; one restarted with another listener has a
+            // new one (the others' replication and vote requests go there from now on).
             Some(known) if voter && known.directory_id.is_none() && directory_id.is_some() => {
-                let named = ControllerNode::new(known.addr.clone(), directory_id);
+                let addr = if node.addr.is_empty() { known.addr.clone() } else { node.addr.clone() };
+                let named = ControllerNode::new(addr, directory_id);
                 let change = ChangeMembers::SetNodes(BTreeMap::from([(id, named)]));
                 (self.raft.change_membership(change, true).await, "controller voter named by its directory id")
+            }
+            // A voter, under the directory it was named with, at another address.
+            Some(known)
+                if voter
+                    && known.directory_id.is_some()
+                    && known.directory_id == directory_id
+                    && !node.addr.is_empty()
+                    && known.addr != node.addr =>
+            {
+                let change = ChangeMembers::SetNodes(BTreeMap::from([(id, node)]));
+                (self.raft.change_membership(change, true).await, "controller voter's address updated")
             }
             // A voter keeps the directory it was named with.
             Some(known) => {

@@ -18,6 +18,11 @@
 //!   learner under another directory, it asks the leader to name it with its directory
 //!   now (AddObserver), so that `add-controller` can make it a voter again.
 //!
+//! The same task has a voter's address follow its listener, as Kafka's voters send
+//! UpdateRaftVoter: a voter named under its own directory (or none) at another address
+//! than the one it is started with asks the leader to name it at the new one. A single
+//! node grown into a quorum is such a voter: started alone, it was named at no address.
+//!
 //! What is not guarded: the leader still counts such a node's acknowledgements of
 //! entries it replicates to it. Those entries are on its disk, so that is sound for the
 //! leader of the current term; only a stale leader that the node hears from before the
@@ -30,6 +35,7 @@ use openraft::Membership;
 use tokio::time::Instant;
 use uuid::Uuid;
 
+use super::bootstrap::ask_voters;
 use super::{Core, MetricsWatch};
 use crate::controller::operations::ControllerOp;
 use crate::controller::raft::{ControllerNode, NodeId};
@@ -48,12 +54,18 @@ enum OwnEntry {
     /// As a learner with another directory, or as any member with none: the leader is
     /// asked to name it with this node's directory.
     Unnamed { was: Option<Uuid> },
+    /// As a voter with this node's directory, at another address than `addr`: the leader
+    /// is asked to name it at `addr`.
+    Moved { was: String },
 }
 
-fn own_entry(membership: &Membership<NodeId, ControllerNode>, me: NodeId, mine: Uuid) -> OwnEntry {
+fn own_entry(membership: &Membership<NodeId, ControllerNode>, me: NodeId, mine: Uuid, addr: &str) -> OwnEntry {
     let Some(node) = membership.get_node(&me) else { return OwnEntry::Current };
     let voter = membership.voter_ids().any(|v| v == me);
     match node.directory_id {
+        Some(d) if d == mine && voter && !addr.is_empty() && node.addr != addr => {
+            OwnEntry::Moved { was: node.addr.clone() }
+        }
         Some(d) if d == mine => OwnEntry::Current,
         Some(old) if voter => OwnEntry::StaleVoter(old),
         was => OwnEntry::Unnamed { was },
@@ -73,7 +85,7 @@ pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch,
     loop {
         let Some(c) = core.upgrade() else { return };
         let me = c.node_id as NodeId;
-        let now = own_entry(metrics.borrow_and_update().membership_config.membership(), me, mine);
+        let now = own_entry(metrics.borrow_and_update().membership_config.membership(), me, mine, &addr);
         if seen.as_ref() != Some(&now) {
             let stale = matches!(now, OwnEntry::StaleVoter(_));
             c.raft.runtime_config().elect(!stale);
@@ -95,6 +107,10 @@ pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch,
                     encode_uuid(old),
                     encode_uuid(&mine),
                 ),
+                OwnEntry::Moved { was } => tracing::info!(
+                    node_id = me,
+                    "this node is a controller voter named at {was:?}; asking the leader to name it at {addr}",
+                ),
                 OwnEntry::Unnamed { was: None } | OwnEntry::Current => {}
             }
             if matches!(seen, Some(OwnEntry::StaleVoter(_))) && !stale {
@@ -103,7 +119,7 @@ pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch,
             seen = Some(now.clone());
         }
         let asked_lately = last_ask.is_some_and(|t| t.elapsed() < NAME_RETRY);
-        if matches!(now, OwnEntry::Unnamed { .. }) && !asked_lately {
+        if matches!(now, OwnEntry::Unnamed { .. } | OwnEntry::Moved { .. }) && !asked_lately {
             last_ask = Some(Instant::now());
             let op = ControllerOp::AddObserver {
                 node_id: c.node_id,
@@ -111,10 +127,26 @@ pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch,
                 directory_id: Some(mine),
                 relayed: false,
             };
-            if let Err(e) = c.submit(op).await {
+            // A voter at a new address hears from no leader (the leader sends to the old
+            // one), so what it knows of the leadership is stale: even a leadership it
+            // restored at start, in a term the others have left (an operation it took as
+            // that leader would wait out its timeout). It asks the other voters it was
+            // started with, as a joining learner does.
+            let others = c.voters.keys().any(|&v| v != me);
+            let asked = match (&now, c.raft.current_leader().await) {
+                (OwnEntry::Moved { .. }, _) | (_, None) if others => {
+                    match ask_voters(&c, &op, "having this node named as it is").await {
+                        true => Ok(()),
+                        false => Err("no other voter it was started with passed it on to a leader".to_owned()),
+                    }
+                }
+                (_, Some(_)) => c.submit(op).await.map(|_| ()).map_err(|e| e.to_string()),
+                (_, None) => Err("no leader known, and no other voter to ask".to_owned()),
+            };
+            if let Err(e) = asked {
                 refusals += 1;
                 if refusals.is_power_of_two() {
-                    tracing::warn!(error = %e, refusals, "this node is not named by its directory yet; retrying");
+                    tracing::warn!(error = %e, refusals, "this node is not named as it is yet; retrying");
                 }
             }
         }
@@ -137,18 +169,30 @@ mod tests {
     #[test]
     fn the_membership_names_this_node_as_it_is_or_as_it_was() {
         let (mine, old) = (Uuid::from_u128(7), Uuid::from_u128(3));
-        let node = |d: Option<Uuid>| ControllerNode::new("10.0.0.4:9093", d);
+        let at = "10.0.0.4:9093";
+        let node = |d: Option<Uuid>| ControllerNode::new(at, d);
         let with = |voter: bool, d: Option<Uuid>| {
             let voters = if voter { BTreeSet::from([1, 4]) } else { BTreeSet::from([1]) };
             Membership::new(vec![voters], BTreeMap::from([(1, node(None)), (4, node(d))]))
         };
         let unnamed = |was| OwnEntry::Unnamed { was };
-        assert_eq!(own_entry(&with(true, Some(mine)), 4, mine), OwnEntry::Current);
-        assert_eq!(own_entry(&with(true, None), 4, mine), unnamed(None));
-        assert_eq!(own_entry(&with(true, Some(old)), 4, mine), OwnEntry::StaleVoter(old));
-        assert_eq!(own_entry(&with(false, Some(old)), 4, mine), unnamed(Some(old)));
-        assert_eq!(own_entry(&with(false, None), 4, mine), unnamed(None));
-        assert_eq!(own_entry(&with(false, Some(mine)), 4, mine), OwnEntry::Current);
-        assert_eq!(own_entry(&with(true, Some(old)), 5, mine), OwnEntry::Current);
+        assert_eq!(own_entry(&with(true, Some(mine)), 4, mine, at), OwnEntry::Current);
+        assert_eq!(own_entry(&with(true, None), 4, mine, at), unnamed(None));
+        assert_eq!(own_entry(&with(true, Some(old)), 4, mine, at), OwnEntry::StaleVoter(old));
+        assert_eq!(own_entry(&with(false, Some(old)), 4, mine, at), unnamed(Some(old)));
+        assert_eq!(own_entry(&with(false, None), 4, mine, at), unnamed(None));
+        assert_eq!(own_entry(&with(false, Some(mine)), 4, mine, at), OwnEntry::Current);
+        assert_eq!(own_entry(&with(true, Some(old)), 5, mine, at), OwnEntry::Current);
+        // A voter started at another address (or a single node grown into a quorum,
+        // named at none) asks to be named where it listens; a learner's start does that.
+        let moved = "10.0.0.9:9093";
+        let was = |a: &str| OwnEntry::Moved { was: a.to_owned() };
+        assert_eq!(own_entry(&with(true, Some(mine)), 4, mine, moved), was(at));
+        assert_eq!(own_entry(&with(false, Some(mine)), 4, mine, moved), OwnEntry::Current);
+        assert_eq!(own_entry(&with(true, None), 4, mine, moved), unnamed(None));
+        assert_eq!(own_entry(&with(true, Some(mine)), 4, mine, ""), OwnEntry::Current);
+        let unaddressed =
+            Membership::new(vec![BTreeSet::from([4])], BTreeMap::from([(4, ControllerNode::new("", Some(mine)))]));
+        assert_eq!(own_entry(&unaddressed, 4, mine, moved), was(""));
     }
 }
