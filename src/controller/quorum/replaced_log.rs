@@ -54,8 +54,8 @@ enum OwnEntry {
     /// As a learner with another directory, or as any member with none: the leader is
     /// asked to name it with this node's directory.
     Unnamed { was: Option<Uuid> },
-    /// As a voter with this node's directory, at another address than `addr`: the leader
-    /// is asked to name it at `addr`.
+    /// As a voter with this node's directory (or none), at another address than `addr`:
+    /// the leader is asked to name it at `addr` (and with this node's directory).
     Moved { was: String },
 }
 
@@ -63,11 +63,9 @@ fn own_entry(membership: &Membership<NodeId, ControllerNode>, me: NodeId, mine: 
     let Some(node) = membership.get_node(&me) else { return OwnEntry::Current };
     let voter = membership.voter_ids().any(|v| v == me);
     match node.directory_id {
-        Some(d) if d == mine && voter && !addr.is_empty() && node.addr != addr => {
-            OwnEntry::Moved { was: node.addr.clone() }
-        }
+        Some(old) if voter && old != mine => OwnEntry::StaleVoter(old),
+        _ if voter && !addr.is_empty() && node.addr != addr => OwnEntry::Moved { was: node.addr.clone() },
         Some(d) if d == mine => OwnEntry::Current,
-        Some(old) if voter => OwnEntry::StaleVoter(old),
         was => OwnEntry::Unnamed { was },
     }
 }
@@ -133,15 +131,13 @@ pub(super) async fn watch_own_entry(core: Weak<Core>, mut metrics: MetricsWatch,
             // that leader would wait out its timeout). It asks the other voters it was
             // started with, as a joining learner does.
             let others = c.voters.keys().any(|&v| v != me);
-            let asked = match (&now, c.raft.current_leader().await) {
-                (OwnEntry::Moved { .. }, _) | (_, None) if others => {
-                    match ask_voters(&c, &op, "having this node named as it is").await {
-                        true => Ok(()),
-                        false => Err("no other voter it was started with passed it on to a leader".to_owned()),
-                    }
+            let asked = if matches!(now, OwnEntry::Moved { .. }) && others {
+                match ask_voters(&c, &op, "having this voter named at its address").await {
+                    true => Ok(()),
+                    false => Err("no other voter it was started with passed it on to a leader".to_owned()),
                 }
-                (_, Some(_)) => c.submit(op).await.map(|_| ()).map_err(|e| e.to_string()),
-                (_, None) => Err("no leader known, and no other voter to ask".to_owned()),
+            } else {
+                c.submit(op).await.map(|_| ()).map_err(|e| e.to_string())
             };
             if let Err(e) = asked {
                 refusals += 1;
@@ -189,10 +185,12 @@ mod tests {
         let was = |a: &str| OwnEntry::Moved { was: a.to_owned() };
         assert_eq!(own_entry(&with(true, Some(mine)), 4, mine, moved), was(at));
         assert_eq!(own_entry(&with(false, Some(mine)), 4, mine, moved), OwnEntry::Current);
-        assert_eq!(own_entry(&with(true, None), 4, mine, moved), unnamed(None));
+        assert_eq!(own_entry(&with(true, None), 4, mine, moved), was(at));
+        assert_eq!(own_entry(&with(true, Some(old)), 4, mine, moved), OwnEntry::StaleVoter(old));
         assert_eq!(own_entry(&with(true, Some(mine)), 4, mine, ""), OwnEntry::Current);
         let unaddressed =
-            Membership::new(vec![BTreeSet::from([4])], BTreeMap::from([(4, ControllerNode::new("", Some(mine)))]));
-        assert_eq!(own_entry(&unaddressed, 4, mine, moved), was(""));
+            |d| Membership::new(vec![BTreeSet::from([4])], BTreeMap::from([(4, ControllerNode::new("", d))]));
+        assert_eq!(own_entry(&unaddressed(Some(mine)), 4, mine, moved), was(""));
+        assert_eq!(own_entry(&unaddressed(None), 4, mine, moved), was(""));
     }
 }
