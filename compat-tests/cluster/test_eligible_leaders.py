@@ -12,13 +12,12 @@ ELR the partition had no leader until L came back. L, back after a crash (no cle
 shutdown), is no longer eligible. Once G is back in the ISR the minimum is met again and
 every acknowledged record is read."""
 import os
-import time
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 
 import netns
-from cluster_fixtures import produce_acked, runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
+from cluster_fixtures import produce_acked, read_values, runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
 from kafka_tools import TOPICS, describe, run_tool
 from test_cluster_tools import bootstrap, elrs, partitions
 
@@ -34,21 +33,6 @@ def cluster5_3_voters(tmp_path, runnel_bin):
 
 def produce(servers, values):
     produce_acked(servers, "elr", values)
-
-
-def read_all(servers, want):
-    c = Consumer({"bootstrap.servers": servers, "group.id": f"r{time.time_ns()}", "enable.auto.commit": False,
-                  "topic.metadata.refresh.interval.ms": 1000})
-    c.assign([TopicPartition("elr", 0, 0)])
-    got, deadline = [], time.monotonic() + 60
-    try:
-        while time.monotonic() < deadline and len(got) < len(want):
-            m = c.poll(0.2)
-            if m is not None and m.error() is None:
-                got.append(m.value().decode())
-    finally:
-        c.close()
-    return got
 
 
 def test_a_cleanly_stopped_replica_outside_the_isr_leads_when_the_isr_is_gone(cluster5_3_voters):
@@ -96,7 +80,7 @@ def test_a_cleanly_stopped_replica_outside_the_isr_leads_when_the_isr_is_gone(cl
     gnode.start(60)
     wait_for("back to the minimum", lambda: len(partitions(servers, "elr")[0][2]) >= 2)
     produce(servers, ["after"])
-    assert read_all(servers, acknowledged + ["after"]) == acknowledged + ["after"]
+    assert read_values(servers, "elr", len(acknowledged) + 1) == acknowledged + ["after"]
 
 
 def test_without_a_clean_shutdown_the_last_leader_returns(cluster5_3_voters):
@@ -127,4 +111,4 @@ def test_without_a_clean_shutdown_the_last_leader_returns(cluster5_3_voters):
     wait_for("L leading", lambda: partitions(servers, "elr")[0][0] == 4)
     wait_for("F back in the ISR", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
     produce(servers, ["c"])
-    assert read_all(servers, ["a", "b", "c"]) == ["a", "b", "c"]
+    assert read_values(servers, "elr", 3) == ["a", "b", "c"]
