@@ -8,7 +8,8 @@ records, and with `--throttle` holds the new replica's copying to the bound it s
 (dynamic broker configs, which `kafka-configs` shows and lifts); `--cancel` of a move
 whose only in-sync replica is a new one waits for the topic to allow unclean election;
 `kafka-cluster unregister` drops a stopped broker's registration; `kafka-metadata-quorum
-add-controller` and `remove-controller` change the controller quorum's voters."""
+add-controller` and `remove-controller` change the controller quorum's voters, and grow a
+single node into a quorum of three."""
 import json
 import os
 import re
