@@ -151,7 +151,9 @@ struct Inner {
     sessions: HashMap<i32, Session>,
     /// Sessions evicted to make room for another, for `/metrics`.
     evictions: u64,
-    /// Incremental fetches served, for `/metrics`.
+    /// Incremental fetches answered, for `/metrics`: counted by `judge`, once the answer
+    /// is read, so a long poll that returns records written while it waited is counted
+    /// after them.
     incremental: u64,
 }
 
@@ -260,7 +262,6 @@ impl FetchSessions {
         session.epoch = next_epoch(session.epoch);
         session.last_used_ms = now_ms;
         let topics = request_topics(&session.partitions);
-        inner.incremental += 1;
         FetchContext::Incremental { session_id, topics }
     }
 
@@ -313,6 +314,7 @@ impl FetchSessions {
     /// the client. A session evicted in the meantime keeps them all.
     pub fn judge(&self, session_id: i32, outcomes: &[(SessionPartition, Outcome)]) -> Vec<bool> {
         let mut inner = self.lock();
+        inner.incremental += 1;
         let Some(session) = inner.sessions.get_mut(&session_id) else {
             return vec![true; outcomes.len()];
         };

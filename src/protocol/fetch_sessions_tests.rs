@@ -107,6 +107,9 @@ fn added_altered_and_forgotten_partitions_change_the_session() {
     assert_eq!(listed(&ctx), vec![(0, 0), (1, 5), (0, 3)]);
     let FetchContext::Incremental { topics, .. } = ctx else { unreachable!() };
     assert_eq!(topics.iter().map(|t| t.topic_id).collect::<Vec<_>>(), vec![t, u]);
+    // Counted once answered (a long poll is counted after the records it waited for).
+    assert_eq!(cache.stats().incremental_fetches, 0);
+    cache.judge(id, &[]);
     assert_eq!(cache.stats(), SessionStats { sessions: 1, partitions: 3, evictions: 0, incremental_fetches: 1 });
     // Forgetting every partition ends the session.
     let ctx = cache.begin(id, 2, true, &[], &[forget(t, &[0, 1]), forget(u, &[0])], 2);
