@@ -517,8 +517,6 @@ async fn stop_serving_when_metadata_fails(
 /// commits, so 10,000 dirty partitions take seconds instead of tens of seconds serially.
 const SHUTDOWN_FLUSH_THREADS: usize = 16;
 
-/// Flushes every partition with unflushed data, on up to [`SHUTDOWN_FLUSH_THREADS`]
-/// threads; clean partitions cost nothing. Returns how many were flushed.
 /// Where the clean-shutdown marker goes: the data dir and every log dir.
 fn marker_dirs(config: &BrokerConfig) -> Vec<std::path::PathBuf> {
     let mut dirs = vec![config.data_dir.clone()];
@@ -526,7 +524,8 @@ fn marker_dirs(config: &BrokerConfig) -> Vec<std::path::PathBuf> {
     dirs
 }
 
-/// Flushes every partition with unflushed records: how many, and whether all succeeded.
+/// Flushes every partition with unflushed records, on up to [`SHUTDOWN_FLUSH_THREADS`]
+/// threads (clean partitions cost nothing): how many, and whether all succeeded.
 fn flush_all(partitions: &[Arc<Partition>]) -> (usize, bool) {
     let dirty: Vec<&Arc<Partition>> = partitions.iter().filter(|p| p.needs_flush()).collect();
     let next = std::sync::atomic::AtomicUsize::new(0);
