@@ -151,7 +151,7 @@ fn without(isr: &[i32], node: i32) -> Vec<i32> {
 /// and every partition it led gets a new leader among the brokers `alive` says are up
 /// (the broker itself counts as down).
 pub fn remove_broker(image: &MetadataImage, node: i32, alive: &dyn Fn(i32) -> bool) -> Vec<MetadataRecord> {
-    leave(image, node, alive, &|p| p.replicas.contains(&node), None)
+    leave(image, node, alive, &|p| p.replicas.contains(&node), false)
 }
 
 /// A new process of broker `node` registered after an unclean shutdown (Kafka's
@@ -162,7 +162,7 @@ pub fn remove_unclean_shutdown(image: &MetadataImage, node: i32, alive: &dyn Fn(
     if !eligible_leaders::enabled(image) {
         return Vec::new();
     }
-    leave(image, node, alive, &|p| p.isr.contains(&node) || p.elr.contains(&node), Some(node))
+    leave(image, node, alive, &|p| p.isr.contains(&node) || p.elr.contains(&node), true)
 }
 
 /// Broker `node` leaves the ISR of each partition `which` picks, and its leadership
@@ -172,13 +172,19 @@ fn leave(
     node: i32,
     alive: &dyn Fn(i32) -> bool,
     which: &dyn Fn(&PartitionImage) -> bool,
-    unclean_shutdown: Option<i32>,
+    unclean_shutdown: bool,
 ) -> Vec<MetadataRecord> {
     let eligible = |r: i32| r != node && alive(r);
     let mut out = Vec::new();
     for topic in image.topics.values() {
         for pi in topic.partitions.iter().filter(|p| which(p)) {
-            let target = decide(pi, rules(image, topic, pi), without(&pi.isr, node), &eligible, unclean_shutdown);
+            let target = decide(
+                pi,
+                rules(image, topic, pi),
+                without(&pi.isr, node),
+                &eligible,
+                unclean_shutdown.then_some(node),
+            );
             out.extend(record(topic.topic_id, pi, target));
         }
     }
