@@ -104,6 +104,24 @@ def test_features_describe_and_refused_upgrade(shared_runnel):
         "following feature had an error: Invalid update version 1 for feature group.version."), describe(proc)
 
 
+def test_eligible_leader_replicas_are_turned_off_and_on_again(shared_runnel):
+    """KIP-966's feature is the one level an operator changes: `downgrade` to 0 goes back
+    to the ISR rule before ELR, `upgrade` to 1 returns to ELR. (What it does to partitions
+    is in cluster/test_eligible_leaders.py; the refusals, which the tool would not send, in
+    tests/api_versions_matrix.rs.)"""
+    b = shared_runnel.bootstrap
+    elr = "eligible.leader.replicas.version"
+    try:
+        proc = features(b, "downgrade", "--feature", f"{elr}=0")
+        assert proc.returncode == 0 and proc.stdout == f"{elr} was downgraded to 0.\n", describe(proc)
+        row = feature_rows(features(b, "describe").stdout)[elr]
+        assert (row["SupportedMaxVersion"], row["FinalizedVersionLevel"]) == ("1", "0"), row
+    finally:
+        proc = features(b, "upgrade", "--feature", f"{elr}=1")
+    assert proc.returncode == 0 and proc.stdout == f"{elr} was upgraded to 1.\n", describe(proc)
+    assert feature_rows(features(b, "describe").stdout)[elr]["FinalizedVersionLevel"] == "1"
+
+
 LOG_DIRS = "org.apache.kafka.tools.LogDirsCommand"  # kafka-log-dirs.sh
 
 

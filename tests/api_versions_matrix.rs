@@ -135,12 +135,13 @@ async fn api_versions(c: &mut Client, v: i16) -> anyhow::Result<()> {
         // KIP-584 features: v3 leaves out those with a 0 minimum, as Kafka does.
         let supported: Vec<_> =
             resp.supported_features.iter().map(|f| (f.name.to_string(), f.min_version, f.max_version)).collect();
-        let want_supported = if v >= 4 { 7 } else { 3 };
+        // eligible.leader.replicas.version is 0-1, as in Kafka: only v4 lists it.
+        let want_supported = if v >= 4 { 7 } else { 2 };
         ensure(
             supported.len() == want_supported
                 && supported.contains(&("metadata.version".into(), 27, 27))
                 && supported.contains(&("kraft.version".into(), 1, 1))
-                && supported.contains(&("eligible.leader.replicas.version".into(), 1, 1)),
+                && (v < 4 || supported.contains(&("eligible.leader.replicas.version".into(), 0, 1))),
             || format!("supported features {supported:?}"),
         )?;
         let finalized: Vec<_> = resp
@@ -546,14 +547,22 @@ async fn update_features(c: &mut Client, v: i16) -> anyhow::Result<()> {
     let resp = c.try_send(v, request(&[("metadata.version", 27), ("group.version", 1)])).await?;
     let msg = resp.error_message.as_deref().unwrap_or_default().to_string();
     ensure(
-        resp.error_code == 95 && msg.contains("group.version. Local controller 1 only supports versions 0-0"),
+        resp.error_code == 95 && msg.contains("group.version. Local controller 1 does not support this feature."),
         || format!("unsupported level: {} {msg:?}", resp.error_code),
     )?;
     let resp = c.try_send(v, request(&[("no.such.version", 1)])).await?;
     let msg = resp.error_message.as_deref().unwrap_or_default().to_string();
     ensure(resp.error_code == 95 && msg.contains("does not support this feature"), || {
         format!("unknown feature: {} {msg:?}", resp.error_code)
-    })
+    })?;
+    // A lower level asked as an upgrade (v0: without allowing a downgrade) is refused;
+    // Kafka's tool refuses to send it.
+    let resp = c.try_send(v, request(&[("eligible.leader.replicas.version", 0)])).await?;
+    let msg = resp.error_message.as_deref().unwrap_or_default().to_string();
+    ensure(
+        resp.error_code == 95 && msg.ends_with("without setting the upgrade type to either safe or unsafe downgrade."),
+        || format!("downgrade as an upgrade: {} {msg:?}", resp.error_code),
+    )
 }
 
 /// No subscription: a fresh instance id, no metrics (the client does not push), Kafka's

@@ -10,7 +10,10 @@ is killed. Nothing in the ISR is left. F starts again after its clean shutdown, 
 place in the ELR, and leads: a clean election, with every acknowledged record. Before
 ELR the partition had no leader until L came back. L, back after a crash (no clean
 shutdown), is no longer eligible. Once G is back in the ISR the minimum is met again and
-every acknowledged record is read."""
+every acknowledged record is read.
+
+`kafka-features downgrade --feature eligible.leader.replicas.version=0` turns ELR off, and
+`upgrade` back on: the last test."""
 import os
 
 import pytest
@@ -19,7 +22,8 @@ from confluent_kafka import Producer
 import netns
 from cluster_fixtures import produce_acked, read_values, runnel_bin, start_cluster, wait_for  # noqa: F401 (pytest fixtures)
 from kafka_tools import TOPICS, describe, run_tool
-from test_cluster_tools import bootstrap, elrs, partitions
+from test_admin_tools import feature_rows, features
+from test_cluster_tools import bootstrap, elrs, endpoints, partitions
 
 why_not = netns.available()
 pytestmark = pytest.mark.skipif(why_not is not None or bool(os.environ.get("COMPAT_BOOTSTRAP")),
@@ -112,3 +116,55 @@ def test_without_a_clean_shutdown_the_last_leader_returns(cluster5_3_voters):
     wait_for("F back in the ISR", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
     produce(servers, ["c"])
     assert read_values(servers, "elr", 3) == ["a", "b", "c"]
+
+
+ELR = "eligible.leader.replicas.version"
+
+
+def test_turned_off_the_isr_keeps_its_last_member_and_turned_on_again_replicas_are_eligible(cluster5_3_voters):
+    """A partition on L (4) and F (5) with min.insync.replicas=2: F stops cleanly, then L
+    is killed, so the ISR is empty, both are eligible and L was the last leader. Turned off,
+    the partition goes back to what the ISR kept before ELR: L. So F, back first, does not
+    lead; L does when it returns, with every acknowledged record. While off, F stopping
+    leaves the ISR at L alone and makes no one eligible; turned on again, it makes F
+    eligible."""
+    net, nodes = cluster5_3_voters
+    servers = bootstrap(nodes)
+    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "elr",
+                    "--replica-assignment", "4:5", "--config", "min.insync.replicas=2", timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    produce(servers, ["a", "b"])
+    wait_for("both in sync", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
+    lnode, fnode = nodes[3], nodes[4]
+    others = bootstrap(nodes, fnode)
+    fnode.stop()
+    wait_for("F out of the ISR", lambda: partitions(others, "elr")[0][2] == [4])
+    lnode.kill()
+    survivors = ",".join(n.address for n in nodes[:3])
+    wait_for("L fenced", lambda: partitions(survivors, "elr")[0][:3:2] == (-1, []))
+    assert elrs(survivors, "elr")[0] == ([4, 5], [4])
+
+    proc = features(survivors, "downgrade", "--feature", f"{ELR}=0")
+    assert proc.returncode == 0 and proc.stdout == f"{ELR} was downgraded to 0.\n", describe(proc)
+    assert feature_rows(features(survivors, "describe").stdout)[ELR]["FinalizedVersionLevel"] == "0"
+    assert partitions(survivors, "elr")[0][:3:2] == (-1, [4])
+    assert elrs(survivors, "elr")[0] == ([], [])
+    fnode.start(60)
+    wait_for("F unfenced", lambda: endpoints(survivors).get(5) == "unfenced")
+    assert partitions(survivors, "elr")[0][:3:2] == (-1, [4]), "F is not in the ISR: it may not lead"
+    lnode.start(60)
+    wait_for("L leading", lambda: partitions(servers, "elr")[0][0] == 4)
+    wait_for("F back in the ISR", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
+    produce(servers, ["c"])
+    assert read_values(servers, "elr", 3) == ["a", "b", "c"]
+
+    fnode.stop()
+    wait_for("F out of the ISR", lambda: partitions(others, "elr")[0][2] == [4])
+    assert elrs(others, "elr")[0] == ([], []), "off: no one is eligible"
+    proc = features(others, "upgrade", "--feature", f"{ELR}=1")
+    assert proc.returncode == 0 and proc.stdout == f"{ELR} was upgraded to 1.\n", describe(proc)
+    fnode.start(60)
+    wait_for("F back in the ISR", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
+    fnode.stop()
+    wait_for("F out of the ISR", lambda: partitions(others, "elr")[0][2] == [4])
+    assert elrs(others, "elr")[0] == ([5], []), "on again: F is eligible"

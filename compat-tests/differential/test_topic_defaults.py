@@ -7,8 +7,8 @@ import time
 import pytest
 
 from .helpers import (
-    INVALID_REQUEST, MESSAGE_TOO_LARGE, SRC_DEFAULT, SRC_DYNAMIC_TOPIC, create_topic, describe_topic_configs,
-    produce,
+    INVALID_CONFIG, INVALID_REQUEST, MESSAGE_TOO_LARGE, SRC_DEFAULT, SRC_DYNAMIC_TOPIC, create_topic,
+    describe_topic_configs, produce,
 )
 from .test_broker_configs import (
     DELETE, LONG, SET, SRC_DYNAMIC_BROKER, SRC_DYNAMIC_DEFAULT_BROKER, alter, describe, node_id,
@@ -26,8 +26,8 @@ class Defaults:
     would break every later one. Kafka 4.4 formats its cluster with a cluster-wide
     `min.insync.replicas=1`, which other files' expectations rely on and which it refuses
     to delete while eligible leader replicas (ELR) are enabled, so a value that was there
-    is set back rather than deleted. With ELR Kafka also refuses any change to a broker's
-    own `min.insync.replicas` (runnel has no ELR), so that one is not touched per broker."""
+    is set back rather than deleted. With ELR both refuse to set a broker's own
+    `min.insync.replicas`, so that one is not touched per broker."""
 
     def __init__(self, conn):
         self.conn = conn
@@ -160,3 +160,14 @@ def test_a_bad_default_is_refused_and_changes_nothing(conn, clean, name, value):
     code, configs = describe(conn, "")
     assert code == 0
     assert configs.get(name, {}).get("value") == clean.before.get(name)
+
+
+def test_a_brokers_own_min_insync_replicas_is_refused_while_eligible_leader_replicas_are_on(conn, clean):
+    """With ELR on (KIP-966, both sides' default) min.insync.replicas is set per topic or for
+    the cluster: a broker's own value is refused with INVALID_CONFIG and nothing changes."""
+    code, message = alter(conn, clean.me, [(SET, "min.insync.replicas", "2")])
+    assert (code, message) == (
+        INVALID_CONFIG, "Broker-level min.insync.replicas cannot be altered while ELR is enabled.")
+    code, configs = describe(conn, clean.me, keys=["min.insync.replicas"])
+    assert code == 0
+    assert configs["min.insync.replicas"]["config_source"] != SRC_DYNAMIC_BROKER, configs

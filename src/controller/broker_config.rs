@@ -12,6 +12,7 @@
 
 use std::collections::BTreeMap;
 
+use super::eligible_leaders;
 use super::image::MetadataImage;
 use super::operations::ConfigChange;
 use super::records::MetadataRecord;
@@ -25,6 +26,9 @@ pub const FOLLOWER_REPLICATION_THROTTLED_RATE: &str = "follower.replication.thro
 
 /// Bytes per second a broker copies moving partitions between its log directories.
 pub const REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
+
+/// The broker-wide default of the topic config `min.insync.replicas`.
+const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
 
 /// Kafka's default for the rates, `Long.MAX_VALUE`: no throttle.
 pub const UNLIMITED_RATE: i64 = i64::MAX;
@@ -155,6 +159,14 @@ pub fn alter(
         let (name, value) = match change {
             ConfigChange::Set(k, v) => {
                 validate(k, v)?;
+                // Kafka's rule with ELR on: `min.insync.replicas` is set per topic or for
+                // the cluster. (Deleting one is let through: it can only bring a broker to
+                // the cluster's value, and a data dir from before may hold some.)
+                if k == MIN_INSYNC_REPLICAS && !resource.is_empty() && eligible_leaders::enabled(image) {
+                    return Err(ControllerError::InvalidConfig(
+                        "Broker-level min.insync.replicas cannot be altered while ELR is enabled.".into(),
+                    ));
+                }
                 result.insert(k.clone(), v.trim().to_owned());
                 (k, Some(v.trim().to_owned()))
             }
@@ -246,6 +258,13 @@ mod tests {
         // One bad change refuses them all.
         let mixed = vec![ConfigChange::Set(rate.into(), "5".into()), ConfigChange::Set("log.dirs".into(), "/x".into())];
         assert!(alter(&image, "1", &mixed).is_err());
+        // With ELR on (the default), min.insync.replicas is the cluster's or a topic's.
+        let min_isr = set("min.insync.replicas", "2");
+        assert!(matches!(alter(&image, "1", &min_isr), Err(ControllerError::InvalidConfig(m)) if m.contains("ELR")));
+        assert!(alter(&image, "", &min_isr).is_ok());
+        let mut off = MetadataImage::default();
+        off.apply(&MetadataRecord::FeatureLevel { name: "eligible.leader.replicas.version".into(), level: 0 });
+        assert!(alter(&off, "1", &min_isr).is_ok());
         // Deleting what is not set changes nothing (`kafka-reassign-partitions --verify`
         // clears throttles that may never have been set).
         assert_eq!(alter(&image, "1", &[ConfigChange::Delete(rate.into())]).unwrap(), vec![]);

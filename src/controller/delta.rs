@@ -45,7 +45,8 @@ impl MetadataDelta {
                 | MetadataRecord::BrokerControlledShutdown { .. }
                 | MetadataRecord::UnregisterBroker { .. }
                 | MetadataRecord::ProducerIds { .. }
-                | MetadataRecord::ClientMetricsConfig { .. } => {}
+                | MetadataRecord::ClientMetricsConfig { .. }
+                | MetadataRecord::FeatureLevel { .. } => {}
                 MetadataRecord::BrokerConfig { name, .. } => {
                     d.topic_defaults_changed |= broker_config::is_topic_default(name);
                 }

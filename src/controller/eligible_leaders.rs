@@ -28,6 +28,7 @@
 //! have a leader ([`cleared_after_config_change`]), as Kafka clears it.
 
 use super::broker_config;
+use super::features::{self, ELIGIBLE_LEADER_REPLICAS_VERSION};
 use super::image::{MetadataImage, PartitionImage, TopicImage};
 use super::partition_change::NO_LEADER;
 use super::records::{MetadataRecord, ELIGIBLE_LEADER_REPLICAS};
@@ -48,8 +49,38 @@ pub(super) fn rules(image: &MetadataImage, topic: &TopicImage, pi: &PartitionIma
     ElrRules { enabled: enabled(image), min_isr: min_isr(image, topic, pi) }
 }
 
+/// The finalized `eligible.leader.replicas.version` is 1 (the default; an operator may set
+/// 0) and every registered broker reads ELR records.
 pub(super) fn enabled(image: &MetadataImage) -> bool {
-    image.brokers_behind(ELIGIBLE_LEADER_REPLICAS).is_empty()
+    features::finalized_level(image, ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1
+        && image.brokers_behind(ELIGIBLE_LEADER_REPLICAS).is_empty()
+}
+
+/// The records that go back to the rule before ELR when `eligible.leader.replicas.version`
+/// is set to 0: every partition forgets its ELR and last known leader, and one whose ISR
+/// is empty gets back members that may lead without losing an acknowledged record: its
+/// ELR members that are up (the next heartbeat elects one); else its last known leader, the
+/// member the ISR would have kept before ELR; else its whole ELR, all down (whichever
+/// returns first leads).
+///
+/// Kafka writes no such records: it forgets lazily, at each partition's next change, and
+/// a leaderless partition whose ELR it forgot before an ELR member returned can then be led
+/// again only by an unclean election. Here no partition is left so.
+pub(super) fn records_to_disable(image: &MetadataImage) -> Vec<MetadataRecord> {
+    let mut out = Vec::new();
+    for topic in image.topics.values() {
+        for pi in &topic.partitions {
+            let isr = if !pi.isr.is_empty() {
+                pi.isr.clone()
+            } else {
+                let up: Vec<i32> = pi.elr.iter().copied().filter(|r| image.broker_staying(*r)).collect();
+                [up, pi.last_known_elr.clone(), pi.elr.clone()].into_iter().find(|c| !c.is_empty()).unwrap_or_default()
+            };
+            let next = PartitionImage { isr, elr: Vec::new(), last_known_elr: Vec::new(), ..pi.clone() };
+            out.extend(super::partition_change::change_record(topic.topic_id, pi, next));
+        }
+    }
+    out
 }
 
 fn min_isr(image: &MetadataImage, topic: &TopicImage, pi: &PartitionImage) -> usize {
@@ -186,6 +217,68 @@ mod tests {
         assert_eq!(cleared, vec![(0, vec![])]);
         let other = decide(&img, &alter("retention.ms", "1000"), 0).unwrap();
         assert!(other.iter().all(|r| !matches!(r, MetadataRecord::Partition { .. })), "{other:?}");
+    }
+
+    /// Turned off, no partition keeps an ELR, and none whose ISR is empty is left without a
+    /// member that may lead: the ELR members that are up, else the last known leader, else
+    /// the whole ELR.
+    #[test]
+    fn turned_off_every_partition_goes_back_to_an_isr_that_keeps_a_member() {
+        let t = Uuid::from_u128(3);
+        let p = |partition: i32, isr: Vec<i32>, elr: Vec<i32>, last: Vec<i32>| PartitionImage {
+            partition,
+            replicas: vec![1, 2, 3],
+            leader: isr.first().copied().unwrap_or(NO_LEADER),
+            isr,
+            elr,
+            last_known_elr: last,
+            ..Default::default()
+        };
+        let mut img = MetadataImage::default();
+        for node_id in 1..=3 {
+            img.apply(&MetadataRecord::RegisterBroker {
+                node_id,
+                host: "h".into(),
+                port: 9092,
+                rack: None,
+                inter_broker: None,
+                incarnation: None,
+                metadata_format: crate::controller::records::METADATA_FORMAT,
+            });
+        }
+        img.apply(&MetadataRecord::BrokerFenced { node_id: 1, fenced: true });
+        img.apply(&MetadataRecord::BrokerFenced { node_id: 2, fenced: true });
+        let partitions = vec![
+            p(0, vec![3], vec![2], vec![]),
+            p(1, vec![], vec![2, 3], vec![1]),
+            p(2, vec![], vec![2], vec![1]),
+            p(3, vec![], vec![1, 2], vec![]),
+            p(4, vec![3, 2], vec![], vec![]),
+        ];
+        let topic = TopicImage { name: "t".into(), topic_id: t, partitions, configs: Default::default() };
+        img.topic_names_by_id.insert(t, "t".into());
+        img.topics.insert("t".into(), Arc::new(topic));
+        assert!(enabled(&img));
+        let records = records_to_disable(&img);
+        let isrs: Vec<_> = records
+            .iter()
+            .map(|r| match r {
+                MetadataRecord::Partition {
+                    partition, isr, leader, eligible_leader_replicas, last_known_elr, ..
+                } => {
+                    assert!(eligible_leader_replicas.is_empty() && last_known_elr.is_empty(), "{r:?}");
+                    assert_eq!(r.format_level(), 0, "every release reads it: {r:?}");
+                    (*partition, isr.clone(), *leader)
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        // 3 is up; 1 was the last leader; 1 and 2 are both down. Partition 4 is unchanged.
+        let expected =
+            vec![(0, vec![3], 3), (1, vec![3], NO_LEADER), (2, vec![1], NO_LEADER), (3, vec![1, 2], NO_LEADER)];
+        assert_eq!(isrs, expected);
+        img.apply(&MetadataRecord::FeatureLevel { name: ELIGIBLE_LEADER_REPLICAS_VERSION.into(), level: 0 });
+        assert!(!enabled(&img));
     }
 
     #[test]

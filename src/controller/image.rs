@@ -143,6 +143,9 @@ pub struct MetadataImage {
     /// moves off, but elected nowhere and kept out of ISRs. Cleared when the broker is
     /// fenced or let back in.
     pub controlled_shutdown: BTreeSet<i32>,
+    /// Finalized feature levels that records set (`features.rs`; a feature no record
+    /// names is at the highest level this build supports).
+    pub features: BTreeMap<String, i16>,
     /// Number of records applied: the metadata offset this image reflects.
     pub offset: u64,
 }
@@ -285,6 +288,9 @@ impl MetadataImage {
                 self.brokers.remove(node_id);
                 self.controlled_shutdown.remove(node_id);
             }
+            MetadataRecord::FeatureLevel { name, level } => {
+                self.features.insert(name.clone(), *level);
+            }
         }
     }
 
@@ -383,6 +389,11 @@ impl MetadataImage {
         if self.next_producer_id != 0 {
             out.push(MetadataRecord::ProducerIds { next_producer_id: self.next_producer_id });
         }
+        out.extend(
+            self.features
+                .iter()
+                .map(|(name, level)| MetadataRecord::FeatureLevel { name: name.clone(), level: *level }),
+        );
         out
     }
 

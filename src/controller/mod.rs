@@ -14,6 +14,7 @@ pub mod client_metrics;
 pub mod cluster_ops;
 pub mod delta;
 mod eligible_leaders;
+pub mod features;
 pub mod image;
 pub mod metadata_log;
 pub mod operations;
@@ -89,6 +90,10 @@ pub enum ControllerError {
     /// RemoveRaftVoter named no voter of the quorum, or the last one (VOTER_NOT_FOUND).
     #[error("{0}")]
     VoterNotFound(String),
+    /// UpdateFeatures asked for a level the cluster may not move to (Kafka's
+    /// INVALID_UPDATE_VERSION); nothing was committed.
+    #[error("{0}")]
+    InvalidUpdateVersion(String),
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use super::features::FeatureUpdate;
 use super::image::{BrokerImage, MetadataImage, TopicImage};
 use super::partition_change::ElectionType;
 use super::records::{Endpoint, MetadataRecord};
@@ -194,6 +195,13 @@ pub enum ControllerOp {
     },
     /// DescribeQuorum: the leader's view of the quorum (no records; read-only).
     DescribeQuorum,
+    /// UpdateFeatures (`kafka-features upgrade|downgrade|disable`): set finalized feature
+    /// levels, all or none (`features::update`, decided by the leader, which names itself
+    /// in a refusal as Kafka's does).
+    UpdateFeatures {
+        updates: Vec<FeatureUpdate>,
+        validate_only: bool,
+    },
     /// UnregisterBroker (`kafka-cluster unregister`): drop broker `node_id`'s
     /// registration, after taking it out of ISRs and leadership as fencing does
     /// (Kafka's `ReplicationControlManager.unregisterBroker`). Refused for a broker that
@@ -229,7 +237,8 @@ impl ControllerOp {
             | ControllerOp::CreatePartitions { validate_only, .. }
             | ControllerOp::AlterTopicConfigs { validate_only, .. }
             | ControllerOp::AlterClientMetrics { validate_only, .. }
-            | ControllerOp::AlterBrokerConfigs { validate_only, .. } => *validate_only,
+            | ControllerOp::AlterBrokerConfigs { validate_only, .. }
+            | ControllerOp::UpdateFeatures { validate_only, .. } => *validate_only,
             _ => false,
         }
     }
@@ -273,6 +282,9 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
             Err(ControllerError::Internal("a liveness operation needs the leader's broker liveness".into()))
         }
         ControllerOp::DescribeQuorum => Err(ControllerError::Internal("the quorum is described by its leader".into())),
+        ControllerOp::UpdateFeatures { .. } => {
+            Err(ControllerError::Internal("feature levels are decided by the leader, which names itself".into()))
+        }
         ControllerOp::AllocateProducerIds => {
             Ok(vec![MetadataRecord::ProducerIds { next_producer_id: image.next_producer_id + PRODUCER_ID_BLOCK }])
         }

@@ -30,9 +30,10 @@ pub struct Endpoint {
 /// * 3: eligible leader replicas (KIP-966): a partition record whose ISR may be empty and
 ///   that names `eligible_leader_replicas` and `last_known_elr`
 ///   ([`ELIGIBLE_LEADER_REPLICAS`]).
+/// * 4: [`MetadataRecord::FeatureLevel`] ([`FEATURE_LEVELS`]).
 ///
 /// [`MetadataImage::brokers_behind`]: super::MetadataImage::brokers_behind
-pub const METADATA_FORMAT: u16 = 3;
+pub const METADATA_FORMAT: u16 = 4;
 
 /// The format from which a node finds the controller leader through the Raft membership,
 /// not only among the voters its flags name: AddRaftVoter waits for it, since a node of an
@@ -44,6 +45,9 @@ pub const VOTERS_IN_MEMBERSHIP: u16 = 2;
 /// older release reads an empty ISR as a partition that cannot be led again, so the
 /// controller keeps the ISR's last member in it until every broker reads this format.
 pub const ELIGIBLE_LEADER_REPLICAS: u16 = 3;
+
+/// The format from which a feature's finalized level is a record (UpdateFeatures).
+pub const FEATURE_LEVELS: u16 = 4;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type")]
@@ -156,6 +160,12 @@ pub enum MetadataRecord {
     UnregisterBroker {
         node_id: i32,
     },
+    /// A feature's finalized level (Kafka's FeatureLevelRecord, `kafka-features`): from
+    /// now on the cluster runs feature `name` at `level` (0: not at all).
+    FeatureLevel {
+        name: String,
+        level: i16,
+    },
 }
 
 impl MetadataRecord {
@@ -163,6 +173,7 @@ impl MetadataRecord {
     pub fn format_level(&self) -> u16 {
         match self {
             MetadataRecord::UnregisterBroker { .. } => 1,
+            MetadataRecord::FeatureLevel { .. } => FEATURE_LEVELS,
             MetadataRecord::Partition { isr, eligible_leader_replicas, last_known_elr, .. }
                 if isr.is_empty() || !eligible_leader_replicas.is_empty() || !last_known_elr.is_empty() =>
             {
@@ -228,6 +239,7 @@ mod tests {
     #[test]
     fn only_the_records_of_a_newer_format_need_it() {
         assert_eq!(MetadataRecord::UnregisterBroker { node_id: 1 }.format_level(), 1);
+        assert_eq!(MetadataRecord::FeatureLevel { name: "x".into(), level: 0 }.format_level(), FEATURE_LEVELS);
         assert_eq!(MetadataRecord::BrokerFenced { node_id: 1, fenced: true }.format_level(), 0);
         assert_eq!(MetadataRecord::BrokerControlledShutdown { node_id: 1 }.format_level(), 0);
     }

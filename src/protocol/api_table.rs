@@ -20,7 +20,7 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     ),
     (ApiKey::ListOffsets, "earliest, latest, by timestamp, max timestamp"),
     (ApiKey::Metadata, "auto-create (the creating request is answered UNKNOWN_TOPIC_OR_PARTITION, as Kafka 4; the next shows every partition)"),
-    (ApiKey::ApiVersions, "finalized features v3+ (metadata.version 4.1-IV1, kraft.version 1, eligible.leader.replicas.version 1)"),
+    (ApiKey::ApiVersions, "finalized features v3+ (metadata.version 4.1-IV1, kraft.version 1, eligible.leader.replicas.version 1 unless set to 0)"),
     (ApiKey::DescribeCluster, "fenced brokers on request v2+"),
     (ApiKey::DescribeTopicPartitions, "cursor pagination (`kafka-topics --describe`)"),
     (ApiKey::InitProducerId, "idempotence; transactions not yet"),
@@ -30,7 +30,7 @@ pub const SERVED_NOTES: &[(ApiKey, &str)] = &[
     (ApiKey::OffsetFetch, "multi-group v8+; v10 not yet: kafka-protocol 0.18 decodes requests to v9"),
     (ApiKey::DeleteGroups, "v3 not yet: kafka-protocol 0.18 decodes requests to v2"),
     (ApiKey::DescribeProducers, "idempotent producers' state (`kafka-transactions describe-producers`)"),
-    (ApiKey::UpdateFeatures, "only the finalized levels (each feature has one)"),
+    (ApiKey::UpdateFeatures, "eligible.leader.replicas.version 0 or 1; every other feature has one level"),
     (ApiKey::ListConfigResources, "topics, brokers and client-metrics subscriptions"),
     (
         ApiKey::GetTelemetrySubscriptions,

@@ -82,6 +82,7 @@ pub fn controller_error(e: &ControllerError) -> ResponseError {
         ControllerError::UnsupportedVersion(_) => ResponseError::UnsupportedVersion,
         ControllerError::DuplicateVoter(_) => ResponseError::DuplicateVoter,
         ControllerError::VoterNotFound(_) => ResponseError::VoterNotFound,
+        ControllerError::InvalidUpdateVersion(_) => ResponseError::InvalidUpdateVersion,
         ControllerError::Io(_)
         | ControllerError::Internal(_)
         | ControllerError::Refused(_)

@@ -10,7 +10,6 @@ pub mod api_table;
 pub mod consumer_protocol;
 pub mod context;
 pub mod errors;
-pub mod features;
 pub mod fetch_encoding;
 pub mod fetch_sessions;
 pub mod guard;
@@ -202,7 +201,7 @@ async fn dispatch(ctx: &Ctx, info: &RequestInfo, request: RequestKind, v: i16) -
             ResponseKind::DescribeTopicPartitions(describe_topic_partitions::handle(ctx, r, v))
         }
         RequestKind::DescribeProducers(r) => ResponseKind::DescribeProducers(describe_producers::handle(ctx, r, v)),
-        RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(update_features::handle(ctx, r, v)),
+        RequestKind::UpdateFeatures(r) => ResponseKind::UpdateFeatures(update_features::handle(ctx, r, v).await),
         RequestKind::ListConfigResources(r) => {
             ResponseKind::ListConfigResources(list_config_resources::handle(ctx, r, v))
         }

@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
 use super::{Controller, Core};
+use crate::controller::features::FeatureUpdate;
 use crate::controller::operations::ControllerOp;
 use crate::controller::partition_change::{self, election_outcomes, ElectionError, ElectionType};
 use crate::controller::raft::wire::{ForwardError, OpReply};
@@ -230,6 +231,17 @@ impl Controller {
     pub async fn unregister_broker(&self, node_id: i32) -> Result<(), ControllerError> {
         self.run(move |core| async move { core.submit(ControllerOp::UnregisterBroker { node_id }).await.map(drop) })
             .await
+    }
+
+    /// UpdateFeatures: set finalized feature levels, all or none (see
+    /// [`ControllerOp::UpdateFeatures`]).
+    pub async fn update_features(
+        &self,
+        updates: Vec<FeatureUpdate>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
+        let op = ControllerOp::UpdateFeatures { updates, validate_only };
+        self.run(move |core| async move { core.submit(op).await.map(drop) }).await
     }
 
     /// AddRaftVoter: make learner `node_id` (its metadata log in `directory_id`) a voter

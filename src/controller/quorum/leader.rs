@@ -13,6 +13,7 @@ use uuid::Uuid;
 
 use super::{internal, Core, OP_TIMEOUT};
 use crate::controller::delta::{MetadataDelta, MetadataListener};
+use crate::controller::features;
 use crate::controller::image::MetadataImage;
 use crate::controller::operations::{decide, ControllerOp};
 use crate::controller::raft::network::CallError;
@@ -141,6 +142,8 @@ impl Core {
         let start = Uuid::new_v4().as_u128() as usize;
         let decided = if op.needs_liveness() {
             self.decide_liveness(&image, &op)
+        } else if let ControllerOp::UpdateFeatures { updates, .. } = &op {
+            features::update(&image, updates, self.node_id).map(|records| (records, Vec::new()))
         } else {
             decide(&image, &op, start).map(|records| (records, Vec::new()))
         };

@@ -108,6 +108,7 @@ pub enum ErrorKind {
     UnsupportedVersion,
     DuplicateVoter,
     VoterNotFound,
+    InvalidUpdateVersion,
 }
 
 impl From<&ControllerError> for ForwardError {
@@ -130,6 +131,7 @@ impl From<&ControllerError> for ForwardError {
             E::UnsupportedVersion(m) => (ErrorKind::UnsupportedVersion, m.clone()),
             E::DuplicateVoter(m) => (ErrorKind::DuplicateVoter, m.clone()),
             E::VoterNotFound(m) => (ErrorKind::VoterNotFound, m.clone()),
+            E::InvalidUpdateVersion(m) => (ErrorKind::InvalidUpdateVersion, m.clone()),
             E::Io(_) | E::Internal(_) => (ErrorKind::Internal, e.to_string()),
         };
         ForwardError::Refused { kind, message }
@@ -159,6 +161,7 @@ impl ForwardError {
                 ErrorKind::UnsupportedVersion => E::UnsupportedVersion(m),
                 ErrorKind::DuplicateVoter => E::DuplicateVoter(m),
                 ErrorKind::VoterNotFound => E::VoterNotFound(m),
+                ErrorKind::InvalidUpdateVersion => E::InvalidUpdateVersion(m),
             },
         }
     }

@@ -5,7 +5,7 @@ use kafka_protocol::messages::api_versions_response::{ApiVersion, FinalizedFeatu
 use kafka_protocol::messages::{ApiVersionsRequest, ApiVersionsResponse};
 
 use super::str_bytes;
-use crate::protocol::features;
+use crate::controller::features;
 use crate::protocol::versions::SUPPORTED;
 use crate::protocol::Ctx;
 
@@ -31,7 +31,8 @@ pub fn handle(ctx: &Ctx, _req: ApiVersionsRequest, version: i16) -> ApiVersionsR
             SupportedFeatureKey::default().with_name(str_bytes(f.name)).with_min_version(f.min).with_max_version(f.max)
         })
         .collect();
-    let finalized = features::finalized()
+    let image = ctx.image();
+    let finalized = features::finalized(&image)
         .map(|(name, level)| {
             FinalizedFeatureKey::default()
                 .with_name(str_bytes(name))
@@ -39,7 +40,7 @@ pub fn handle(ctx: &Ctx, _req: ApiVersionsRequest, version: i16) -> ApiVersionsR
                 .with_max_version_level(level)
         })
         .collect();
-    let epoch = i64::try_from(ctx.image().offset).unwrap_or(i64::MAX);
+    let epoch = i64::try_from(image.offset).unwrap_or(i64::MAX);
     resp.with_supported_features(supported).with_finalized_features(finalized).with_finalized_features_epoch(epoch)
 }
 
