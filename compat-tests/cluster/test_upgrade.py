@@ -8,12 +8,14 @@ one, which cannot read the eligible leader replica records (a newer metadata rec
 format). So the controller keeps the old rules: with 5 and then 3 stopped cleanly, the
 ISR is [4] and no replica is eligible. Once every broker runs this build, the same steps
 make 3 an eligible leader replica (KIP-966). Every acknowledged record is read at the end,
-after writes at every step of the upgrade."""
+after writes at every step of the upgrade. A feature level is a record of a newer format
+too: the controller refuses UpdateFeatures until every broker runs this build."""
 import os
 
 import pytest
 
 import netns
+from differential import kwire
 from cluster_fixtures import produce_acked, read_values, runnel_bin, start_cluster, wait_for  # noqa: F401
 from kafka_tools import TOPICS, describe, run_tool
 from test_cluster_tools import bootstrap, elrs, partitions
@@ -64,6 +66,15 @@ def test_rolling_upgrade_keeps_every_acknowledged_record_and_turns_eligible_lead
 
     # The controller runs this build; brokers 4 and 5 do not.
     new_voters = bootstrap(nodes[:2])
+    turn_off = {"feature": "eligible.leader.replicas.version", "max_version_level": 0, "upgrade_type": 2}
+
+    def update_features(validate_only):
+        return kwire.call(nodes[0].address, "UpdateFeatures", 1, timeout_ms=30000, validate_only=validate_only,
+                          feature_updates=[turn_off])
+
+    refused = update_features(False)
+    assert refused["error_code"] == 95 and "Broker 4 does not support this feature." in refused["error_message"], \
+        refused
     n5.stop()
     wait_for("5 out of the ISR", lambda: isr(new_voters) == [3, 4])
     n3.stop()
@@ -75,6 +86,7 @@ def test_rolling_upgrade_keeps_every_acknowledged_record_and_turns_eligible_lead
     wait_for("back in sync", lambda: isr(servers) == [3, 4, 5])
     upgrade(n4)
     write("all-upgraded")
+    assert update_features(True)["error_code"] == 0, "every broker reads feature levels now"
 
     n5.stop()
     wait_for("5 out of the ISR", lambda: isr(new_voters) == [3, 4])

@@ -14,6 +14,7 @@ import warnings
 # kafka-python's schema loader uses the deprecated importlib.resources.read_text
 warnings.filterwarnings("ignore", message=".*is deprecated. Use files", category=DeprecationWarning)
 
+from kafka.protocol.admin.cluster import UpdateFeaturesRequest, UpdateFeaturesResponse
 from kafka.protocol.admin import (
     AlterConfigsRequest, AlterConfigsResponse,
     CreatePartitionsRequest, CreatePartitionsResponse,
@@ -44,6 +45,7 @@ APIS = {
     "AlterConfigs": (AlterConfigsRequest, AlterConfigsResponse),
     "IncrementalAlterConfigs": (IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse),
     "CreatePartitions": (CreatePartitionsRequest, CreatePartitionsResponse),
+    "UpdateFeatures": (UpdateFeaturesRequest, UpdateFeaturesResponse),
 }
 
 

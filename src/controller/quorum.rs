@@ -161,9 +161,10 @@ pub struct Controller {
 
 impl Controller {
     /// Open this node's controller: the Raft log under `dir/raft`, the listener for
-    /// other controllers (when there are any), and, for a single voter, its own
-    /// leadership and registration before returning. Must run inside a tokio runtime,
-    /// which the controller then uses.
+    /// other controllers (when there are any), and, for the single node (no voters
+    /// given), its own leadership and registration before returning; a quorum the flags
+    /// name, even of one voter, registers in the background once it has a leader. Must
+    /// run inside a tokio runtime, which the controller then uses.
     ///
     /// A `dir/metadata.log` from a pre-Raft runnel (single node) is the state machine's
     /// base: its records are the metadata the Raft log continues from.

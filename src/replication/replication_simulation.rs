@@ -72,6 +72,7 @@ use super::{ProduceLimits, ValidatedRecords};
 use crate::config::BrokerConfig;
 use crate::controller::broker_liveness::{broker_epoch_of, BrokerLiveness};
 use crate::controller::cluster_ops::decide;
+use crate::controller::features::{self, FeatureUpdate, UpgradeType, ELIGIBLE_LEADER_REPLICAS_VERSION};
 
 use crate::controller::operations::ControllerOp;
 use crate::controller::records::{MetadataRecord, METADATA_FORMAT};
@@ -209,6 +210,8 @@ struct Sim {
     /// Committed records that unclean elections lost, and how many elections there were.
     lost_to_unclean: usize,
     unclean_elections: usize,
+    /// Times an operator turned ELR off or on.
+    elr_toggles: usize,
     next_id: i64,
 }
 
@@ -268,6 +271,7 @@ impl Sim {
             unclean_pending: None,
             lost_to_unclean: 0,
             unclean_elections: 0,
+            elr_toggles: 0,
             next_id: 1,
         };
         for b in BROKERS {
@@ -307,11 +311,40 @@ impl Sim {
     fn control(&mut self, op: ControllerOp) -> Result<(), ControllerError> {
         let mut liveness = self.liveness.clone();
         let records = decide(&self.image, &op, &mut liveness, self.now)?;
+        let joined = match op {
+            ControllerOp::AlterPartition { add: Some(joined), .. } => Some(joined),
+            _ => None,
+        };
+        self.commit(records, joined, liveness)
+    }
+
+    /// An operator turns eligible leader replicas off, or on again (`kafka-features`).
+    fn toggle_eligible_leader_replicas(&mut self) {
+        let on = features::finalized_level(&self.image, ELIGIBLE_LEADER_REPLICAS_VERSION) >= 1;
+        let update = FeatureUpdate {
+            name: ELIGIBLE_LEADER_REPLICAS_VERSION.into(),
+            level: if on { 0 } else { 1 },
+            upgrade: if on { UpgradeType::SafeDowngrade } else { UpgradeType::Upgrade },
+        };
+        let records = features::update(&self.image, &[update], 1).expect("every broker reads feature levels");
+        if self.commit(records, None, self.liveness.clone()).is_ok() {
+            self.elr_toggles += 1;
+        }
+    }
+
+    /// Commit `records`, unless they would leave only a forgetful broker in the ISR (see
+    /// [`Sim::control`]). `joined`: the replica an AlterPartition let into the ISR.
+    fn commit(
+        &mut self,
+        records: Vec<MetadataRecord>,
+        joined: Option<i32>,
+        liveness: BrokerLiveness,
+    ) -> Result<(), ControllerError> {
         let mut image = self.image.clone();
         // Only an AlterPartition from the leader lets a replica into the ISR cleanly (it
         // fetched up to the leader's log end); any other way in is an unclean election
         // (or an unclean cancel of a reassignment).
-        let expands = matches!(op, ControllerOp::AlterPartition { add: Some(_), .. });
+        let expands = joined.is_some();
         let mut elected_unclean = Vec::new();
         for r in &records {
             // A member of the ELR, or the last known leader (the ISR's last member when it
@@ -328,7 +361,7 @@ impl Sim {
         if !isr.is_empty() && isr.iter().all(|r| self.brokers[r].lacks_committed) {
             return Err(ControllerError::Refused("only a broker that lost power would be in the ISR".into()));
         }
-        if let ControllerOp::AlterPartition { add: Some(joined), .. } = op {
+        if let Some(joined) = joined {
             if isr.contains(&joined) {
                 self.brokers.get_mut(&joined).unwrap().lacks_committed = false;
             }
@@ -671,6 +704,7 @@ impl Sim {
                 let election = ControllerOp::ElectLeaders { election: ElectionType::Preferred, partitions: None };
                 let _ = self.control(election);
             }
+            93 if self.rng.chance(15) => self.toggle_eligible_leader_replicas(),
             93 => self.reassign(),
             94..=96 => {
                 // Crash one, keeping at least one process up; or a controlled shutdown
@@ -832,7 +866,7 @@ fn records(p: &Partition) -> BTreeMap<i64, i64> {
 /// arrives, 50-59 apply metadata, 60-69 the controller takes a proposal, 70-74 an answer
 /// reaches its leader, 75-86 heartbeat, 87-90 lag check, 91-92 expire sessions (30% of
 /// 92: the controller's leadership moves instead), 93 reassign (30% of the time: elect
-/// the preferred leader instead), 94-96 crash (half the time; now and then a controlled
+/// the preferred leader instead; 15% of the rest: turn ELR off or on again), 94-96 crash (half the time; now and then a controlled
 /// shutdown begins instead, and the next one stops it cleanly), 97-99 restart.
 fn run(seeds: std::ops::Range<u64>, steps: usize, mode: Mode) -> Totals {
     let trace = seeds.end - seeds.start == 1;
@@ -855,6 +889,7 @@ fn run(seeds: std::ops::Range<u64>, steps: usize, mode: Mode) -> Totals {
         totals.committed += sim.committed.len();
         totals.lost_to_unclean += sim.lost_to_unclean;
         totals.unclean_elections += sim.unclean_elections;
+        totals.elr_toggles += sim.elr_toggles;
     }
     totals
 }
@@ -870,6 +905,8 @@ struct Totals {
     unclean_elections: usize,
     /// Committed records that unclean elections lost.
     lost_to_unclean: usize,
+    /// Times an operator turned ELR off or on.
+    elr_toggles: usize,
 }
 
 /// 80 seeds of 1,200 steps for each mode (a few seconds); more with
@@ -892,6 +929,7 @@ fn committed_records_stay_on_every_isr_member_through_crashes_and_reordered_mess
         assert!(t.committed > 1_000, "{mode:?}: only {} records committed", t.committed);
         assert!(t.leaders.len() >= 3, "{mode:?}: leaders seen {:?}", t.leaders);
         assert!(t.moves >= 20, "{mode:?}: only {} moves completed", t.moves);
+        assert!(t.elr_toggles >= 20, "{mode:?}: ELR turned off or on only {} times", t.elr_toggles);
         if mode.unclean {
             assert!(t.lost_to_unclean > 0, "{mode:?}: no unclean election lost a record: {t:?}");
         } else {

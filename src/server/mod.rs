@@ -114,14 +114,14 @@ impl Broker {
         let lock = lock_data_dir(&config.data_dir)?;
         // Every other log dir is locked too: two brokers must not share one.
         let mut log_dir_locks = Vec::new();
-        for dir in config.log_dirs().iter().filter(|d| **d != config.data_dir) {
+        for dir in &other_log_dirs(&config) {
             std::fs::create_dir_all(dir)
                 .map_err(|source| StartError::DataDir { path: dir.display().to_string(), source })?;
             log_dir_locks.push(lock_data_dir(dir)?);
         }
         // Taken before any log opens: a crash from here on is an unclean shutdown.
         let clean_start = crate::storage::clean_shutdown::take(&marker_dirs(&config))
-            .map_err(|source| StartError::DataDir { path: config.data_dir.display().to_string(), source })?;
+            .map_err(|(dir, source)| StartError::DataDir { path: dir.display().to_string(), source })?;
         let listener = TcpListener::bind(&config.listen)
             .await
             .map_err(|source| StartError::Bind { addr: config.listen.clone(), source })?;
@@ -520,8 +520,13 @@ const SHUTDOWN_FLUSH_THREADS: usize = 16;
 /// Where the clean-shutdown marker goes: the data dir and every log dir.
 fn marker_dirs(config: &BrokerConfig) -> Vec<std::path::PathBuf> {
     let mut dirs = vec![config.data_dir.clone()];
-    dirs.extend(config.log_dirs().into_iter().filter(|d| *d != config.data_dir));
+    dirs.extend(other_log_dirs(config));
     dirs
+}
+
+/// The log dirs besides the data dir (which may be one of them).
+fn other_log_dirs(config: &BrokerConfig) -> Vec<std::path::PathBuf> {
+    config.log_dirs().into_iter().filter(|d| *d != config.data_dir).collect()
 }
 
 /// Flushes every partition with unflushed records, on up to [`SHUTDOWN_FLUSH_THREADS`]

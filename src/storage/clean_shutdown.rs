@@ -18,11 +18,11 @@ use super::checkpoint::sync_dir;
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 
 /// Whether the last process on `dirs` stopped cleanly (every dir holds the marker); the
-/// markers are gone afterwards.
-pub fn take(dirs: &[PathBuf]) -> io::Result<bool> {
+/// markers are gone afterwards. An error names the dir it happened in.
+pub fn take(dirs: &[PathBuf]) -> Result<bool, (PathBuf, io::Error)> {
     let mut clean = true;
     for dir in dirs {
-        clean &= take_one(dir)?;
+        clean &= take_one(dir).map_err(|e| (dir.clone(), e))?;
     }
     Ok(clean && !dirs.is_empty())
 }

@@ -6,7 +6,7 @@ use kafka_protocol::messages::update_features_response::UpdatableFeatureResult;
 use kafka_protocol::messages::{UpdateFeaturesRequest, UpdateFeaturesResponse};
 
 use super::str_bytes;
-use crate::controller::features::{FeatureUpdate, UpgradeType};
+use crate::controller::features::{self, FeatureUpdate, UpgradeType};
 use crate::controller::ControllerError;
 use crate::protocol::errors::controller_error;
 use crate::protocol::Ctx;
@@ -26,8 +26,18 @@ pub async fn handle(ctx: &Ctx, req: UpdateFeaturesRequest, version: i16) -> Upda
             },
         })
         .collect();
+    // Checked here first against this broker's image, then by the leader against the
+    // latest: a refusal does not wait for the quorum, and an update no node of an older
+    // release can read (it would not know the operation) is not sent to one that leads.
+    let image = ctx.image();
+    let node = ctx.controller.node_id();
+    let refused = updates.iter().find_map(|u| features::refusal(&image, u, node));
+    let outcome = match refused {
+        Some(why) => Err(ControllerError::InvalidUpdateVersion(why)),
+        None => ctx.controller_op(ctx.controller.update_features(updates, req.validate_only)).await,
+    };
     let mut resp = UpdateFeaturesResponse::default();
-    if let Err(e) = ctx.controller_op(ctx.controller.update_features(updates, req.validate_only)).await {
+    if let Err(e) = outcome {
         tracing::info!(error = %e, "UpdateFeatures refused");
         let message = match &e {
             ControllerError::InvalidUpdateVersion(m) => {
