@@ -87,17 +87,24 @@ def test_a_cleanly_stopped_replica_outside_the_isr_leads_when_the_isr_is_gone(cl
     assert read_values(servers, "elr", len(acknowledged) + 1) == acknowledged + ["after"]
 
 
-def test_without_a_clean_shutdown_the_last_leader_returns(cluster5_3_voters):
-    """An ISR of one, leader L (4): L crashes after F (5) did. With nothing else eligible,
-    L leads again when it returns (the last known leader), with what it has, as before
-    ELR; F, back first, is neither eligible nor the last leader."""
-    net, nodes = cluster5_3_voters
+def two_replicas_in_sync(nodes):
+    """Topic `elr`, one partition on brokers 4 and 5 with min.insync.replicas=2, holding
+    "a" and "b" acknowledged by both: the bootstrap string."""
     servers = bootstrap(nodes)
     proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "elr",
                     "--replica-assignment", "4:5", "--config", "min.insync.replicas=2", timeout=60)
     assert proc.returncode == 0, describe(proc)
     produce(servers, ["a", "b"])
     wait_for("both in sync", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
+    return servers
+
+
+def test_without_a_clean_shutdown_the_last_leader_returns(cluster5_3_voters):
+    """An ISR of one, leader L (4): L crashes after F (5) did. With nothing else eligible,
+    L leads again when it returns (the last known leader), with what it has, as before
+    ELR; F, back first, is neither eligible nor the last leader."""
+    net, nodes = cluster5_3_voters
+    servers = two_replicas_in_sync(nodes)
     lnode, fnode = nodes[3], nodes[4]
     fnode.kill()
     others = bootstrap(nodes, fnode)
@@ -129,12 +136,7 @@ def test_turned_off_the_isr_keeps_its_last_member_and_turned_on_again_replicas_a
     leaves the ISR at L alone and makes no one eligible; turned on again, it makes F
     eligible."""
     net, nodes = cluster5_3_voters
-    servers = bootstrap(nodes)
-    proc = run_tool(TOPICS, "--bootstrap-server", servers, "--create", "--topic", "elr",
-                    "--replica-assignment", "4:5", "--config", "min.insync.replicas=2", timeout=60)
-    assert proc.returncode == 0, describe(proc)
-    produce(servers, ["a", "b"])
-    wait_for("both in sync", lambda: sorted(partitions(servers, "elr")[0][2]) == [4, 5])
+    servers = two_replicas_in_sync(nodes)
     lnode, fnode = nodes[3], nodes[4]
     others = bootstrap(nodes, fnode)
     fnode.stop()

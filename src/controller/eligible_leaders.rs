@@ -236,15 +236,7 @@ mod tests {
         };
         let mut img = MetadataImage::default();
         for node_id in 1..=3 {
-            img.apply(&MetadataRecord::RegisterBroker {
-                node_id,
-                host: "h".into(),
-                port: 9092,
-                rack: None,
-                inter_broker: None,
-                incarnation: None,
-                metadata_format: crate::controller::records::METADATA_FORMAT,
-            });
+            img.apply(&MetadataRecord::test_registration(node_id, crate::controller::records::METADATA_FORMAT));
         }
         img.apply(&MetadataRecord::BrokerFenced { node_id: 1, fenced: true });
         img.apply(&MetadataRecord::BrokerFenced { node_id: 2, fenced: true });

@@ -175,15 +175,7 @@ mod tests {
 
     fn image_with_broker(format: u16) -> MetadataImage {
         let mut image = MetadataImage::default();
-        image.apply(&MetadataRecord::RegisterBroker {
-            node_id: 2,
-            host: "h".into(),
-            port: 9092,
-            rack: None,
-            inter_broker: None,
-            incarnation: None,
-            metadata_format: format,
-        });
+        image.apply(&MetadataRecord::test_registration(2, format));
         image
     }
 

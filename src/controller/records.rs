@@ -189,6 +189,23 @@ fn is_zero(n: &u16) -> bool {
 }
 
 #[cfg(test)]
+impl MetadataRecord {
+    /// Broker `node_id`'s registration at a placeholder address, by a process that reads
+    /// records up to `metadata_format`.
+    pub(crate) fn test_registration(node_id: i32, metadata_format: u16) -> MetadataRecord {
+        MetadataRecord::RegisterBroker {
+            node_id,
+            host: "h".into(),
+            port: 9092,
+            rack: None,
+            inter_broker: None,
+            incarnation: None,
+            metadata_format,
+        }
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
 

@@ -231,15 +231,7 @@ mod tests {
     use crate::controller::records::{MetadataRecord, METADATA_FORMAT};
 
     fn register(image: &mut MetadataImage, node_id: i32, metadata_format: u16) {
-        image.apply(&MetadataRecord::RegisterBroker {
-            node_id,
-            host: "h".into(),
-            port: 9092,
-            rack: None,
-            inter_broker: None,
-            incarnation: None,
-            metadata_format,
-        });
+        image.apply(&MetadataRecord::test_registration(node_id, metadata_format));
     }
 
     #[test]
