@@ -31,12 +31,16 @@ def test_features_describe_lists_the_same_features(both):
 
 
 def test_features_upgrade_past_the_supported_range_is_refused(bootstrap):
-    proc = run_tool(FEATURES, "--bootstrap-server", bootstrap, "upgrade", "--feature", "group.version=99")
+    """eligible.leader.replicas.version is 0-1 on both sides, so the refusal reads the same.
+    (For a feature a node supports only at 0, such as runnel's group.version, Kafka's words
+    are "does not support this feature.", as for an unknown one below.)"""
+    elr = "eligible.leader.replicas.version"
+    proc = run_tool(FEATURES, "--bootstrap-server", bootstrap, "upgrade", "--feature", f"{elr}=99")
     assert proc.returncode == 1, describe(proc)
     assert proc.stdout.startswith(
-        "Could not upgrade group.version to 99. The update failed for all features since the following "
-        "feature had an error: Invalid update version 99 for feature group.version. Local controller "), describe(proc)
-    assert " only supports versions 0-" in proc.stdout, describe(proc)
+        f"Could not upgrade {elr} to 99. The update failed for all features since the following "
+        f"feature had an error: Invalid update version 99 for feature {elr}. Local controller "), describe(proc)
+    assert proc.stdout.rstrip().endswith(" only supports versions 0-1"), describe(proc)
     proc = run_tool(FEATURES, "--bootstrap-server", bootstrap, "upgrade", "--feature", "no.such.version=1")
     assert proc.returncode == 1, describe(proc)
     assert proc.stdout.rstrip().endswith("does not support this feature."), describe(proc)
