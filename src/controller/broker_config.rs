@@ -27,9 +27,6 @@ pub const FOLLOWER_REPLICATION_THROTTLED_RATE: &str = "follower.replication.thro
 /// Bytes per second a broker copies moving partitions between its log directories.
 pub const REPLICA_ALTER_LOG_DIRS_IO_MAX_BYTES_PER_SECOND: &str = "replica.alter.log.dirs.io.max.bytes.per.second";
 
-/// The broker-wide default of the topic config `min.insync.replicas`.
-const MIN_INSYNC_REPLICAS: &str = "min.insync.replicas";
-
 /// Kafka's default for the rates, `Long.MAX_VALUE`: no throttle.
 pub const UNLIMITED_RATE: i64 = i64::MAX;
 
@@ -162,7 +159,7 @@ pub fn alter(
                 // Kafka's rule with ELR on: `min.insync.replicas` is set per topic or for
                 // the cluster. (Deleting one is let through: it can only bring a broker to
                 // the cluster's value, and a data dir from before may hold some.)
-                if k == MIN_INSYNC_REPLICAS && !resource.is_empty() && eligible_leaders::enabled(image) {
+                if k == eligible_leaders::MIN_ISR && !resource.is_empty() && eligible_leaders::enabled(image) {
                     return Err(ControllerError::InvalidConfig(
                         "Broker-level min.insync.replicas cannot be altered while ELR is enabled.".into(),
                     ));

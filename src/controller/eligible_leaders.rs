@@ -33,7 +33,8 @@ use super::image::{MetadataImage, PartitionImage, TopicImage};
 use super::partition_change::NO_LEADER;
 use super::records::{MetadataRecord, ELIGIBLE_LEADER_REPLICAS};
 
-const MIN_ISR: &str = "min.insync.replicas";
+/// The config the ELR is kept against, per topic and as a broker-wide default.
+pub(super) const MIN_ISR: &str = "min.insync.replicas";
 
 /// How the controller treats the replicas that leave a partition's ISR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
