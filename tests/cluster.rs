@@ -295,3 +295,49 @@ async fn preferred_leader_election_moves_leadership_back_after_a_restart() {
         b.shutdown().await;
     }
 }
+
+/// UnregisterBroker from any client names a broker that is running (the adversarial
+/// pass's one-request outage): it leaves every ISR and leadership as Kafka's does, and
+/// then registers again by itself, is let back in by its heartbeats and rejoins the ISR,
+/// where Kafka's broker stays out until it is restarted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_broker_unregistered_by_a_client_registers_again_and_rejoins_the_isr() {
+    let dirs: Vec<tempfile::TempDir> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (brokers, _, _) = start_three(&dirs).await;
+    let mut c = Client::connect(brokers[0].local_addr()).await;
+    let started = Instant::now();
+    loop {
+        let resp = c.send(5, create_topics_request("unreg", 1, 3, &[])).await;
+        if resp.topics[0].error_code == 0 {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "{:?}", resp.topics[0]);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let addr = brokers[0].local_addr();
+    let started = Instant::now();
+    while partition0(addr, "unreg").await.is_none_or(|(_, _, isr)| isr.len() != 3) {
+        assert!(started.elapsed() < DEADLINE, "the ISR never filled");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let req = kafka_protocol::messages::UnregisterBrokerRequest::default()
+        .with_broker_id(kafka_protocol::messages::BrokerId(3));
+    let resp = c.send(0, req).await;
+    assert_eq!(resp.error_code, 0, "{:?}", resp.error_message);
+
+    let started = Instant::now();
+    loop {
+        let md = metadata(addr).await;
+        let registered = md.brokers.iter().any(|b| b.node_id.0 == 3);
+        let in_isr = partition0(addr, "unreg").await.is_some_and(|(leader, _, isr)| leader > 0 && isr.contains(&3));
+        if registered && in_isr {
+            break;
+        }
+        assert!(started.elapsed() < DEADLINE, "broker 3 never came back: {:?}", partition0(addr, "unreg").await);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for b in brokers {
+        b.shutdown().await;
+    }
+}

@@ -9,7 +9,7 @@ use uuid::Uuid;
 
 use super::features::FeatureUpdate;
 use super::image::{BrokerImage, MetadataImage, TopicImage};
-use super::partition_change::ElectionType;
+use super::partition_change::{elect_leaderless, ElectionType};
 use super::records::{Endpoint, MetadataRecord};
 use super::{broker_config, client_metrics, eligible_leaders, placement, topic_config, ControllerError};
 
@@ -69,6 +69,11 @@ pub enum ControllerOp {
         name: String,
         total: i32,
         validate_only: bool,
+        /// The replicas of each partition added, if the request named them (Kafka's
+        /// `kafka-topics --alter --replica-assignment`). Absent from an older release's
+        /// request: placed as before.
+        #[serde(default)]
+        assignments: Option<Vec<Vec<i32>>>,
     },
     AlterTopicConfigs {
         name: String,
@@ -257,7 +262,9 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
             }
             Ok(vec![MetadataRecord::RemoveTopic { topic_id: *topic_id }])
         }
-        ControllerOp::CreatePartitions { name, total, .. } => create_partitions(image, name, *total, start),
+        ControllerOp::CreatePartitions { name, total, assignments, .. } => {
+            create_partitions(image, name, *total, assignments.as_deref(), start)
+        }
         ControllerOp::AlterTopicConfigs { name, changes, .. } => {
             alter_topic_configs(image, name, changes).map(|r| eligible_leaders::cleared_after_config_change(image, r))
         }
@@ -325,6 +332,14 @@ pub fn decide(image: &MetadataImage, op: &ControllerOp, start: usize) -> Result<
                     records.push(MetadataRecord::BrokerFenced { node_id: *node_id, fenced: true });
                 }
             }
+            if !*fenced {
+                // A single node (registered unfenced: nobody heartbeats) that comes back
+                // after an UnregisterBroker, or was restarted after one by a release that
+                // did not register again, leads the partitions it is eligible for again.
+                let mut after = image.clone();
+                records.iter().for_each(|r| after.apply(r));
+                records.extend(elect_leaderless(&after, &|r| after.broker_alive(r)));
+            }
             Ok(records)
         }
     }
@@ -368,19 +383,7 @@ fn create_topic(
                     "Partitions should be a consecutive 0-based integer sequence".into(),
                 ));
             }
-            if replicas.is_empty() || replicas.iter().any(|r| !image.brokers.contains_key(r)) {
-                return Err(ControllerError::InvalidReplicaAssignment(format!(
-                    "The manual partition assignment includes a broker that is not registered: {replicas:?}"
-                )));
-            }
-            let mut distinct = replicas.clone();
-            distinct.sort_unstable();
-            distinct.dedup();
-            if distinct.len() != replicas.len() {
-                return Err(ControllerError::InvalidReplicaAssignment(format!(
-                    "The manual partition assignment includes duplicate replicas: {replicas:?}"
-                )));
-            }
+            validate_manual_assignment(image, replicas, None)?;
         }
         if sorted.len() as i32 > MAX_PARTITIONS {
             return Err(ControllerError::InvalidPartitions(format!("Too many partitions (max {MAX_PARTITIONS})")));
@@ -424,21 +427,76 @@ fn create_topic(
         records.push(MetadataRecord::TopicConfig { topic_id, name, value: Some(value) });
     }
     for (p, replicas) in assignments.into_iter().enumerate() {
-        records.push(MetadataRecord::Partition {
-            topic_id,
-            partition: p as i32,
-            leader: replicas[0],
-            isr: replicas.clone(),
-            replicas,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: vec![],
-            removing_replicas: vec![],
-            eligible_leader_replicas: Vec::new(),
-            last_known_elr: Vec::new(),
-        });
+        records.push(new_partition(image, topic_id, p as i32, replicas)?);
     }
     Ok(records)
+}
+
+/// Kafka's checks of a replica list a request names (`validateManualPartitionAssignment`,
+/// with its messages): not empty, every broker registered, none twice, and as many
+/// replicas as the topic's other partitions have (when `replication_factor` is known).
+fn validate_manual_assignment(
+    image: &MetadataImage,
+    replicas: &[i32],
+    replication_factor: Option<usize>,
+) -> Result<(), ControllerError> {
+    if replicas.is_empty() {
+        return Err(ControllerError::InvalidReplicaAssignment(
+            "The manual partition assignment includes an empty replica list.".into(),
+        ));
+    }
+    let mut sorted = replicas.to_vec();
+    sorted.sort_unstable();
+    for (i, broker) in sorted.iter().enumerate() {
+        if !image.brokers.contains_key(broker) {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "The manual partition assignment includes broker {broker}, but no such broker is registered."
+            )));
+        }
+        if i > 0 && sorted[i - 1] == *broker {
+            return Err(ControllerError::InvalidReplicaAssignment(format!(
+                "The manual partition assignment includes the broker {broker} more than once."
+            )));
+        }
+    }
+    match replication_factor {
+        Some(rf) if rf != sorted.len() => Err(ControllerError::InvalidReplicaAssignment(format!(
+            "The manual partition assignment includes a partition with {} replica(s), but this is not consistent with previous partitions, which have {rf} replica(s).",
+            sorted.len()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// A new partition on `replicas`: its ISR is those of them that are in the cluster now
+/// (registered, unfenced, not shutting down), led by the first, as Kafka places a new
+/// partition. With none of them in the cluster it is refused, with Kafka's code.
+fn new_partition(
+    image: &MetadataImage,
+    topic_id: Uuid,
+    partition: i32,
+    replicas: Vec<i32>,
+) -> Result<MetadataRecord, ControllerError> {
+    let isr: Vec<i32> = replicas.iter().copied().filter(|r| image.broker_staying(*r)).collect();
+    let Some(&leader) = isr.first() else {
+        return Err(ControllerError::InvalidReplicationFactor(format!(
+            "Unable to replicate the partition {} time(s): All brokers are currently fenced or in controlled shutdown.",
+            replicas.len()
+        )));
+    };
+    Ok(MetadataRecord::Partition {
+        topic_id,
+        partition,
+        leader,
+        isr,
+        replicas,
+        leader_epoch: 0,
+        partition_epoch: 0,
+        adding_replicas: vec![],
+        removing_replicas: vec![],
+        eligible_leader_replicas: Vec::new(),
+        last_known_elr: Vec::new(),
+    })
 }
 
 /// Grow a topic to `total` partitions (Kafka never shrinks), with the replication factor
@@ -447,6 +505,7 @@ fn create_partitions(
     image: &MetadataImage,
     name: &str,
     total: i32,
+    assignments: Option<&[Vec<i32>]>,
     start: usize,
 ) -> Result<Vec<MetadataRecord>, ControllerError> {
     let topic = image.topic(name).ok_or_else(|| ControllerError::UnknownTopic(name.to_owned()))?;
@@ -464,31 +523,39 @@ fn create_partitions(
             "Number of partitions {total} exceeds the maximum of {MAX_PARTITIONS}."
         )));
     }
+    let additional = (total - current) as usize;
     let rf = topic.partitions.first().map_or(1, |p| p.replicas.len()).max(1);
-    let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
-    if rf > brokers.len() {
-        return Err(ControllerError::InvalidReplicationFactor(format!(
-            "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
-            brokers.len()
-        )));
-    }
-    let placed = placement::place(&brokers, current, total - current, rf, start);
-    Ok((current..total)
-        .zip(placed)
-        .map(|(p, replicas)| MetadataRecord::Partition {
-            topic_id: topic.topic_id,
-            partition: p,
-            leader: replicas[0],
-            isr: replicas.clone(),
-            replicas,
-            leader_epoch: 0,
-            partition_epoch: 0,
-            adding_replicas: vec![],
-            removing_replicas: vec![],
-            eligible_leader_replicas: Vec::new(),
-            last_known_elr: Vec::new(),
-        })
-        .collect())
+    let placed = match assignments {
+        Some(manual) => {
+            if manual.len() != additional {
+                return Err(ControllerError::InvalidReplicaAssignment(format!(
+                    "Attempted to add {additional} additional partition(s), but only {} assignment(s) were specified.",
+                    manual.len()
+                )));
+            }
+            for (i, replicas) in manual.iter().enumerate() {
+                validate_manual_assignment(image, replicas, Some(rf))?;
+                if !replicas.iter().any(|r| image.broker_staying(*r)) {
+                    return Err(ControllerError::InvalidReplicaAssignment(format!(
+                        "All brokers specified in the manual partition assignment for partition {} are fenced or in controlled shutdown.",
+                        current as usize + i
+                    )));
+                }
+            }
+            manual.to_vec()
+        }
+        None => {
+            let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
+            if rf > brokers.len() {
+                return Err(ControllerError::InvalidReplicationFactor(format!(
+                    "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
+                    brokers.len()
+                )));
+            }
+            placement::place(&brokers, current, total - current, rf, start)
+        }
+    };
+    (current..total).zip(placed).map(|(p, replicas)| new_partition(image, topic.topic_id, p, replicas)).collect()
 }
 
 /// Config changes to a topic, all or none.
@@ -621,5 +688,152 @@ mod tests {
         assert_eq!(image.brokers[&1].inter_broker, Some(endpoint.clone()));
         assert!(image.brokers[&1].fenced, "a new registration keeps the broker's fencing");
         assert_eq!(decide(&image, &register(Some(endpoint)), 0).unwrap(), vec![]);
+    }
+
+    fn apply(image: &mut MetadataImage, records: &[MetadataRecord]) {
+        records.iter().for_each(|r| image.apply(r));
+    }
+
+    /// Decide `op` and apply what it commits.
+    fn step(image: &mut MetadataImage, op: &ControllerOp) {
+        let records = decide(image, op, 0).unwrap();
+        apply(image, &records);
+    }
+
+    /// Brokers 1–3 registered and unfenced, `fenced` among them fenced, and topic `t` of
+    /// one partition on [1, 2].
+    fn cluster(fenced: &[i32]) -> MetadataImage {
+        let mut image = MetadataImage::default();
+        for id in 1..=3 {
+            image.apply(&MetadataRecord::test_registration(id, crate::controller::records::METADATA_FORMAT));
+            image.apply(&MetadataRecord::BrokerFenced { node_id: id, fenced: fenced.contains(&id) });
+        }
+        let topic = NewTopic {
+            name: "t".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: vec![(0, vec![1, 2])],
+            configs: vec![],
+        };
+        let create = ControllerOp::CreateTopic {
+            topic,
+            default_partitions: 1,
+            default_replication_factor: 1,
+            validate_only: false,
+        };
+        let records = decide(&image, &create, 0).unwrap();
+        apply(&mut image, &records);
+        image
+    }
+
+    fn grow(total: i32, assignments: Option<Vec<Vec<i32>>>) -> ControllerOp {
+        ControllerOp::CreatePartitions { name: "t".into(), total, validate_only: false, assignments }
+    }
+
+    fn refusal(r: Result<Vec<MetadataRecord>, ControllerError>) -> String {
+        match r {
+            Err(ControllerError::InvalidReplicaAssignment(m)) => m,
+            other => panic!("expected INVALID_REPLICA_ASSIGNMENT, got {other:?}"),
+        }
+    }
+
+    /// CreatePartitions with `--replica-assignment`: the replicas named are used; a broker
+    /// that does not exist, a wrong count, a wrong replication factor or a broker named
+    /// twice is refused with Kafka's code and message. (Before, the assignment was
+    /// dropped and any broker id accepted.)
+    #[test]
+    fn create_partitions_uses_the_assignment_and_refuses_one_kafka_refuses() {
+        let image = cluster(&[]);
+        let records = decide(&image, &grow(3, Some(vec![vec![3, 1], vec![2, 3]])), 0).unwrap();
+        let placed: Vec<_> = records
+            .iter()
+            .map(|r| match r {
+                MetadataRecord::Partition { partition, replicas, leader, isr, .. } => {
+                    (*partition, replicas.clone(), *leader, isr.clone())
+                }
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(placed, vec![(1, vec![3, 1], 3, vec![3, 1]), (2, vec![2, 3], 2, vec![2, 3])]);
+
+        assert_eq!(
+            refusal(decide(&image, &grow(2, Some(vec![vec![7, 1]])), 0)),
+            "The manual partition assignment includes broker 7, but no such broker is registered."
+        );
+        assert_eq!(
+            refusal(decide(&image, &grow(3, Some(vec![vec![2, 1]])), 0)),
+            "Attempted to add 2 additional partition(s), but only 1 assignment(s) were specified."
+        );
+        assert_eq!(
+            refusal(decide(&image, &grow(2, Some(vec![vec![3]])), 0)),
+            "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent with previous partitions, which have 2 replica(s)."
+        );
+        assert_eq!(
+            refusal(decide(&image, &grow(2, Some(vec![vec![3, 3]])), 0)),
+            "The manual partition assignment includes the broker 3 more than once."
+        );
+        assert_eq!(
+            refusal(decide(&image, &grow(2, Some(vec![vec![]])), 0)),
+            "The manual partition assignment includes an empty replica list."
+        );
+        // Without an assignment the controller places them, as before.
+        assert_eq!(decide(&image, &grow(3, None), 0).unwrap().len(), 2);
+    }
+
+    /// A new partition's ISR is the replicas in the cluster now, led by the first of
+    /// them; with none in the cluster the assignment is refused (Kafka's checks).
+    #[test]
+    fn a_new_partition_on_fenced_brokers_leaves_them_out_of_its_isr() {
+        let image = cluster(&[3]);
+        let records = decide(&image, &grow(2, Some(vec![vec![3, 2]])), 0).unwrap();
+        assert!(
+            matches!(&records[..], [MetadataRecord::Partition { leader: 2, isr, .. }] if *isr == vec![2]),
+            "{records:?}"
+        );
+        let image = cluster(&[2, 3]);
+        assert_eq!(
+            refusal(decide(&image, &grow(2, Some(vec![vec![3, 2]])), 0)),
+            "All brokers specified in the manual partition assignment for partition 1 are fenced or in controlled shutdown."
+        );
+    }
+
+    /// A single node whose registration an UnregisterBroker removed (its partitions left
+    /// leaderless) registers again unfenced and leads its partitions again; a data dir
+    /// left so by an earlier release recovers the same way at its next start.
+    #[test]
+    fn a_single_node_registering_again_leads_its_leaderless_partitions() {
+        let mut image = MetadataImage::default();
+        let mut single = register(None);
+        if let ControllerOp::RegisterBroker { fenced, .. } = &mut single {
+            *fenced = false;
+        }
+        step(&mut image, &single);
+        let topic = NewTopic {
+            name: "t".into(),
+            num_partitions: 2,
+            replication_factor: 1,
+            assignments: vec![],
+            configs: vec![],
+        };
+        let create = ControllerOp::CreateTopic {
+            topic,
+            default_partitions: 1,
+            default_replication_factor: 1,
+            validate_only: false,
+        };
+        step(&mut image, &create);
+        // What the liveness decision of UnregisterBroker commits on a single node.
+        let removed = super::super::partition_change::remove_broker(&image, 1, &|_| false);
+        apply(&mut image, &removed);
+        apply(&mut image, &[MetadataRecord::UnregisterBroker { node_id: 1 }]);
+        let leaders =
+            |image: &MetadataImage| image.topic("t").unwrap().partitions.iter().map(|p| p.leader).collect::<Vec<_>>();
+        assert_eq!(leaders(&image), vec![-1, -1], "unregistered, nobody leads");
+
+        step(&mut image, &single);
+        assert!(image.broker_alive(1));
+        assert_eq!(leaders(&image), vec![1, 1]);
+        // Registered again and leading: nothing more to write.
+        assert_eq!(decide(&image, &single, 0).unwrap(), vec![]);
     }
 }

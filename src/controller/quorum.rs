@@ -157,6 +157,9 @@ pub struct Controller {
     /// This broker process started after a clean shutdown of the one before it (its
     /// heartbeats say so: see [`ControllerOp::BrokerHeartbeat`]).
     clean_start: std::sync::atomic::AtomicBool,
+    /// This broker's registration, submitted again when an UnregisterBroker removed it
+    /// while the process runs (see [`Controller::register_again`]).
+    registration: ControllerOp,
 }
 
 impl Controller {
@@ -286,6 +289,7 @@ impl Controller {
             fenced: !single,
             metadata_format: METADATA_FORMAT,
         };
+        let registration = register.clone();
         if single {
             core.submit(register).await?;
         } else if observer {
@@ -313,6 +317,7 @@ impl Controller {
             tasks: Mutex::new(tasks),
             stopped: std::sync::atomic::AtomicBool::new(false),
             clean_start: std::sync::atomic::AtomicBool::new(false),
+            registration,
         };
         if fold_base {
             // From now on the Raft state holds everything; metadata.log is history.
@@ -480,11 +485,18 @@ impl Controller {
         self.run(move |core| async move { core.submit(ControllerOp::DeleteTopic { topic_id }).await.map(drop) }).await
     }
 
-    /// Grow a topic to `total` partitions (Kafka never shrinks).
-    pub async fn create_partitions(&self, name: &str, total: i32, validate_only: bool) -> Result<(), ControllerError> {
+    /// Grow a topic to `total` partitions (Kafka never shrinks), on the replicas
+    /// `assignments` names for each partition added, or placed by the controller.
+    pub async fn create_partitions(
+        &self,
+        name: &str,
+        total: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    ) -> Result<(), ControllerError> {
         let name = name.to_owned();
         self.run(move |core| async move {
-            core.submit(ControllerOp::CreatePartitions { name, total, validate_only }).await.map(drop)
+            core.submit(ControllerOp::CreatePartitions { name, total, validate_only, assignments }).await.map(drop)
         })
         .await
     }

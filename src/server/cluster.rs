@@ -77,6 +77,21 @@ pub async fn heartbeat_loop(
                 failures = 0;
                 answered += 1;
             }
+            Err(e) if answered > 0 && !ctx.controller.image().brokers.contains_key(&ctx.config.node_id) => {
+                // Registered by this process once, gone from the committed metadata now:
+                // an UnregisterBroker named it. Kafka's broker stays out until it is
+                // restarted; this one registers again (fenced) and the next heartbeats
+                // let it back in.
+                tracing::warn!(error = %e, "this broker was unregistered while it runs; registering it again");
+                match ctx.controller.register_again().await {
+                    // As a new process: the next heartbeat registers, the one after unfences.
+                    Ok(()) => (answered, failures) = (0, 0),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "registering again failed; retrying");
+                        failures += 1;
+                    }
+                }
+            }
             Err(e) => {
                 failures += 1;
                 if failures.is_power_of_two() {

@@ -227,10 +227,31 @@ impl Controller {
     }
 
     /// UnregisterBroker: drop broker `node_id`'s registration (see
-    /// [`ControllerOp::UnregisterBroker`]).
+    /// [`ControllerOp::UnregisterBroker`]). A single node that unregistered itself
+    /// registers again at once: it is the only broker, and running; without that one
+    /// request from any client left every partition leaderless for good. (A broker of a
+    /// cluster registers again from its heartbeat loop.)
     pub async fn unregister_broker(&self, node_id: i32) -> Result<(), ControllerError> {
         self.run(move |core| async move { core.submit(ControllerOp::UnregisterBroker { node_id }).await.map(drop) })
-            .await
+            .await?;
+        if !self.is_clustered() && node_id == self.node_id() {
+            tracing::warn!(node_id, "this single node was unregistered; registering it again");
+            self.register_again().await?;
+        }
+        Ok(())
+    }
+
+    /// This broker's registration is gone from the committed image while its process
+    /// runs (an UnregisterBroker named it: `kafka-cluster unregister` from any client):
+    /// register it again, as a restart would. In a cluster it comes back fenced and the
+    /// next heartbeats let it in; a single node comes back unfenced and leads again.
+    /// Its process did not stop, so its log lost nothing: its heartbeats say it started
+    /// clean from now on (an unclean start was already accounted for at its first
+    /// registration), so it keeps the eligibility its log has earned.
+    pub async fn register_again(&self) -> Result<(), ControllerError> {
+        self.set_started_after_clean_shutdown(true);
+        let op = self.registration.clone();
+        self.run(move |core| async move { core.submit(op).await.map(drop) }).await
     }
 
     /// UpdateFeatures: set finalized feature levels, all or none (see

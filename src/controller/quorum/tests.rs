@@ -51,7 +51,7 @@ fn create_alter_delete_survive_reopen() {
     assert_eq!(t.partitions.len(), 3);
     rt.block_on(c.alter_topic_configs("orders", &[ConfigChange::Set("retention.ms".into(), "1000".into())], false))
         .unwrap();
-    rt.block_on(c.create_partitions("orders", 5, false)).unwrap();
+    rt.block_on(c.create_partitions("orders", 5, None, false)).unwrap();
     rt.block_on(c.create_topic(&new_topic("gone", 1), false)).unwrap();
     let gone = c.image().topic("gone").unwrap().topic_id;
     rt.block_on(c.delete_topic(gone)).unwrap();
@@ -99,7 +99,10 @@ fn validation_errors() {
         Err(ControllerError::TopicAlreadyExists(_))
     ));
     assert!(matches!(rt.block_on(c.create_topic(&new_topic("a_b", 1), false)), Err(ControllerError::InvalidTopic(_))));
-    assert!(matches!(rt.block_on(c.create_partitions("a.b", 1, false)), Err(ControllerError::InvalidPartitions(_))));
+    assert!(matches!(
+        rt.block_on(c.create_partitions("a.b", 1, None, false)),
+        Err(ControllerError::InvalidPartitions(_))
+    ));
     // validate_only changes nothing
     let dry = rt.block_on(c.create_topic(&new_topic("dry", 2), true)).unwrap();
     assert_eq!(dry.partitions.len(), 2);

@@ -12,7 +12,9 @@ pub async fn handle(ctx: &Ctx, req: CreatePartitionsRequest, _version: i16) -> C
     for t in req.topics {
         let base = CreatePartitionsTopicResult::default().with_name(t.name.clone());
         let (name, count, validate_only) = (t.name.0.to_string(), t.count, req.validate_only);
-        match ctx.controller_op(ctx.controller.create_partitions(&name, count, validate_only)).await {
+        let assignments =
+            t.assignments.map(|a| a.into_iter().map(|a| a.broker_ids.into_iter().map(|b| b.0).collect()).collect());
+        match ctx.controller_op(ctx.controller.create_partitions(&name, count, assignments, validate_only)).await {
             Ok(()) => {
                 results.push(base);
             }

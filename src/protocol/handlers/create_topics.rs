@@ -7,7 +7,7 @@ use kafka_protocol::messages::create_topics_response::{CreatableTopicConfigs, Cr
 use kafka_protocol::messages::{CreateTopicsRequest, CreateTopicsResponse};
 
 use super::configs::topic_config_entries;
-use super::str_bytes;
+use super::{client_may_not_create, str_bytes};
 use crate::controller::NewTopic;
 use crate::protocol::errors::controller_error;
 use crate::protocol::Ctx;
@@ -33,6 +33,13 @@ pub async fn handle(ctx: &Ctx, req: CreateTopicsRequest, version: i16) -> Create
             results.push(
                 base.with_error_code(ResponseError::InvalidRequest.code())
                     .with_error_message(Some(str_bytes(format!("Duplicate topic name: {name}")))),
+            );
+            continue;
+        }
+        if let Some(why) = client_may_not_create(&name) {
+            tracing::info!(topic = %name, "CreateTopics refused: an internal topic");
+            results.push(
+                base.with_error_code(ResponseError::InvalidRequest.code()).with_error_message(Some(str_bytes(why))),
             );
             continue;
         }

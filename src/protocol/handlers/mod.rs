@@ -45,8 +45,26 @@ pub fn str_bytes(s: impl Into<String>) -> StrBytes {
     StrBytes::from_string(s.into())
 }
 
+/// Why a client may not create topic `name` (CreateTopics, auto-creation, the HTTP API),
+/// if it may not. `__cluster_metadata` is the controller's log, refused with Kafka's
+/// code and message. `__consumer_offsets` is the broker's: it creates it itself, on the
+/// first group request, compacted and with `offsets.topic.num.partitions` partitions.
+/// Created by a client first (Kafka allows it) it could be a one-partition topic with
+/// `cleanup.policy=delete`, which would put every group on one coordinator and let
+/// retention delete committed offsets.
+pub fn client_may_not_create(name: &str) -> Option<String> {
+    match name {
+        "__cluster_metadata" | crate::protocol::offsets_topic::OFFSETS_TOPIC => {
+            Some(format!("Creation of internal topic {name} is prohibited."))
+        }
+        _ => None,
+    }
+}
+
 /// Look a topic up; when it is missing and auto-creation is allowed, create it with the
-/// broker defaults (synchronously: the caller can use it at once).
+/// broker defaults (synchronously: the caller can use it at once). The broker's internal
+/// topics are not created this way: `__consumer_offsets` is created as the coordinator
+/// needs it, `__cluster_metadata` never.
 pub async fn topic_or_auto_create(
     ctx: &Ctx,
     name: &str,
@@ -55,7 +73,7 @@ pub async fn topic_or_auto_create(
     if let Some(t) = ctx.image().topic(name) {
         return Ok(t.clone());
     }
-    if !(allow_auto_create && ctx.config.auto_create_topics) {
+    if !(allow_auto_create && ctx.config.auto_create_topics) || client_may_not_create(name).is_some() {
         return Err(ResponseError::UnknownTopicOrPartition);
     }
     let req = NewTopic {

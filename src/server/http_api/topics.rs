@@ -14,7 +14,7 @@ use super::json::{as_object, member, opt_int, parse_body, req_str, BodyResult};
 use super::{json_response, ApiState};
 use crate::controller::{ControllerError, NewTopic};
 use crate::protocol::errors::controller_error;
-use crate::protocol::handlers::leader_partition;
+use crate::protocol::handlers::{client_may_not_create, leader_partition};
 use crate::protocol::Ctx;
 use crate::replication::Partition;
 
@@ -27,6 +27,9 @@ pub async fn create(State(state): State<Arc<ApiState>>, body: BodyResult) -> Res
         }
     }
     let name = req_str(obj, "name", "name", 249)?;
+    if let Some(why) = client_may_not_create(&name) {
+        return Err(ApiError::bad("name", &why));
+    }
     let partitions = opt_int(obj, "partitions", "partitions", 1, 100_000)?.unwrap_or(-1) as i32;
     let replication_factor = opt_int(obj, "replication_factor", "replication_factor", 1, 100)?.unwrap_or(-1) as i16;
     let mut configs = Vec::new();
