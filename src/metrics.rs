@@ -90,6 +90,20 @@ pub fn timed_fsync<T>(sync: impl FnOnce() -> T) -> T {
     out
 }
 
+/// Storage operations that failed because the process ran short of descriptors or
+/// memory (EMFILE, ENFILE, ENOMEM), process-wide like [`fsync_latency`]. The log
+/// directory stays online for those (see `storage::is_resource_shortage`); this count
+/// and a log line are how an operator sees them.
+pub fn storage_resource_shortages() -> &'static AtomicU64 {
+    static SHORTAGES: AtomicU64 = AtomicU64::new(0);
+    &SHORTAGES
+}
+
+/// Counts one storage operation that hit a resource shortage; returns the count so far.
+pub fn storage_resource_shortage() -> u64 {
+    storage_resource_shortages().fetch_add(1, Ordering::Relaxed) + 1
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

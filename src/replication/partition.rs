@@ -725,6 +725,16 @@ impl PartitionState {
     }
 
     fn take_log_dir_offline(&self, p: &Partition, e: &std::io::Error) {
+        if crate::storage::is_resource_shortage(e) {
+            // The process's shortage, not the disk's: the directory stays online and the
+            // request fails with an error the client retries.
+            let n = crate::metrics::storage_resource_shortage();
+            if n.is_power_of_two() {
+                tracing::warn!(topic = %p.topic, partition = p.index, error = %e, shortages = n,
+                    "the process ran short of descriptors or memory in a log operation; the log dir stays online (see storage_resource_shortages_total)");
+            }
+            return;
+        }
         if !self.log_dir_offline.swap(true, Ordering::Relaxed) {
             let dir = self.log.dir().parent().map(|d| d.display().to_string()).unwrap_or_default();
             tracing::error!(log_dir = %dir, topic = %p.topic, partition = p.index, error = %e,

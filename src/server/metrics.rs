@@ -123,6 +123,13 @@ impl Collector for BrokerCollector {
             "fdatasync of log segments and of group commits (process-wide)",
             [(Labels::new(), fsync_latency())],
         )?;
+        counters(
+            &mut enc,
+            "storage_resource_shortages",
+            "Log operations that failed because the process ran short of file descriptors or memory \
+             (EMFILE, ENFILE, ENOMEM; process-wide): answered with a retriable error, the log dir stays online",
+            [(Labels::new(), crate::metrics::storage_resource_shortages().load(std::sync::atomic::Ordering::Relaxed))],
+        )?;
         if let Some(queue) = &ctx.traces {
             counters(
                 &mut enc,

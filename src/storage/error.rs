@@ -22,3 +22,34 @@ pub enum StorageError {
     #[error("corrupt file {path}: {reason}")]
     Corrupt { path: PathBuf, reason: String },
 }
+
+/// Whether an I/O error says the process ran short of a resource (descriptors: EMFILE,
+/// ENFILE; kernel memory: ENOMEM) rather than that the disk failed. A shortage passes when
+/// descriptors are closed or memory is freed, and says nothing about the files: the
+/// operation failed before it touched them (an open, a mapping), so the log directory
+/// stays online and the request is answered with an error the client retries. Taking
+/// the directory offline for it turned a burst of connections or a fetch of thousands of
+/// partitions into an outage until restart.
+pub fn is_resource_shortage(e: &std::io::Error) -> bool {
+    const ENOMEM: i32 = 12;
+    const ENFILE: i32 = 23;
+    const EMFILE: i32 = 24;
+    matches!(e.raw_os_error(), Some(ENOMEM | ENFILE | EMFILE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_resource_shortage;
+
+    #[test]
+    fn descriptor_and_memory_shortages_are_not_disk_failures() {
+        for code in [12, 23, 24] {
+            assert!(is_resource_shortage(&std::io::Error::from_raw_os_error(code)), "{code}");
+        }
+        // ENOSPC, EIO, EROFS: the disk's.
+        for code in [28, 5, 30] {
+            assert!(!is_resource_shortage(&std::io::Error::from_raw_os_error(code)), "{code}");
+        }
+        assert!(!is_resource_shortage(&std::io::Error::other("no os error")));
+    }
+}

@@ -131,6 +131,12 @@ fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) ->
     let mut node_endpoints = BTreeMap::new();
     let mut out = Vec::with_capacity(req.topics.len());
     let mut records = Vec::with_capacity(req.topics.len());
+    // Each slice read holds its segment's descriptor until the response is sent, beyond
+    // the file cache's bound: a fetch of thousands of partitions held one per partition
+    // and ran the process out of descriptors. Past this many, partitions answer with no
+    // records this time (no error) and the client reads them in its next fetch.
+    let max_files = max_files_per_fetch(ctx.replicas.files().capacity());
+    let mut files = 0usize;
     for ft in &req.topics {
         let topic = if version >= 13 { image.topic_by_id(&ft.topic_id) } else { image.topic(ft.topic.0.as_str()) };
         let missing =
@@ -169,7 +175,7 @@ fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) ->
             // KIP-74: the first batch of the first non-empty partition is returned whole
             // even when larger than the limits; after that the limits hold.
             let limit = (fp.partition_max_bytes.max(0) as usize).min(remaining);
-            let result = if limit == 0 && total > 0 {
+            let result = if (limit == 0 && total > 0) || files >= max_files {
                 Ok(None)
             } else {
                 let max = limit.max(1);
@@ -186,6 +192,7 @@ fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) ->
                     watched.push((partition.clone(), r.high_watermark, partition.role()));
                     let n = r.records.len();
                     total += n;
+                    files += r.records.slices().len();
                     remaining = remaining.saturating_sub(n);
                     parts.push(
                         PartitionData::default()
@@ -225,6 +232,13 @@ fn read_once(ctx: &Ctx, listener: Listener, req: &FetchRequest, version: i16) ->
         records.push(slices);
     }
     Pass { responses: out, records, bytes: total, any_error, redirected, watched, node_endpoints }
+}
+
+/// How many segment files one fetch response may hold open: a quarter of the file
+/// cache's bound (itself half the descriptor limit by default), so that a few such
+/// fetches at once still leave descriptors for connections and appends; at least 16.
+fn max_files_per_fetch(file_cache_capacity: usize) -> usize {
+    (file_cache_capacity / 4).max(16)
 }
 
 /// KIP-951, as Kafka's KafkaApis does for Fetch v16+: a partition answered
