@@ -27,6 +27,7 @@ use tokio::task::JoinHandle;
 
 use super::connections::ConnectionTable;
 use super::http_api::Routes;
+use super::http_serve::HttpSlots;
 use crate::protocol::Ctx;
 
 /// What the handlers read.
@@ -35,12 +36,18 @@ pub struct HttpState {
     /// Set once the broker serves Kafka clients; cleared when its shutdown begins.
     serving: Arc<AtomicBool>,
     registry: Registry,
+    slots: Arc<HttpSlots>,
 }
 
 impl HttpState {
-    pub fn new(ctx: Arc<Ctx>, connections: Arc<ConnectionTable>, serving: Arc<AtomicBool>) -> HttpState {
-        let registry = super::metrics::registry(ctx.clone(), connections);
-        HttpState { ctx, serving, registry }
+    pub fn new(
+        ctx: Arc<Ctx>,
+        connections: Arc<ConnectionTable>,
+        serving: Arc<AtomicBool>,
+        slots: Arc<HttpSlots>,
+    ) -> HttpState {
+        let registry = super::metrics::registry(ctx.clone(), connections, slots.clone());
+        HttpState { ctx, serving, registry, slots }
     }
 
     /// `Err(reason)` while the broker should not get client traffic.
@@ -70,19 +77,12 @@ pub fn listed_routes() -> Vec<(Method, &'static str)> {
     all
 }
 
-/// Serves `listener` until `shutdown` fires.
-pub fn spawn(listener: TcpListener, state: Arc<HttpState>, mut shutdown: broadcast::Receiver<()>) -> JoinHandle<()> {
+/// Serves `listener` until `shutdown` fires (see [`super::http_serve`]).
+pub fn spawn(listener: TcpListener, state: Arc<HttpState>, shutdown: broadcast::Receiver<()>) -> JoinHandle<()> {
     let api = super::http_api::router(state.ctx.clone(), shutdown.resubscribe());
+    let slots = state.slots.clone();
     let app = base_routes().router.with_state(state).merge(api);
-    tokio::spawn(async move {
-        let stop = async move {
-            let _ = shutdown.recv().await;
-        };
-        let app = app.into_make_service_with_connect_info::<SocketAddr>();
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(stop).await {
-            tracing::error!(error = %e, "HTTP listener failed");
-        }
-    })
+    tokio::spawn(super::http_serve::serve(listener, app, slots, shutdown))
 }
 
 /// The bound address of `listener` (port 0 resolved).

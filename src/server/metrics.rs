@@ -17,13 +17,14 @@ use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
 
 use super::connections::ConnectionTable;
+use super::http_serve::HttpSlots;
 use crate::metrics::{fsync_latency, Histogram};
 use crate::protocol::Ctx;
 
 /// The registry of one broker: a single collector that reads everything at scrape time.
-pub fn registry(ctx: Arc<Ctx>, connections: Arc<ConnectionTable>) -> Registry {
+pub fn registry(ctx: Arc<Ctx>, connections: Arc<ConnectionTable>, http: Arc<HttpSlots>) -> Registry {
     let mut registry = Registry::default();
-    registry.register_collector(Box::new(BrokerCollector { ctx, connections }));
+    registry.register_collector(Box::new(BrokerCollector { ctx, connections, http }));
     registry
 }
 
@@ -37,6 +38,7 @@ pub fn render(registry: &Registry) -> Result<String, fmt::Error> {
 struct BrokerCollector {
     ctx: Arc<Ctx>,
     connections: Arc<ConnectionTable>,
+    http: Arc<HttpSlots>,
 }
 
 impl fmt::Debug for BrokerCollector {
@@ -149,6 +151,24 @@ impl Collector for BrokerCollector {
             "open_connections",
             "Open Kafka client connections",
             [(Labels::new(), self.connections.open_count() as i64)],
+        )?;
+        gauges(
+            &mut enc,
+            "open_http_connections",
+            "Open connections of the HTTP listener (health, metrics, the HTTP API and the console)",
+            [(Labels::new(), self.http.open() as i64)],
+        )?;
+        gauges(
+            &mut enc,
+            "http_connections_limit",
+            "The HTTP listener's connection bound (512, or an eighth of the open-file limit when lower)",
+            [(Labels::new(), self.http.limit() as i64)],
+        )?;
+        counters(
+            &mut enc,
+            "http_connection_limit_reached",
+            "Times a new HTTP connection had to wait for another to close",
+            [(Labels::new(), self.http.limit_reached())],
         )?;
         let sessions = ctx.fetch_sessions.stats();
         gauges(

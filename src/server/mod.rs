@@ -5,9 +5,11 @@ mod alter_partition;
 pub mod cluster;
 pub mod connection;
 pub mod connections;
+pub mod descriptor_budget;
 pub mod embedded;
 pub mod http;
 pub mod http_api;
+pub mod http_serve;
 pub mod metrics;
 pub mod otlp_traces;
 mod response_writer;
@@ -245,10 +247,13 @@ impl Broker {
         let (shutdown, _) = broadcast::channel(1);
         let (done, connections_done) = mpsc::channel(1);
         let c = &ctx.config;
-        let connections = ConnectionTable::new(c.max_connections, c.max_connections_per_ip);
+        let budget =
+            descriptor_budget::DescriptorBudget::of_process(ctx.replicas.files().capacity(), c.max_connections);
+        let connections = ConnectionTable::new(budget.kafka_connections, c.max_connections_per_ip);
         let serving = Arc::new(AtomicBool::new(false));
         let http = http_listener.map(|l| {
-            let state = Arc::new(http::HttpState::new(ctx.clone(), connections.clone(), serving.clone()));
+            let slots = http_serve::HttpSlots::new(budget.http_connections);
+            let state = Arc::new(http::HttpState::new(ctx.clone(), connections.clone(), serving.clone(), slots));
             http::spawn(l, state, shutdown.subscribe())
         });
         // Subscribed here, not in the task: a shutdown sent before the task first runs
