@@ -256,6 +256,63 @@ async fn a_full_log_dir_goes_offline_and_the_other_keeps_serving() {
     broker.shutdown().await;
 }
 
+/// A full log dir comes back without a restart once space is freed: the broker probes
+/// it, reopens its partitions from their files and serves them again, with every record
+/// acknowledged before, none of the refused one, and offsets going on. (Before, it stayed
+/// offline until a restart, as in Kafka.)
+#[tokio::test]
+async fn a_full_log_dir_comes_back_once_space_is_freed() {
+    let small = tempfile::tempdir().unwrap();
+    let Some(_mount) = Tmpfs::mount(small.path(), "512k") else { return };
+    let ballast = small.path().join("ballast");
+    std::fs::write(&ballast, vec![1u8; 256 * 1024]).unwrap();
+    let second = small.path().to_path_buf();
+    let broker = TestBroker::start_with(move |c| c.log_dirs = vec![c.data_dir.clone(), second]).await;
+    let dirs = dirs_of(&broker);
+    let mut c = broker.client().await;
+    c.create_topic_ok("refill", 2, &[]).await;
+    let on_small = (0..2).find(|&p| holder(&dirs, "refill", p) == vec![1]).expect("a partition on the tmpfs");
+
+    let mut acknowledged = Vec::new();
+    for b in 0..20 {
+        let value = format!("big{b}-{}", "y".repeat(60_000));
+        let resp = c.produce("refill", on_small, batches::values(&value, 1)).await;
+        if resp.error_code != 0 {
+            assert_eq!(resp.error_code, 56, "the tmpfs fills up: KAFKA_STORAGE_ERROR");
+            break;
+        }
+        assert_eq!(resp.base_offset, acknowledged.len() as i64);
+        acknowledged.push(format!("{value}-0"));
+    }
+    assert!(!acknowledged.is_empty(), "some appends fit first");
+    assert_eq!(c.produce("refill", on_small, batches::values("small", 1)).await.error_code, 56, "offline");
+
+    std::fs::remove_file(&ballast).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let offset = loop {
+        let resp = c.produce("refill", on_small, batches::values("back", 1)).await;
+        if resp.error_code == 0 {
+            break resp.base_offset;
+        }
+        assert_eq!(resp.error_code, 56);
+        assert!(std::time::Instant::now() < deadline, "the log dir never came back");
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    };
+    assert_eq!(offset, acknowledged.len() as i64, "offsets go on after the last acknowledged record");
+    let mut read = Vec::new();
+    while read.len() <= acknowledged.len() {
+        let got = c.fetch("refill", on_small, read.len() as i64).await;
+        assert_eq!(got.error_code, 0);
+        let values = batches::decode_values(&got.records);
+        assert!(!values.is_empty(), "stuck at {}", read.len());
+        read.extend(values);
+    }
+    acknowledged.push("back-0".into());
+    assert_eq!(read, acknowledged);
+    assert_eq!(describe(&mut c).await.results[1].error_code, 0, "the dir reports no error");
+    broker.shutdown().await;
+}
+
 /// A crash in the middle of a move: before its commit point the source stays the
 /// partition and the next start takes the move up again (as Kafka resumes its future
 /// log); after it, start finishes the move.
@@ -326,12 +383,15 @@ async fn a_move_interrupted_by_a_crash_reopens_correctly() {
 /// reports the dir's replicas to the controller, which takes 1 out of the ISR and moves
 /// the leadership to broker 2, where every acknowledged record is; broker 1 then sends
 /// producers there (NOT_LEADER_OR_FOLLOWER) instead of answering KAFKA_STORAGE_ERROR
-/// until a restart.
+/// until a restart. Once space is freed the dir comes back, broker 1 catches up as a
+/// follower and rejoins the ISR, without a restart.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn in_a_cluster_a_failed_log_dir_gives_its_leadership_to_an_in_sync_replica() {
     use kafka_protocol::messages::create_topics_request::{CreatableReplicaAssignment, CreatableTopic};
     let small = tempfile::tempdir().unwrap();
-    let Some(_mount) = Tmpfs::mount(small.path(), "256k") else { return };
+    let Some(_mount) = Tmpfs::mount(small.path(), "512k") else { return };
+    let ballast = small.path().join("ballast");
+    std::fs::write(&ballast, vec![1u8; 256 * 1024]).unwrap();
     let dirs: Vec<tempfile::TempDir> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
     let ports = runnel::server::embedded::controller_ports(2).unwrap();
     let voters: Vec<String> = ports.iter().enumerate().map(|(i, p)| format!("{}@127.0.0.1:{p}", i + 1)).collect();
@@ -410,6 +470,17 @@ async fn in_a_cluster_a_failed_log_dir_gives_its_leadership_to_an_in_sync_replic
     let offset = to_2.produce_ok("failing", 0, batches::values("after", 1)).await;
     assert_eq!(offset, acked, "one record per acknowledged batch before it");
     assert_eq!(batches::decode_values(&to_2.fetch("failing", 0, offset).await.records), ["after-0"]);
+
+    std::fs::remove_file(&ballast).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let (leader, isr) = partition(&to_2.metadata(&["failing"]).await);
+        if leader == 2 && isr.contains(&1) {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "broker 1 never rejoined the ISR: {:?}", (leader, isr));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     drop((to_1, to_2));
     let mut brokers = brokers.into_iter();
     let (b1, b2) = (brokers.next().unwrap(), brokers.next().unwrap());

@@ -9,7 +9,7 @@
 //! appends and reads go on while the disk works.
 
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,6 +24,7 @@ use super::purgatory::PartitionKey;
 use super::validated::ValidatedRecords;
 use crate::controller::broker_liveness::NO_BROKER_EPOCH;
 use crate::controller::PartitionImage;
+use crate::storage::log_dirs::DirHealth;
 use crate::storage::{BatchError, CleanStats, FileCache, LogSlices, PartitionLog, PreparedClean, StorageError};
 
 #[derive(Debug, Error)]
@@ -144,7 +145,7 @@ pub(super) struct PartitionState {
     moves: u64,
     /// Whether the log directory holding the partition is offline: shared by every
     /// partition of that directory, set by the first of them to hit an I/O error.
-    log_dir_offline: Arc<AtomicBool>,
+    log_dir_offline: Arc<DirHealth>,
 }
 
 /// Which partition: topic name, topic id, partition number.
@@ -206,7 +207,7 @@ impl Partition {
                 metadata_replicas: Vec::new(),
                 metadata_eligible: Vec::new(),
                 moves: 0,
-                log_dir_offline: Arc::new(AtomicBool::new(false)),
+                log_dir_offline: Arc::new(DirHealth::default()),
             }),
             flush_lock: tokio::sync::Mutex::new(()),
             bytes_in: AtomicU64::new(0),
@@ -241,13 +242,41 @@ impl Partition {
 
     /// The offline flag of the log directory now holding the partition (see
     /// `PartitionState::log_dir_offline`).
-    pub fn set_log_dir_flag(&self, flag: Arc<AtomicBool>) {
+    pub fn set_log_dir_flag(&self, flag: Arc<DirHealth>) {
         self.lock().log_dir_offline = flag;
+    }
+
+    /// Once its log directory takes writes again (the cause of its failure cleared):
+    /// the log is opened again from its files, as at a restart (the tail is checked
+    /// batch by batch and anything after the last whole batch is cut off; the producer
+    /// state is rebuilt), while the partition keeps its role, leader epoch and ISR. A
+    /// failed append was cut back, so the files end where the log did: a log that opens
+    /// with another log start or end offset than it had is refused (the directory stays
+    /// offline until a restart) rather than served with records lost or changed.
+    pub fn reopen_log(&self, now_ms: i64, files: &Arc<FileCache>) -> Result<(), PartitionError> {
+        let mut s = self.lock();
+        let dir = s.log.dir().to_owned();
+        let log = PartitionLog::open_with_files(&dir, s.config.log.clone(), now_ms, Arc::clone(files))?;
+        let (before, after) =
+            ((s.log.log_start_offset(), s.log.log_end_offset()), (log.log_start_offset(), log.log_end_offset()));
+        if before != after {
+            return Err(PartitionError::Storage(StorageError::Corrupt {
+                path: dir,
+                reason: format!(
+                    "reopened after its log dir failed, the log spans {after:?} instead of {before:?} (log start, log end)"
+                ),
+            }));
+        }
+        let headers = log.batch_headers_from(log.log_start_offset())?;
+        s.producers = ProducerStateTable::rebuild(headers.iter());
+        s.log = log;
+        s.flushed_through = s.flushed_through.min(s.log.recovery_point());
+        Ok(())
     }
 
     /// Whether the partition's log directory is offline.
     pub fn log_dir_offline(&self) -> bool {
-        self.lock().log_dir_offline.load(Ordering::Relaxed)
+        self.lock().log_dir_offline.is_offline()
     }
 
     /// The partition's directory (it changes when the partition moves to another log dir).
@@ -708,7 +737,7 @@ impl Partition {
 
 impl PartitionState {
     fn check_online(&self) -> Result<(), PartitionError> {
-        if self.log_dir_offline.load(Ordering::Relaxed) {
+        if self.log_dir_offline.is_offline() {
             Err(PartitionError::LogDirOffline)
         } else {
             Ok(())
@@ -735,10 +764,15 @@ impl PartitionState {
             }
             return;
         }
-        if !self.log_dir_offline.swap(true, Ordering::Relaxed) {
+        if self.log_dir_offline.fail(e) {
             let dir = self.log.dir().parent().map(|d| d.display().to_string()).unwrap_or_default();
+            let recovers = if self.log_dir_offline.can_recover() {
+                "it is probed and comes back once it takes writes again"
+            } else {
+                "it stays offline until the broker is restarted"
+            };
             tracing::error!(log_dir = %dir, topic = %p.topic, partition = p.index, error = %e,
-                "I/O error in a log dir: taking it offline; its partitions answer KAFKA_STORAGE_ERROR, the other dirs keep serving");
+                "I/O error in a log dir: taking it offline; its partitions answer KAFKA_STORAGE_ERROR, the other dirs keep serving; {recovers}");
         }
     }
 

@@ -701,7 +701,9 @@ impl Acks {
     }
 }
 
+mod dir_recovery;
 mod high_watermarks;
+pub use dir_recovery::LOG_DIR_PROBE_INTERVAL;
 use high_watermarks::HighWatermarkCheckpoints;
 pub use high_watermarks::{HIGH_WATERMARK_CHECKPOINT_FILE, HIGH_WATERMARK_CHECKPOINT_INTERVAL};
 

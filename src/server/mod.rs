@@ -280,6 +280,7 @@ impl Broker {
             )),
             tokio::spawn(cluster::high_watermark_checkpoint_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(cluster::offline_replicas_loop(ctx.clone(), shutdown.subscribe())),
+            tokio::spawn(log_dir_recovery_loop(ctx.clone(), shutdown.subscribe())),
             tokio::spawn(stop_serving_when_metadata_fails(
                 ctx.clone(),
                 (shutdown.clone(), shutdown.subscribe()),
@@ -612,6 +613,28 @@ async fn accept_loop(
                 tracing::error!(error = %e, "accept failed");
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
+        }
+    }
+}
+
+/// Every `LOG_DIR_PROBE_INTERVAL`: offline log dirs whose failure can clear (a full
+/// disk) are probed and come back once they take writes (see
+/// `replica_manager/dir_recovery.rs`). While every dir is online this costs a flag load
+/// per dir.
+async fn log_dir_recovery_loop(ctx: Arc<Ctx>, mut stop: broadcast::Receiver<()>) {
+    use crate::replication::replica_manager::LOG_DIR_PROBE_INTERVAL;
+    loop {
+        tokio::select! {
+            _ = tokio::time::sleep(LOG_DIR_PROBE_INTERVAL) => {}
+            _ = stop.recv() => return,
+        }
+        let dirs = ctx.replicas.log_dirs();
+        if !(0..dirs.dirs().len()).any(|i| dirs.is_offline(i)) {
+            continue;
+        }
+        let replicas = ctx.replicas.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || replicas.recover_offline_log_dirs()).await {
+            tracing::error!(error = %e, "log dir probe failed");
         }
     }
 }

@@ -31,7 +31,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
@@ -52,6 +52,47 @@ pub enum LogDirsError {
 }
 
 /// The log directories and which partition directory lives in which.
+/// The file a probe of an offline log directory writes (see [`LogDirs::probe`]).
+pub const PROBE_FILE: &str = ".runnel-probe";
+/// How much a probe writes: a few batches' worth, so that a disk with a block or two
+/// free is not called back at once.
+pub const PROBE_BYTES: usize = 64 * 1024;
+
+/// One log directory's health, shared by its partitions: offline after an I/O error in
+/// it, and the errno of the error that took it offline (0 when it had none).
+#[derive(Debug, Default)]
+pub struct DirHealth {
+    offline: AtomicBool,
+    cause: AtomicI32,
+}
+
+impl DirHealth {
+    pub fn is_offline(&self) -> bool {
+        self.offline.load(Ordering::Acquire)
+    }
+
+    /// Takes the directory offline for `e`. True when this call did (the first error);
+    /// the cause is the first error's.
+    pub fn fail(&self, e: &io::Error) -> bool {
+        if self.offline.swap(true, Ordering::AcqRel) {
+            return false;
+        }
+        self.cause.store(e.raw_os_error().unwrap_or(0), Ordering::Release);
+        true
+    }
+
+    /// Whether what took the directory offline can clear without a restart: its
+    /// filesystem was full (ENOSPC) or a quota was reached (EDQUOT). A write that failed
+    /// so was cut back (appends are all or nothing) and wrote nothing else. Any other
+    /// error (EIO, EROFS, a removed directory) keeps it offline until the broker is
+    /// restarted, as Kafka's log dir failure does.
+    pub fn can_recover(&self) -> bool {
+        const ENOSPC: i32 = 28;
+        const EDQUOT: i32 = 122;
+        matches!(self.cause.load(Ordering::Acquire), ENOSPC | EDQUOT)
+    }
+}
+
 #[derive(Debug)]
 pub struct LogDirs {
     /// Absolute paths, in configured order (the first holds the metadata by default).
@@ -60,7 +101,7 @@ pub struct LogDirs {
     /// at start or placed since.
     placed: Mutex<HashMap<String, usize>>,
     /// Per log directory: offline after an I/O error in it (set by its partitions).
-    offline: Vec<Arc<AtomicBool>>,
+    offline: Vec<Arc<DirHealth>>,
     /// Moves found interrupted at start: partition directory name → index of the
     /// destination holding its incomplete `-future` copy.
     pending_moves: Mutex<Vec<(String, usize)>>,
@@ -152,7 +193,7 @@ impl LogDirs {
                 placed.insert(name, i);
             }
         }
-        let offline = absolute.iter().map(|_| Arc::new(AtomicBool::new(false))).collect();
+        let offline = absolute.iter().map(|_| Arc::new(DirHealth::default())).collect();
         Ok(LogDirs { dirs: absolute, placed: Mutex::new(placed), offline, pending_moves: Mutex::new(pending_moves) })
     }
 
@@ -168,14 +209,40 @@ impl LogDirs {
         &self.dirs
     }
 
-    /// The offline flag of log directory `index`, shared with its partitions.
-    pub fn offline_flag(&self, index: usize) -> Arc<AtomicBool> {
+    /// The health of log directory `index`, shared with its partitions.
+    pub fn offline_flag(&self, index: usize) -> Arc<DirHealth> {
         Arc::clone(&self.offline[index])
     }
 
     /// Whether log directory `index` went offline (an I/O error in it).
     pub fn is_offline(&self, index: usize) -> bool {
-        self.offline[index].load(Ordering::Relaxed)
+        self.offline[index].is_offline()
+    }
+
+    /// Whether log directory `index` is offline for a cause that clears by itself (see
+    /// [`DirHealth::can_recover`]) and takes writes again: a probe file of
+    /// [`PROBE_BYTES`] is written, fsynced and removed.
+    pub fn probe(&self, index: usize) -> io::Result<bool> {
+        let health = &self.offline[index];
+        if !health.is_offline() || !health.can_recover() {
+            return Ok(false);
+        }
+        let path = self.dirs[index].join(PROBE_FILE);
+        let written = (|| {
+            let mut f = std::fs::OpenOptions::new().create(true).write(true).truncate(true).open(&path)?;
+            f.write_all(&[0u8; PROBE_BYTES])?;
+            f.sync_all()
+        })();
+        // Removed whatever happened: a full disk keeps no probe file.
+        let removed = std::fs::remove_file(&path);
+        written?;
+        removed?;
+        Ok(true)
+    }
+
+    /// Log directory `index` serves again (its partitions were reopened).
+    pub fn set_online(&self, index: usize) {
+        self.offline[index].offline.store(false, Ordering::Release);
     }
 
     /// Index of the log directory holding the partition directory `dir`.
