@@ -239,11 +239,23 @@ async fn health_ready_and_metrics_after_real_traffic() {
 
     assert_eq!(value(&m, "open_connections", &[]), 1.0);
     assert!(value(&m, "fsync_latency_seconds_count", &[]) > fsyncs_before as f64);
-    for zero in
-        ["under_replicated_partitions", "isr_shrinks_total", "isr_expands_total", "unclean_leader_elections_total"]
-    {
+    for zero in [
+        "under_replicated_partitions",
+        "isr_shrinks_total",
+        "isr_expands_total",
+        "unclean_leader_elections_total",
+        "offline_partitions",
+        "fenced_brokers",
+        "offline_log_dirs",
+        "storage_resource_shortages_total",
+    ] {
         assert_eq!(value(&m, zero, &[]), 0.0, "{zero}");
     }
+    // A single node is its own active controller, with itself as the one broker.
+    assert_eq!(value(&m, "active_controller", &[]), 1.0);
+    assert_eq!(value(&m, "active_brokers", &[]), 1.0);
+    assert!(value(&m, "http_connections_limit", &[]) >= 8.0);
+    assert!(value(&m, "open_http_connections", &[]) >= 1.0, "the scrape's own connection");
     for side in ["leader", "follower", "alter_log_dirs"] {
         assert_eq!(value(&m, "replication_throttled_bytes_total", &[("side", side)]), 0.0, "{side}");
     }

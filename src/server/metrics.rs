@@ -196,6 +196,7 @@ impl Collector for BrokerCollector {
             [(Labels::new(), sessions.incremental_fetches)],
         )?;
         self.encode_partitions(&mut enc)?;
+        self.encode_cluster_health(&mut enc)?;
         self.encode_groups(&mut enc)?;
         self.encode_client_telemetry(&mut enc)?;
         let image = ctx.image();
@@ -260,6 +261,51 @@ fn one(v: u64) -> [(Labels, u64); 1] {
 
 impl BrokerCollector {
     /// Per partition: log size and segments; per topic: bytes in and out.
+    /// Kafka's controller and log-dir health gauges. The cluster-wide ones are reported
+    /// by the active controller only (0 elsewhere), as Kafka's `ActiveControllerCount`,
+    /// `OfflinePartitionsCount`, `FencedBrokerCount` and `ActiveBrokerCount` are, so
+    /// that a sum over every broker counts each partition and broker once.
+    fn encode_cluster_health(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
+        let ctx = &self.ctx;
+        let image = ctx.image();
+        let active = ctx.controller.leader() == Some(ctx.config.node_id);
+        let only_active = |n: usize| if active { n as i64 } else { 0 };
+        gauges(
+            enc,
+            "active_controller",
+            "1 on the controller quorum's leader, 0 elsewhere (Kafka's ActiveControllerCount): a cluster has exactly one",
+            [(Labels::new(), i64::from(active))],
+        )?;
+        let offline = image.topics.values().flat_map(|t| t.partitions.iter()).filter(|p| p.leader < 0).count();
+        gauges(
+            enc,
+            "offline_partitions",
+            "Partitions with no leader (reported by the active controller; Kafka's OfflinePartitionsCount)",
+            [(Labels::new(), only_active(offline))],
+        )?;
+        let fenced = image.brokers.values().filter(|b| b.fenced).count();
+        gauges(
+            enc,
+            "fenced_brokers",
+            "Registered brokers the controller has fenced: not heartbeating, or just started (reported by the active controller)",
+            [(Labels::new(), only_active(fenced))],
+        )?;
+        gauges(
+            enc,
+            "active_brokers",
+            "Registered brokers that are not fenced (reported by the active controller)",
+            [(Labels::new(), only_active(image.brokers.len() - fenced))],
+        )?;
+        let dirs = ctx.replicas.log_dirs();
+        let offline_dirs = (0..dirs.dirs().len()).filter(|i| dirs.is_offline(*i)).count();
+        gauges(
+            enc,
+            "offline_log_dirs",
+            "This broker's log directories that are offline after an I/O error (Kafka's OfflineLogDirectoryCount)",
+            [(Labels::new(), offline_dirs as i64)],
+        )
+    }
+
     fn encode_partitions(&self, enc: &mut DescriptorEncoder) -> fmt::Result {
         let mut partitions = self.ctx.replicas.all_partitions();
         partitions.sort_by(|a, b| (&a.topic, a.index).cmp(&(&b.topic, b.index)));
