@@ -95,6 +95,17 @@ async fn create_topic_produce_and_watermark() {
     assert_eq!(s, 200, "{r}");
     assert_eq!(r, json!({"partition": 3}), "acks=0 answers without an offset");
 
+    // HTTP produces count in produce_latency_seconds by acks, as Kafka produces do.
+    let mut stream = TcpStream::connect(h).await.unwrap();
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: runnel\r\nConnection: close\r\n\r\n").await.unwrap();
+    let mut metrics = String::new();
+    stream.read_to_string(&mut metrics).await.unwrap();
+    let count = |acks: &str| {
+        let prefix = format!("produce_latency_seconds_count{{acks=\"{acks}\"}} ");
+        metrics.lines().find_map(|l| l.strip_prefix(prefix.as_str())).map(|v| v.trim().parse::<f64>().unwrap())
+    };
+    assert_eq!((count("0"), count("1"), count("all")), (Some(1.0), Some(5.0), Some(1.0)), "{metrics}");
+
     // Partition 3 holds x and y: the watermark and a Kafka fetch agree.
     let (s, w) = get(h, "/topics/t7/partitions/3/watermark").await;
     assert_eq!((s, w), (200, json!({"earliest": 0, "latest": 2})));

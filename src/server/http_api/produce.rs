@@ -44,6 +44,7 @@ pub async fn handle(
         Some(other) => return Err(ApiError::bad("acks", format!("{other:?}: must be 0, 1 or all"))),
     };
     let ctx = &state.ctx;
+    let started = std::time::Instant::now();
     let now = ctx.now_ms();
     let ProduceBody { records, single } = produce_body::parse(&body?, now)?;
     let topic = topic_or_auto_create(ctx, &topic, true).await.map_err(|e| {
@@ -107,6 +108,14 @@ pub async fn handle(
             results[*i] = Some((p, r));
         }
     }
+    // Counted with the Kafka protocol's produces: one latency per request that reached
+    // the log, by its acks.
+    let acks_code = match acks {
+        Acks::None => 0,
+        Acks::Leader => 1,
+        Acks::All => -1,
+    };
+    ctx.requests.observe_produce(acks_code, started.elapsed());
     respond(results.into_iter().flatten().collect(), single, acks)
 }
 
