@@ -101,6 +101,14 @@ pub struct BrokerConfig {
     /// `leader_imbalance_check_interval_seconds` (Kafka: auto.leader.rebalance.enable).
     pub auto_leader_rebalance_enable: bool,
     pub leader_imbalance_check_interval_seconds: u64,
+    /// A broker that sent no heartbeat for this long is fenced by the controller
+    /// (Kafka: broker.session.timeout.ms).
+    pub broker_session_timeout_ms: u64,
+    /// How often a broker heartbeats the controller (Kafka: broker.heartbeat.interval.ms).
+    pub broker_heartbeat_interval_ms: u64,
+    /// A follower that has not caught up with the leader for this long leaves the ISR
+    /// (Kafka: replica.lag.time.max.ms).
+    pub replica_lag_time_max_ms: u64,
     pub auto_create_topics: bool,
     pub log_retention_ms: i64,
     pub log_retention_bytes: i64,
@@ -233,6 +241,9 @@ impl Default for BrokerConfig {
             default_replication_factor: 1,
             auto_leader_rebalance_enable: true,
             leader_imbalance_check_interval_seconds: 300,
+            broker_session_timeout_ms: 9_000,
+            broker_heartbeat_interval_ms: 2_000,
+            replica_lag_time_max_ms: 30_000,
             auto_create_topics: true,
             log_retention_ms: 7 * 24 * 3600 * 1000,
             log_retention_bytes: -1,
@@ -293,6 +304,9 @@ pub struct ConfigOverrides {
     pub default_replication_factor: Option<i16>,
     pub auto_leader_rebalance_enable: Option<bool>,
     pub leader_imbalance_check_interval_seconds: Option<u64>,
+    pub broker_session_timeout_ms: Option<u64>,
+    pub broker_heartbeat_interval_ms: Option<u64>,
+    pub replica_lag_time_max_ms: Option<u64>,
     pub auto_create_topics: Option<bool>,
     pub log_retention_ms: Option<i64>,
     pub log_retention_bytes: Option<i64>,
@@ -378,6 +392,9 @@ impl BrokerConfig {
                     default_replication_factor,
                     auto_leader_rebalance_enable,
                     leader_imbalance_check_interval_seconds,
+                    broker_session_timeout_ms,
+                    broker_heartbeat_interval_ms,
+                    replica_lag_time_max_ms,
                     auto_create_topics,
                     log_retention_ms,
                     log_retention_bytes,
@@ -506,6 +523,18 @@ impl BrokerConfig {
         }
         if self.leader_imbalance_check_interval_seconds < 1 {
             return Err(invalid("leader_imbalance_check_interval_seconds", "must be >= 1"));
+        }
+        if self.broker_heartbeat_interval_ms < 1 {
+            return Err(invalid("broker_heartbeat_interval_ms", "must be >= 1"));
+        }
+        if self.broker_session_timeout_ms <= self.broker_heartbeat_interval_ms {
+            return Err(invalid(
+                "broker_session_timeout_ms",
+                "must be longer than broker_heartbeat_interval_ms (a broker would be fenced between two heartbeats)",
+            ));
+        }
+        if self.replica_lag_time_max_ms < 1 {
+            return Err(invalid("replica_lag_time_max_ms", "must be >= 1"));
         }
         if self.default_replication_factor < 1 {
             return Err(invalid("default_replication_factor", "must be >= 1"));
@@ -661,6 +690,28 @@ mod tests {
         let o = ConfigOverrides { listen: Some("nonsense".into()), ..Default::default() };
         let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
         assert!(err.contains("listen"), "{err}");
+        // A session no longer than the heartbeat interval would fence between heartbeats.
+        let o = ConfigOverrides {
+            broker_session_timeout_ms: Some(2_000),
+            broker_heartbeat_interval_ms: Some(2_000),
+            ..Default::default()
+        };
+        let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+        assert!(err.contains("broker_session_timeout_ms"), "{err}");
+        let o = ConfigOverrides { replica_lag_time_max_ms: Some(0), ..Default::default() };
+        let err = BrokerConfig::build(&[o]).unwrap_err().to_string();
+        assert!(err.contains("replica_lag_time_max_ms"), "{err}");
+        let o = ConfigOverrides {
+            broker_session_timeout_ms: Some(1_500),
+            broker_heartbeat_interval_ms: Some(200),
+            replica_lag_time_max_ms: Some(5_000),
+            ..Default::default()
+        };
+        let c = BrokerConfig::build(&[o]).unwrap();
+        assert_eq!(
+            (c.broker_session_timeout_ms, c.broker_heartbeat_interval_ms, c.replica_lag_time_max_ms),
+            (1_500, 200, 5_000)
+        );
     }
 
     #[test]

@@ -227,6 +227,18 @@ struct ServeArgs {
     /// leader.imbalance.check.interval.seconds).
     #[arg(long, env = "RUNNEL_LEADER_IMBALANCE_CHECK_INTERVAL_SECONDS")]
     leader_imbalance_check_interval_seconds: Option<u64>,
+    /// In a cluster, the controller fences a broker that sent no heartbeat for this long
+    /// (Kafka: broker.session.timeout.ms).
+    #[arg(long, env = "RUNNEL_BROKER_SESSION_TIMEOUT_MS")]
+    broker_session_timeout_ms: Option<u64>,
+    /// In a cluster, how often a broker heartbeats the controller (Kafka:
+    /// broker.heartbeat.interval.ms).
+    #[arg(long, env = "RUNNEL_BROKER_HEARTBEAT_INTERVAL_MS")]
+    broker_heartbeat_interval_ms: Option<u64>,
+    /// A follower that has not caught up with its leader for this long leaves the ISR
+    /// (Kafka: replica.lag.time.max.ms).
+    #[arg(long, env = "RUNNEL_REPLICA_LAG_TIME_MAX_MS")]
+    replica_lag_time_max_ms: Option<u64>,
     /// host:port of this node's controller listener (default: its entry in the voters).
     #[arg(long, env = "RUNNEL_CONTROLLER_LISTEN")]
     controller_listen: Option<String>,
@@ -265,6 +277,9 @@ impl ServeArgs {
             default_replication_factor: self.default_replication_factor,
             auto_leader_rebalance_enable: self.auto_leader_rebalance_enable,
             leader_imbalance_check_interval_seconds: self.leader_imbalance_check_interval_seconds,
+            broker_session_timeout_ms: self.broker_session_timeout_ms,
+            broker_heartbeat_interval_ms: self.broker_heartbeat_interval_ms,
+            replica_lag_time_max_ms: self.replica_lag_time_max_ms,
             auto_create_topics: self.auto_create_topics,
             log_retention_ms: self.log_retention_ms,
             log_retention_bytes: self.log_retention_bytes,
@@ -387,6 +402,9 @@ fn flag_defaults() -> Vec<(&'static str, String)> {
         ("default_replication_factor", d.default_replication_factor.to_string()),
         ("auto_leader_rebalance_enable", d.auto_leader_rebalance_enable.to_string()),
         ("leader_imbalance_check_interval_seconds", d.leader_imbalance_check_interval_seconds.to_string()),
+        ("broker_session_timeout_ms", d.broker_session_timeout_ms.to_string()),
+        ("broker_heartbeat_interval_ms", d.broker_heartbeat_interval_ms.to_string()),
+        ("replica_lag_time_max_ms", d.replica_lag_time_max_ms.to_string()),
         ("controller_listen", "this node's entry in the voters".to_owned()),
         ("controller_quorum_voters", "this node alone".to_owned()),
         ("process_roles", d.process_roles.clone()),

@@ -108,11 +108,20 @@ pub enum HeartbeatOutcome {
 pub struct BrokerLiveness {
     brokers: BTreeMap<i32, Broker>,
     session_timeout_ms: i64,
+    /// A broker not heard from for this long is a suspect (see [`Self::suspects`]): one
+    /// heartbeat interval and a half.
+    suspect_after_ms: i64,
 }
 
 impl BrokerLiveness {
     pub fn new(session_timeout_ms: i64) -> BrokerLiveness {
-        BrokerLiveness { brokers: BTreeMap::new(), session_timeout_ms }
+        BrokerLiveness { brokers: BTreeMap::new(), session_timeout_ms, suspect_after_ms: SUSPECT_AFTER_MS }
+    }
+
+    /// For brokers that heartbeat every `heartbeat_interval_ms` (`broker.heartbeat.interval.ms`).
+    pub fn with_heartbeat_interval(mut self, heartbeat_interval_ms: i64) -> BrokerLiveness {
+        self.suspect_after_ms = heartbeat_interval_ms.saturating_mul(3) / 2;
+        self
     }
 
     /// This controller just became the quorum leader: it knows of `nodes` (id, fenced)
@@ -180,12 +189,14 @@ impl BrokerLiveness {
         self.brokers.values().any(|b| b.expired(self.session_timeout_ms, now_ms))
     }
 
-    /// Brokers not heard from for [`SUSPECT_AFTER_MS`] at `now`, not fenced, and not
+    /// Brokers not heard from for a heartbeat and a half at `now`, not fenced, and not
     /// found gone yet: the leader checks whether anything listens at their addresses.
     pub fn suspects(&self, now_ms: i64) -> Vec<i32> {
         self.brokers
             .iter()
-            .filter(|(_, b)| !b.fenced && b.gone_since.is_none() && now_ms - b.last_heartbeat_ms > SUSPECT_AFTER_MS)
+            .filter(|(_, b)| {
+                !b.fenced && b.gone_since.is_none() && now_ms - b.last_heartbeat_ms > self.suspect_after_ms
+            })
             .map(|(node, _)| *node)
             .collect()
     }
@@ -307,6 +318,19 @@ mod tests {
         assert!(l.is_fenced(1));
         assert!(l.expire(30_000).is_empty(), "fenced once");
         assert_eq!(l.heartbeat(1, A, false, 30_001), HeartbeatOutcome::Unfenced);
+    }
+
+    /// `broker_session_timeout_ms` and `broker_heartbeat_interval_ms` as settings: the
+    /// session and the suspicion follow them.
+    #[test]
+    fn the_session_and_the_suspicion_follow_the_settings() {
+        let mut l = BrokerLiveness::new(1_500).with_heartbeat_interval(200);
+        l.heartbeat(1, A, false, 0);
+        l.heartbeat(1, A, false, 0);
+        assert!(l.suspects(300).is_empty());
+        assert_eq!(l.suspects(301), vec![1], "one heartbeat and a half");
+        assert!(!l.any_expired(1_500));
+        assert_eq!(l.expire(1_501), vec![1]);
     }
 
     /// A broker that missed a heartbeat is checked; nothing listening at its address

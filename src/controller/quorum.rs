@@ -64,6 +64,12 @@ pub struct RaftTuning {
     pub snapshot_every_entries: u64,
     /// Entries kept in the log below the last snapshot (for followers a little behind).
     pub keep_entries_after_snapshot: u64,
+    /// As the quorum leader: fence a broker not heard from for this long
+    /// (`broker.session.timeout.ms`).
+    pub broker_session_timeout_ms: i64,
+    /// How often brokers heartbeat (`broker.heartbeat.interval.ms`): one missed, the
+    /// leader checks whether the broker's process still listens.
+    pub broker_heartbeat_interval_ms: i64,
 }
 
 impl Default for RaftTuning {
@@ -74,6 +80,8 @@ impl Default for RaftTuning {
             election_timeout_max_ms: 1000,
             snapshot_every_entries: 1000,
             keep_entries_after_snapshot: 100,
+            broker_session_timeout_ms: crate::controller::broker_liveness::BROKER_SESSION_TIMEOUT_MS,
+            broker_heartbeat_interval_ms: crate::controller::broker_liveness::BROKER_HEARTBEAT_INTERVAL_MS,
         }
     }
 }
@@ -132,6 +140,8 @@ struct Core {
     progress_seen: Mutex<admin::ProgressSeen>,
     /// Replication streams a leader opened to this node's controller listener (`rpc_server`).
     leader_contacts: tokio::sync::watch::Sender<u64>,
+    /// (broker session timeout, broker heartbeat interval), in ms.
+    broker_timing: (i64, i64),
 }
 
 /// The quorum's leadership as this node sees it, for a broker's heartbeat loop: the
@@ -237,6 +247,7 @@ impl Controller {
             liveness: Mutex::new(None),
             progress_seen: Mutex::new(admin::ProgressSeen::default()),
             leader_contacts: tokio::sync::watch::channel(0).0,
+            broker_timing: (config.tuning.broker_session_timeout_ms, config.tuning.broker_heartbeat_interval_ms),
         });
         let mut tasks = Vec::new();
         if let Some(listener) = listener {

@@ -12,7 +12,6 @@ use tokio::task::JoinHandle;
 
 use super::fetcher::Fetcher;
 use super::leader_endpoint::LeaderEndpoints;
-use super::replica_manager::REPLICA_LAG_TIME_MAX_MS;
 use super::ReplicaManager;
 
 /// The safety net behind the role-change signal: a fetcher that ended (a panic) restarts.
@@ -56,7 +55,8 @@ impl Drop for FetcherManager {
 async fn supervise(manager: Arc<ReplicaManager>, endpoints: Arc<dyn LeaderEndpoints>, mut stop: watch::Receiver<bool>) {
     let mut roles = manager.role_changes();
     let mut running: HashMap<i32, Running> = HashMap::new();
-    let mut lag_check = tokio::time::interval(Duration::from_millis((REPLICA_LAG_TIME_MAX_MS / 2) as u64));
+    let lag_check_every = (manager.replica_lag_time_max_ms() / 2).max(1);
+    let mut lag_check = tokio::time::interval(Duration::from_millis(lag_check_every as u64));
     loop {
         if *stop.borrow() || stop.has_changed().is_err() {
             break;

@@ -211,6 +211,11 @@ impl ReplicaManager {
         self.all_partitions().iter().filter(|p| p.log_dir_offline()).map(|p| (p.topic_id, p.index)).collect()
     }
 
+    /// How long a follower may lag before it leaves the ISR (`replica_lag_time_max_ms`).
+    pub fn replica_lag_time_max_ms(&self) -> i64 {
+        i64::try_from(self.broker.replica_lag_time_max_ms).unwrap_or(i64::MAX)
+    }
+
     /// The log directories.
     pub fn log_dirs(&self) -> &LogDirs {
         &self.log_dirs
@@ -445,7 +450,7 @@ impl ReplicaManager {
             let (isr, replicas, eligible) = p.metadata_isr_replicas_and_eligible();
             let before = Before { leading: !was_follower, leader_epoch: p.leader_epoch(), isr, replicas, eligible };
             self.leadership.on_leadership(self.node_id, &before, pi);
-            p.set_leadership(pi, REPLICA_LAG_TIME_MAX_MS, now_ms);
+            p.set_leadership(pi, self.replica_lag_time_max_ms(), now_ms);
             was_follower
         } else {
             p.become_follower(pi)

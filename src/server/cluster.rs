@@ -11,7 +11,6 @@ use tokio::sync::broadcast;
 use uuid::Uuid;
 
 use super::alter_partition::ISR_RETRY_BACKOFF;
-use crate::controller::broker_liveness::BROKER_HEARTBEAT_INTERVAL_MS;
 use crate::controller::Controller;
 use crate::protocol::Ctx;
 use crate::replication::replica_manager::HIGH_WATERMARK_CHECKPOINT_INTERVAL;
@@ -110,7 +109,7 @@ pub async fn heartbeat_loop(
         let wait = match (answered, failures) {
             (1, 0) => 0,
             (0, f) if f < 100 => 100,
-            _ => BROKER_HEARTBEAT_INTERVAL_MS as u64,
+            _ => ctx.config.broker_heartbeat_interval_ms,
         };
         tokio::select! {
             _ = tokio::time::sleep(Duration::from_millis(wait)) => {}

@@ -174,7 +174,11 @@ impl Broker {
             voters: config.controller_quorum_voters.clone(),
             controller_addr: None,
             directory_id: Some(meta.directory_id),
-            tuning: RaftTuning::default(),
+            tuning: RaftTuning {
+                broker_session_timeout_ms: i64::try_from(config.broker_session_timeout_ms).unwrap_or(i64::MAX),
+                broker_heartbeat_interval_ms: i64::try_from(config.broker_heartbeat_interval_ms).unwrap_or(i64::MAX),
+                ..RaftTuning::default()
+            },
             leader_rebalance_interval: config
                 .auto_leader_rebalance_enable
                 .then(|| std::time::Duration::from_secs(config.leader_imbalance_check_interval_seconds)),

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use uuid::Uuid;
 
 use super::{Controller, Core};
-use crate::controller::broker_liveness::{BrokerLiveness, BROKER_SESSION_TIMEOUT_MS};
+use crate::controller::broker_liveness::BrokerLiveness;
 use crate::controller::image::MetadataImage;
 use crate::controller::operations::{ControllerOp, IsrAlteration};
 use crate::controller::raft::NodeId;
@@ -67,7 +67,8 @@ impl Core {
         let now = now_ms();
         let mut guard = self.liveness.lock().unwrap_or_else(|e| e.into_inner());
         if guard.as_ref().is_none_or(|(t, _)| *t != term) {
-            let mut view = BrokerLiveness::new(BROKER_SESSION_TIMEOUT_MS);
+            let (session, interval) = self.broker_timing;
+            let mut view = BrokerLiveness::new(session).with_heartbeat_interval(interval);
             view.became_leader_of(image, now);
             *guard = Some((term, view));
         }

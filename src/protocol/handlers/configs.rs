@@ -135,7 +135,9 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
     let mut entries: Vec<(&str, String, ConfigType)> = vec![
         ("advertised.listeners", adv, ConfigType::String),
         ("auto.create.topics.enable", c.auto_create_topics.to_string(), ConfigType::Boolean),
+        ("broker.heartbeat.interval.ms", c.broker_heartbeat_interval_ms.to_string(), ConfigType::Int),
         ("broker.id", c.node_id.to_string(), ConfigType::Int),
+        ("broker.session.timeout.ms", c.broker_session_timeout_ms.to_string(), ConfigType::Int),
         ("default.replication.factor", c.default_replication_factor.to_string(), ConfigType::Int),
         ("listeners", listeners, ConfigType::String),
         (
@@ -159,6 +161,7 @@ fn broker_config_entries(ctx: &Ctx) -> Vec<ConfigEntry> {
         ("min.insync.replicas", c.min_insync_replicas.to_string(), ConfigType::Int),
         ("node.id", c.node_id.to_string(), ConfigType::Int),
         ("num.partitions", c.num_partitions.to_string(), ConfigType::Int),
+        ("replica.lag.time.max.ms", c.replica_lag_time_max_ms.to_string(), ConfigType::Long),
         ("socket.request.max.bytes", c.socket_request_max_bytes.to_string(), ConfigType::Int),
         ("telemetry.max.bytes", c.telemetry_max_bytes.to_string(), ConfigType::Int),
     ];
