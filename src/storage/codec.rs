@@ -38,19 +38,134 @@ const XERIAL_HEADER_LEN: usize = 16;
 
 /// Decompresses `data` (a batch's bytes after its header) into at most `max_bytes`.
 pub fn decompress(codec: Compression, data: &[u8], max_bytes: usize) -> Result<Vec<u8>, DecompressError> {
-    match codec {
-        Compression::None => bounded(data, max_bytes),
-        Compression::Gzip => bounded(flate2::read::MultiGzDecoder::new(data), max_bytes),
-        Compression::Lz4 => bounded(lz4_flex::frame::FrameDecoder::new(data), max_bytes),
+    let mut out = Vec::new();
+    decompressor(codec, data, max_bytes)?.read_to_end(&mut out).map_err(from_io)?;
+    Ok(out)
+}
+
+/// `data` (a batch's bytes after its header) decompressed as it is read, at most
+/// `max_bytes` of it: reading past that fails with [`DecompressError::TooLarge`] (inside
+/// the `io::Error`; [`from_io`] takes it out). What it holds is the codec's state and, for
+/// snappy, one block: a reader that walks the output (Produce validation) needs no
+/// memory for the whole of it, however far a batch inflates.
+pub fn decompressor<'a>(
+    codec: Compression,
+    data: &'a [u8],
+    max_bytes: usize,
+) -> Result<Box<dyn Read + Send + 'a>, DecompressError> {
+    let capped = |r: Box<dyn Read + Send + 'a>| -> Box<dyn Read + Send + 'a> {
+        Box::new(Capped { inner: r, left: max_bytes, max: max_bytes })
+    };
+    Ok(match codec {
+        Compression::None => capped(Box::new(data)),
+        Compression::Gzip => capped(Box::new(flate2::read::MultiGzDecoder::new(data))),
+        Compression::Lz4 => capped(Box::new(lz4_flex::frame::FrameDecoder::new(data))),
         Compression::Zstd => {
             // A frame's window (what the decoder reserves) is capped like the output, but
             // not below 8 MiB: encoders size windows by level, not by the content.
             let mut decoder = zstd::stream::read::Decoder::with_buffer(data).map_err(corrupt)?;
             decoder.window_log_max(window_log(max_bytes.max(ZSTD_MIN_WINDOW_CAP))).map_err(corrupt)?;
-            bounded(decoder, max_bytes)
+            capped(Box::new(decoder))
         }
-        Compression::Snappy => snappy(data, max_bytes),
-        Compression::Unknown(_) => Err(DecompressError::Unsupported(codec)),
+        Compression::Snappy => Box::new(SnappyReader::new(data, max_bytes)),
+        Compression::Unknown(_) => return Err(DecompressError::Unsupported(codec)),
+    })
+}
+
+/// The [`DecompressError`] an error of a [`decompressor`]'s reader stands for.
+pub fn from_io(e: std::io::Error) -> DecompressError {
+    match e.get_ref().and_then(|inner| inner.downcast_ref::<DecompressError>()) {
+        Some(DecompressError::TooLarge(max)) => DecompressError::TooLarge(*max),
+        _ => corrupt(e),
+    }
+}
+
+fn too_large(max: usize) -> std::io::Error {
+    std::io::Error::other(DecompressError::TooLarge(max))
+}
+
+/// At most `max` bytes of `inner`.
+struct Capped<R> {
+    inner: R,
+    left: usize,
+    max: usize,
+}
+
+impl<R: Read> Read for Capped<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // One byte more than is left tells "exactly at the cap" from "past it".
+        let want = buf.len().min(self.left.saturating_add(1));
+        let n = self.inner.read(&mut buf[..want])?;
+        if n > self.left {
+            return Err(too_large(self.max));
+        }
+        self.left -= n;
+        Ok(n)
+    }
+}
+
+/// Snappy as Kafka's clients write it, one block at a time: the xerial framing of the
+/// Java client (length-prefixed blocks of 32 KiB after a 16-byte header), or one raw
+/// block (librdkafka). A block's stated length is checked against what is left of the
+/// cap before anything is allocated for it.
+struct SnappyReader<'a> {
+    /// Blocks not decompressed yet (after the xerial header, when there is one).
+    rest: &'a [u8],
+    xerial: bool,
+    block: Vec<u8>,
+    at: usize,
+    left: usize,
+    max: usize,
+}
+
+impl<'a> SnappyReader<'a> {
+    fn new(data: &'a [u8], max: usize) -> SnappyReader<'a> {
+        let xerial = data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC;
+        let rest = if xerial { &data[XERIAL_HEADER_LEN..] } else { data };
+        SnappyReader { rest, xerial, block: Vec::new(), at: 0, left: max, max }
+    }
+
+    /// Decompresses the next block into `block`; false when there is none.
+    fn next_block(&mut self) -> std::io::Result<bool> {
+        if self.rest.is_empty() {
+            return Ok(false);
+        }
+        let bad = |e: &dyn std::fmt::Display| std::io::Error::other(corrupt(e));
+        let compressed = if self.xerial {
+            let len_bytes: [u8; 4] =
+                self.rest.get(..4).and_then(|b| b.try_into().ok()).ok_or_else(|| bad(&"torn block"))?;
+            let len = u32::from_be_bytes(len_bytes) as usize;
+            let block = self.rest.get(4..4 + len).ok_or_else(|| bad(&"block runs past the data"))?;
+            self.rest = &self.rest[4 + len..];
+            block
+        } else {
+            std::mem::take(&mut self.rest)
+        };
+        let len = snap::raw::decompress_len(compressed).map_err(|e| bad(&e))?;
+        if len > self.left {
+            return Err(too_large(self.max));
+        }
+        self.block.clear();
+        self.block.resize(len, 0);
+        let n = snap::raw::Decoder::new().decompress(compressed, &mut self.block).map_err(|e| bad(&e))?;
+        self.block.truncate(n);
+        self.left -= n;
+        self.at = 0;
+        Ok(true)
+    }
+}
+
+impl Read for SnappyReader<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.block.len() {
+            if !self.next_block()? {
+                return Ok(0);
+            }
+        }
+        let n = buf.len().min(self.block.len() - self.at);
+        buf[..n].copy_from_slice(&self.block[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
 }
 
@@ -91,48 +206,6 @@ const XERIAL_BLOCK: usize = 32 * 1024;
 
 fn corrupt(e: impl std::fmt::Display) -> DecompressError {
     DecompressError::Corrupt(e.to_string())
-}
-
-/// Reads everything from `r`, refusing more than `max_bytes`.
-fn bounded(r: impl Read, max_bytes: usize) -> Result<Vec<u8>, DecompressError> {
-    let mut out = Vec::new();
-    r.take(max_bytes as u64 + 1).read_to_end(&mut out).map_err(corrupt)?;
-    if out.len() > max_bytes {
-        return Err(DecompressError::TooLarge(max_bytes));
-    }
-    Ok(out)
-}
-
-fn snappy(data: &[u8], max_bytes: usize) -> Result<Vec<u8>, DecompressError> {
-    let mut out = Vec::new();
-    if data.len() >= XERIAL_HEADER_LEN && data[..8] == XERIAL_MAGIC {
-        let mut rest = &data[XERIAL_HEADER_LEN..];
-        while !rest.is_empty() {
-            let len_bytes: [u8; 4] =
-                rest.get(..4).and_then(|b| b.try_into().ok()).ok_or_else(|| corrupt("torn block"))?;
-            let len = u32::from_be_bytes(len_bytes) as usize;
-            let block = rest.get(4..4 + len).ok_or_else(|| corrupt("block runs past the data"))?;
-            snappy_block(block, max_bytes - out.len(), &mut out)?;
-            rest = &rest[4 + len..];
-        }
-    } else {
-        snappy_block(data, max_bytes, &mut out)?;
-    }
-    Ok(out)
-}
-
-/// Appends one raw snappy block, whose stated length is checked against the budget
-/// before anything is allocated.
-fn snappy_block(block: &[u8], budget: usize, out: &mut Vec<u8>) -> Result<(), DecompressError> {
-    let len = snap::raw::decompress_len(block).map_err(corrupt)?;
-    if len > budget {
-        return Err(DecompressError::TooLarge(out.len() + budget));
-    }
-    let start = out.len();
-    out.resize(start + len, 0);
-    let n = snap::raw::Decoder::new().decompress(block, &mut out[start..]).map_err(corrupt)?;
-    out.truncate(start + n);
-    Ok(())
 }
 
 #[cfg(test)]
