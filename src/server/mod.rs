@@ -404,7 +404,7 @@ impl Broker {
         let _ = self.shutdown.send(());
         self.ctx.replicas.purgatory().close();
         for accept in self.accept.drain(..) {
-            let _ = accept.await;
+            bounded_join(accept, "a listener's accept loop").await;
         }
         if tokio::time::timeout(DRAIN_TIMEOUT, self.connections_done.recv()).await.is_err() {
             tracing::warn!(
@@ -413,11 +413,11 @@ impl Broker {
             );
         }
         for t in self.tasks.drain(..) {
-            let _ = t.await;
+            bounded_join(t, "a background loop").await;
         }
         if let Some((stop, export)) = self.traces_export.take() {
             let _ = stop.send(());
-            let _ = export.await;
+            bounded_join(export, "the OTLP trace exporter").await;
         }
         if let Some(mut http) = self.http.take() {
             // Graceful: a scrape in flight is answered. A client that holds a request
@@ -427,7 +427,12 @@ impl Broker {
             }
         }
         if let Some(fetchers) = self.fetchers.take() {
-            fetchers.shutdown().await;
+            if tokio::time::timeout(STOP_WAIT_TIMEOUT, fetchers.shutdown()).await.is_err() {
+                tracing::warn!(
+                    timeout_ms = STOP_WAIT_TIMEOUT.as_millis() as u64,
+                    "replica fetchers did not stop in time; going on"
+                );
+            }
         }
         let partitions = self.ctx.replicas.all_partitions();
         let count = partitions.len();
@@ -447,7 +452,12 @@ impl Broker {
                 tracing::warn!(error = %e, "could not record the clean shutdown");
             }
         }
-        self.ctx.controller.shutdown().await;
+        if tokio::time::timeout(STOP_WAIT_TIMEOUT, self.ctx.controller.shutdown()).await.is_err() {
+            tracing::warn!(
+                timeout_ms = STOP_WAIT_TIMEOUT.as_millis() as u64,
+                "the controller did not stop in time; going on"
+            );
+        }
         tracing::info!(
             partitions = count,
             flushed,
@@ -566,6 +576,21 @@ const UNFENCE_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long [`Broker::shutdown`] waits for in-flight requests.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long [`Broker::shutdown`] waits for each part it stops (a listener, a background
+/// loop, the replica fetchers, the controller) before it goes on without it: a loop in
+/// the middle of long work (a cleaner pass) or a peer that does not answer must not
+/// keep the process from stopping. Logs are flushed after, whatever was left.
+const STOP_WAIT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Waits for `task` to end, at most [`STOP_WAIT_TIMEOUT`]; then aborts it (it stops at
+/// its next await) with a log line naming `what`.
+async fn bounded_join(mut task: tokio::task::JoinHandle<()>, what: &str) {
+    if tokio::time::timeout(STOP_WAIT_TIMEOUT, &mut task).await.is_err() {
+        tracing::warn!(timeout_ms = STOP_WAIT_TIMEOUT.as_millis() as u64, "{what} did not stop in time; aborted");
+        task.abort();
+    }
+}
 
 /// How long [`Broker::shutdown`] waits for HTTP requests in flight (a scrape takes
 /// milliseconds; only a stalled client takes this long).
