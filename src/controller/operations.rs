@@ -708,22 +708,14 @@ mod tests {
             image.apply(&MetadataRecord::test_registration(id, crate::controller::records::METADATA_FORMAT));
             image.apply(&MetadataRecord::BrokerFenced { node_id: id, fenced: fenced.contains(&id) });
         }
-        let topic = NewTopic {
-            name: "t".into(),
-            num_partitions: -1,
-            replication_factor: -1,
-            assignments: vec![(0, vec![1, 2])],
-            configs: vec![],
-        };
-        let create = ControllerOp::CreateTopic {
-            topic,
-            default_partitions: 1,
-            default_replication_factor: 1,
-            validate_only: false,
-        };
-        let records = decide(&image, &create, 0).unwrap();
-        apply(&mut image, &records);
+        step(&mut image, &create_topic_t(-1, -1, vec![(0, vec![1, 2])]));
         image
+    }
+
+    /// CreateTopics of topic `t`.
+    fn create_topic_t(num_partitions: i32, replication_factor: i16, assignments: Vec<(i32, Vec<i32>)>) -> ControllerOp {
+        let topic = NewTopic { name: "t".into(), num_partitions, replication_factor, assignments, configs: vec![] };
+        ControllerOp::CreateTopic { topic, default_partitions: 1, default_replication_factor: 1, validate_only: false }
     }
 
     fn grow(total: i32, assignments: Option<Vec<Vec<i32>>>) -> ControllerOp {
@@ -808,20 +800,7 @@ mod tests {
             *fenced = false;
         }
         step(&mut image, &single);
-        let topic = NewTopic {
-            name: "t".into(),
-            num_partitions: 2,
-            replication_factor: 1,
-            assignments: vec![],
-            configs: vec![],
-        };
-        let create = ControllerOp::CreateTopic {
-            topic,
-            default_partitions: 1,
-            default_replication_factor: 1,
-            validate_only: false,
-        };
-        step(&mut image, &create);
+        step(&mut image, &create_topic_t(2, 1, vec![]));
         // What the liveness decision of UnregisterBroker commits on a single node.
         let removed = super::super::partition_change::remove_broker(&image, 1, &|_| false);
         apply(&mut image, &removed);
