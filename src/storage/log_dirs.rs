@@ -51,7 +51,6 @@ pub enum LogDirsError {
     Duplicate { name: String, first: String, second: String },
 }
 
-/// The log directories and which partition directory lives in which.
 /// The file a probe of an offline log directory writes (see [`LogDirs::probe`]).
 pub const PROBE_FILE: &str = ".runnel-probe";
 /// How much a probe writes: a few batches' worth, so that a disk with a block or two
@@ -93,6 +92,7 @@ impl DirHealth {
     }
 }
 
+/// The log directories and which partition directory lives in which.
 #[derive(Debug)]
 pub struct LogDirs {
     /// Absolute paths, in configured order (the first holds the metadata by default).
