@@ -9,9 +9,9 @@ time, loopback only; needs root for the full-disk attack (a tmpfs), skipped othe
    produce again after a restart.
 2. descriptors: at `ulimit -n 4096`, PARTITIONS partitions with one record each, read
    back by one consumer fetching them all in each request: records read, fetches,
-   errors, the broker's peak descriptors; then produce to `__consumer_offsets`' groups
-   (a commit) and to the topic. And 2,000 stalled HTTP connections: the broker's
-   descriptors, whether a new Kafka client is served.
+   errors, the broker's peak descriptors; then a produce. And 2,000 stalled HTTP
+   connections: the broker's descriptors, whether a produce is served. And at
+   `ulimit -n 256`, 400 idle Kafka connections: whether a new client is served.
 3. full disk: the data dir on a 16 MiB tmpfs, filled by produces until refused, then
    space freed: seconds until produce works again, records read back.
 4. decompression: four concurrent produces of a 60 MiB gzip bomb (each a few KiB on
@@ -147,6 +147,26 @@ def attack_descriptors(tmp, partitions):
     rows.append(("descriptors with 2,000 stalled HTTP connections", fds(pid)))
     rows.append(("produce with them held", produce(node.addr, "wide", 1, kwire.record_batch([b"held"]))))
     for s in stalled:
+        s.close()
+    node.stop()
+    # At ulimit -n 256: 400 idle Kafka connections, then a new client.
+    node = Runnel(os.path.join(tmp, "fds256"), nofile=256)
+    host, port = node.addr.rsplit(":", 1)
+    idle = []
+    for _ in range(400):
+        try:
+            idle.append(socket.create_connection((host, int(port)), timeout=2))
+        except OSError:
+            break
+    time.sleep(1)
+    try:
+        served = kwire.call(node.addr, "Metadata", 12, topics=None, allow_auto_topic_creation=False,
+                            include_topic_authorized_operations=False)["brokers"] != []
+    except OSError as e:
+        served = f"no: {e}"
+    rows.append(("ulimit 256, 400 idle connections: descriptors", fds(node.proc.pid)))
+    rows.append(("ulimit 256, 400 idle connections: a new client served", served))
+    for s in idle:
         s.close()
     node.stop()
     return rows
