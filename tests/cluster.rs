@@ -321,6 +321,18 @@ async fn a_running_broker_unregistered_by_a_client_registers_again_and_rejoins_t
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
+    // An HTTP produce to a broker that does not lead the partition names the leader.
+    let (leader, _, _) = partition0(addr, "unreg").await.unwrap();
+    let other = brokers.iter().find(|b| b.context().config.node_id != leader).unwrap();
+    let (status, body) =
+        http_post(other.http_addr().unwrap(), "/topics/unreg/messages", r#"{"value":"v","partition":0}"#).await;
+    assert_eq!(status, 503, "{body}");
+    let leader_addr = brokers.iter().find(|b| b.context().config.node_id == leader).unwrap().local_addr();
+    assert!(
+        body.contains(&format!(r#""leader":{{"host":"127.0.0.1","node_id":{leader},"port":{}}}"#, leader_addr.port())),
+        "{body}"
+    );
+
     let req = kafka_protocol::messages::UnregisterBrokerRequest::default()
         .with_broker_id(kafka_protocol::messages::BrokerId(3));
     let resp = c.send(0, req).await;
@@ -340,4 +352,20 @@ async fn a_running_broker_unregistered_by_a_client_registers_again_and_rejoins_t
     for b in brokers {
         b.shutdown().await;
     }
+}
+
+/// POSTs `body` (JSON) to `path`; (status, body).
+async fn http_post(addr: std::net::SocketAddr, path: &str, body: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nHost: runnel\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(body.as_bytes()).await.unwrap();
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await.unwrap();
+    let status = reply.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    (status, reply.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default())
 }

@@ -20,8 +20,10 @@ use super::json::{parse_query, BodyResult};
 use super::partitioner::partition_for_key;
 use super::produce_body::{self, ProduceBody};
 use super::{json_response, ApiState};
+use crate::controller::TopicImage;
 use crate::protocol::errors::partition_error;
-use crate::protocol::handlers::{local_partition, topic_or_auto_create};
+use crate::protocol::handlers::{current_leader, local_partition, topic_or_auto_create};
+use crate::protocol::Ctx;
 use crate::replication::Acks;
 
 /// What became of one record: its partition, and its offset and timestamp or the error.
@@ -88,6 +90,7 @@ pub async fn handle(
                 .map_err(|e| ApiError::kafka(partition_error(&e), None, e.to_string())),
             Err(e) => Err(ApiError::kafka(e, Some("partition"), format!("partition {p}"))),
         };
+        let appended = appended.map_err(|e| name_the_leader(ctx, &topic, p, e));
         match appended {
             Ok(a) => pending.push((p, indexes, a)),
             Err(e) => indexes.iter().for_each(|i| results[*i] = Some((p, Err(e.clone())))),
@@ -117,6 +120,22 @@ pub async fn handle(
     };
     ctx.requests.observe_produce(acks_code, started.elapsed());
     respond(results.into_iter().flatten().collect(), single, acks)
+}
+
+/// A produce sent to a broker that does not lead the partition: the answer names the
+/// leader (its id and Kafka address, as KIP-951 names it to Kafka clients), so a client
+/// of the HTTP API can send it there.
+fn name_the_leader(ctx: &Ctx, topic: &TopicImage, partition: i32, e: ApiError) -> ApiError {
+    if e.error != "not_leader_or_follower" {
+        return e;
+    }
+    let leader = current_leader(ctx, Some(topic), partition);
+    let Some(b) = leader.endpoint else {
+        return ApiError { message: format!("partition {partition} has no leader now; retry later"), ..e };
+    };
+    let message =
+        format!("this broker does not lead partition {partition}; broker {} at {}:{} does", b.node_id, b.host, b.port);
+    ApiError { message, ..e }.with_extra(json!({"leader": {"node_id": b.node_id, "host": b.host, "port": b.port}}))
 }
 
 fn respond(results: Vec<Produced>, single: bool, acks: Acks) -> Result<Response, ApiError> {
