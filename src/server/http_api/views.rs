@@ -117,7 +117,9 @@ pub async fn group(State(state): State<Arc<ApiState>>, Path(group): Path<String>
 type Committed = Vec<(String, i32, Option<crate::coordinator::offsets_codec::CommittedOffset>)>;
 
 /// Per partition a member holds or the group committed: the owner, the committed offset,
-/// the high watermark (when this broker leads the partition) and the lag between them.
+/// the high watermark (when this broker holds a replica of the partition: a follower's is
+/// the leader's as last fetched, what `/metrics`' `consumer_lag_messages` uses too) and
+/// the lag between them.
 fn group_json(
     ctx: &Ctx,
     group: &str,
@@ -143,7 +145,6 @@ fn group_json(
             let latest = image
                 .topic(&t)
                 .and_then(|ti| ctx.replicas.partition(&ti.topic_id, p))
-                .filter(|l| l.is_leader())
                 .map(|l| l.high_watermark());
             let lag = match (committed, latest) {
                 (Some(c), Some(l)) => Some((l - c).max(0)),
