@@ -383,7 +383,13 @@ fn create_topic(
                     "Partitions should be a consecutive 0-based integer sequence".into(),
                 ));
             }
-            validate_manual_assignment(image, replicas, None)?;
+            // Every partition as many replicas as the first (Kafka's check).
+            validate_manual_assignment(image, replicas, (i > 0).then(|| sorted[0].1.len()))?;
+            if !replicas.iter().any(|r| image.broker_staying(*r)) {
+                return Err(ControllerError::InvalidReplicaAssignment(format!(
+                    "All brokers specified in the manual partition assignment for partition {p} are fenced or in controlled shutdown."
+                )));
+            }
         }
         if sorted.len() as i32 > MAX_PARTITIONS {
             return Err(ControllerError::InvalidPartitions(format!("Too many partitions (max {MAX_PARTITIONS})")));
@@ -403,8 +409,9 @@ fn create_topic(
         if rf <= 0 {
             return Err(ControllerError::InvalidReplicationFactor("Replication factor must be larger than 0.".into()));
         }
-        // Replicas go on brokers that are in the cluster now (Kafka skips fenced ones).
-        let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
+        // Replicas go on brokers that are in the cluster now (Kafka skips fenced ones and
+        // those in controlled shutdown).
+        let brokers: Vec<_> = image.brokers.values().filter(|b| image.broker_staying(b.node_id)).cloned().collect();
         if rf as usize > brokers.len() {
             return Err(ControllerError::InvalidReplicationFactor(format!(
                 "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
@@ -545,7 +552,7 @@ fn create_partitions(
             manual.to_vec()
         }
         None => {
-            let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
+            let brokers: Vec<_> = image.brokers.values().filter(|b| image.broker_staying(b.node_id)).cloned().collect();
             if rf > brokers.len() {
                 return Err(ControllerError::InvalidReplicationFactor(format!(
                     "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
@@ -786,6 +793,22 @@ mod tests {
         assert_eq!(
             refusal(decide(&image, &grow(2, Some(vec![vec![3, 2]])), 0)),
             "All brokers specified in the manual partition assignment for partition 1 are fenced or in controlled shutdown."
+        );
+        // CreateTopics the same way, and every partition as many replicas as the first.
+        let mut create = create_topic_t(-1, -1, vec![(0, vec![3, 2])]);
+        if let ControllerOp::CreateTopic { topic, .. } = &mut create {
+            topic.name = "u".into();
+        }
+        assert_eq!(
+            refusal(decide(&image, &create, 0)),
+            "All brokers specified in the manual partition assignment for partition 0 are fenced or in controlled shutdown."
+        );
+        if let ControllerOp::CreateTopic { topic, .. } = &mut create {
+            topic.assignments = vec![(0, vec![1]), (1, vec![1, 2])];
+        }
+        assert_eq!(
+            refusal(decide(&image, &create, 0)),
+            "The manual partition assignment includes a partition with 2 replica(s), but this is not consistent with previous partitions, which have 1 replica(s)."
         );
     }
 

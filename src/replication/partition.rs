@@ -253,13 +253,23 @@ impl Partition {
     /// failed append was cut back, so the files end where the log did: a log that opens
     /// with another log start or end offset than it had is refused (the directory stays
     /// offline until a restart) rather than served with records lost or changed.
+    ///
+    /// The files are read without the partition's lock (the directory is offline:
+    /// nothing appends, reads are refused); the lock is taken to compare and swap. The
+    /// new log counts one truncation more than the old one had, so that a move to
+    /// another log directory copying meanwhile copies its files again.
     pub fn reopen_log(&self, now_ms: i64, files: &Arc<FileCache>) -> Result<(), PartitionError> {
+        let (dir, config) = {
+            let s = self.lock();
+            (s.log.dir().to_owned(), s.config.log.clone())
+        };
+        let mut log = PartitionLog::open_with_files(&dir, config, now_ms, Arc::clone(files))?;
+        let headers = log.batch_headers_from(log.log_start_offset())?;
+        let producers = ProducerStateTable::rebuild(headers.iter());
         let mut s = self.lock();
-        let dir = s.log.dir().to_owned();
-        let log = PartitionLog::open_with_files(&dir, s.config.log.clone(), now_ms, Arc::clone(files))?;
         let (before, after) =
             ((s.log.log_start_offset(), s.log.log_end_offset()), (log.log_start_offset(), log.log_end_offset()));
-        if before != after {
+        if before != after || s.log.dir() != dir {
             return Err(PartitionError::Storage(StorageError::Corrupt {
                 path: dir,
                 reason: format!(
@@ -267,8 +277,8 @@ impl Partition {
                 ),
             }));
         }
-        let headers = log.batch_headers_from(log.log_start_offset())?;
-        s.producers = ProducerStateTable::rebuild(headers.iter());
+        log.carry_truncations(s.log.truncations() + 1);
+        s.producers = producers;
         s.log = log;
         s.flushed_through = s.flushed_through.min(s.log.recovery_point());
         Ok(())
@@ -506,9 +516,11 @@ impl Partition {
             s.flushed_through = s.flushed_through.max(s.log.recovery_point());
             return Ok(());
         };
-        let synced = tokio::task::spawn_blocking(move || crate::metrics::timed_fsync(|| file.sync_data()))
-            .await
-            .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?;
+        let synced = tokio::task::spawn_blocking(move || {
+            crate::metrics::timed_fsync(|| file.sync_data()).map_err(crate::storage::fsync_failed)
+        })
+        .await
+        .map_err(|e| PartitionError::FlushFailed(std::io::Error::other(e.to_string())))?;
         if let Err(e) = synced {
             let s = self.lock();
             s.take_log_dir_offline(self, &e);

@@ -426,11 +426,15 @@ impl Broker {
                 http.abort();
             }
         }
+        // A fetcher that did not stop may still append after the final flush: then the
+        // next start must not be told the shutdown was clean.
+        let mut fetchers_stopped = true;
         if let Some(fetchers) = self.fetchers.take() {
             if tokio::time::timeout(STOP_WAIT_TIMEOUT, fetchers.shutdown()).await.is_err() {
+                fetchers_stopped = false;
                 tracing::warn!(
                     timeout_ms = STOP_WAIT_TIMEOUT.as_millis() as u64,
-                    "replica fetchers did not stop in time; going on"
+                    "replica fetchers did not stop in time; going on, and the shutdown is not recorded as clean"
                 );
             }
         }
@@ -447,7 +451,7 @@ impl Broker {
         // Every log holds what it acknowledged: the next process may say its start is
         // clean (and stay an eligible leader replica). Not with a log dir offline or a
         // failed flush.
-        if all_flushed && self.ctx.replicas.offline_partitions().is_empty() {
+        if all_flushed && fetchers_stopped && self.ctx.replicas.offline_partitions().is_empty() {
             if let Err(e) = crate::storage::clean_shutdown::mark(&marker_dirs(&self.ctx.config)) {
                 tracing::warn!(error = %e, "could not record the clean shutdown");
             }

@@ -37,6 +37,20 @@ pub fn is_resource_shortage(e: &std::io::Error) -> bool {
     matches!(e.raw_os_error(), Some(ENOMEM | ENFILE | EMFILE))
 }
 
+/// An fsync of log data failed. After a failed writeback the kernel may have dropped the
+/// pages it could not write (marking them clean), so what a later read returns is not
+/// known to be on disk: the directory must not come back without a restart, whatever
+/// the errno. The errno is kept out of `raw_os_error` for that reason (an fsync that
+/// says ENOSPC is not a full disk that frees up), and the message keeps it.
+#[derive(Debug, Error)]
+#[error("fsync failed: {0}")]
+pub struct FsyncFailed(std::io::Error);
+
+/// `e`, from an fsync of log data, as an error no log dir recovers from by itself.
+pub fn fsync_failed(e: std::io::Error) -> std::io::Error {
+    std::io::Error::new(e.kind(), FsyncFailed(e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::is_resource_shortage;
@@ -51,5 +65,9 @@ mod tests {
             assert!(!is_resource_shortage(&std::io::Error::from_raw_os_error(code)), "{code}");
         }
         assert!(!is_resource_shortage(&std::io::Error::other("no os error")));
+        // An fsync's ENOSPC keeps its message but no errno.
+        let fsync = super::fsync_failed(std::io::Error::from_raw_os_error(28));
+        assert_eq!(fsync.raw_os_error(), None);
+        assert!(fsync.to_string().contains("fsync failed"), "{fsync}");
     }
 }

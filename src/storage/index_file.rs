@@ -105,7 +105,7 @@ impl<E: Entry> IndexFile<E> {
             return Ok(());
         }
         self.write_pending()?;
-        File::open(&self.path)?.sync_data()?;
+        File::open(&self.path)?.sync_data().map_err(super::error::fsync_failed)?;
         self.unsynced = false;
         Ok(())
     }

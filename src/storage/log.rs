@@ -221,6 +221,12 @@ impl PartitionLog {
         self.truncations
     }
 
+    /// A log opened again in place of another (its directory came back after a
+    /// failure) continues that one's count of truncations (see [`Self::truncations`]).
+    pub fn carry_truncations(&mut self, count: u64) {
+        self.truncations = self.truncations.max(count);
+    }
+
     fn append_inner(&mut self, records: &mut [u8], leader_epoch: i32, now_ms: i64) -> Result<AppendInfo, StorageError> {
         let mut headers = split_batches(records)?;
         let base_offset = self.log_end_offset();
@@ -267,7 +273,15 @@ impl PartitionLog {
         if self.unflushed_messages >= self.config.flush_messages
             || now_ms.saturating_sub(self.last_flush_ms) >= self.config.flush_ms
         {
-            self.flush_at(now_ms)?;
+            if let Err(e) = self.flush_at(now_ms) {
+                // The flush the policy asked for failed after the batches were written:
+                // they are cut back, so that the append is all or nothing. A failure the
+                // log dir survives (a descriptor shortage) must not leave them in the log
+                // for a producer's retry to be appended a second time.
+                self.truncations += 1;
+                self.active_mut().truncate_to(base_offset)?;
+                return Err(e);
+            }
         }
         Ok(AppendInfo {
             base_offset,

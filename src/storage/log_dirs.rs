@@ -31,7 +31,7 @@ use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use thiserror::Error;
@@ -57,38 +57,69 @@ pub const PROBE_FILE: &str = ".runnel-probe";
 /// free is not called back at once.
 pub const PROBE_BYTES: usize = 64 * 1024;
 
-/// One log directory's health, shared by its partitions: offline after an I/O error in
-/// it, and the errno of the error that took it offline (0 when it had none).
+/// One log directory's health, shared by its partitions, in one atomic: 0 while online;
+/// offline, the errno of the error that took it there when that cause can clear by
+/// itself (ENOSPC, EDQUOT), else [`DirHealth::FOR_GOOD`].
 #[derive(Debug, Default)]
 pub struct DirHealth {
-    offline: AtomicBool,
-    cause: AtomicI32,
+    state: AtomicI32,
 }
 
 impl DirHealth {
+    /// Offline until a restart.
+    const FOR_GOOD: i32 = -1;
+
     pub fn is_offline(&self) -> bool {
-        self.offline.load(Ordering::Acquire)
+        self.state.load(Ordering::Acquire) != 0
     }
 
-    /// Takes the directory offline for `e`. True when this call did (the first error);
-    /// the cause is the first error's.
+    /// Takes the directory offline for `e`. True when this call did (the first error).
+    /// A later error that cannot clear by itself makes an offline directory's state
+    /// [`Self::FOR_GOOD`]: an EIO after an ENOSPC must not let a probe bring it back.
     pub fn fail(&self, e: &io::Error) -> bool {
-        if self.offline.swap(true, Ordering::AcqRel) {
-            return false;
+        let cause = match e.raw_os_error() {
+            Some(c) if Self::clears_by_itself(c) => c,
+            _ => Self::FOR_GOOD,
+        };
+        let mut current = self.state.load(Ordering::Acquire);
+        loop {
+            let next = match current {
+                0 => cause,
+                _ if cause == Self::FOR_GOOD => Self::FOR_GOOD,
+                _ => return false,
+            };
+            match self.state.compare_exchange(current, next, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return current == 0,
+                Err(seen) => current = seen,
+            }
         }
-        self.cause.store(e.raw_os_error().unwrap_or(0), Ordering::Release);
-        true
+    }
+
+    /// Keeps the directory offline until a restart (a reopen after a probe failed).
+    pub fn fail_for_good(&self) {
+        self.state.store(Self::FOR_GOOD, Ordering::Release);
     }
 
     /// Whether what took the directory offline can clear without a restart: its
-    /// filesystem was full (ENOSPC) or a quota was reached (EDQUOT). A write that failed
-    /// so was cut back (appends are all or nothing) and wrote nothing else. Any other
-    /// error (EIO, EROFS, a removed directory) keeps it offline until the broker is
+    /// filesystem was full (ENOSPC) or a quota was reached (EDQUOT), on a write (an
+    /// fsync's failure is never such: see `storage::error::fsync_failed`). A write that
+    /// failed so was cut back (appends are all or nothing) and wrote nothing else. Any
+    /// other error (EIO, EROFS, a removed directory) keeps it offline until the broker is
     /// restarted, as Kafka's log dir failure does.
     pub fn can_recover(&self) -> bool {
+        Self::clears_by_itself(self.state.load(Ordering::Acquire))
+    }
+
+    fn clears_by_itself(errno: i32) -> bool {
         const ENOSPC: i32 = 28;
         const EDQUOT: i32 = 122;
-        matches!(self.cause.load(Ordering::Acquire), ENOSPC | EDQUOT)
+        matches!(errno, ENOSPC | EDQUOT)
+    }
+
+    /// Online again, unless another error made it offline for good since `seen` (the
+    /// state the probe found).
+    fn set_online(&self, seen: i32) -> bool {
+        self.state.compare_exchange(seen, 0, Ordering::AcqRel, Ordering::Acquire).is_ok()
     }
 }
 
@@ -221,11 +252,13 @@ impl LogDirs {
 
     /// Whether log directory `index` is offline for a cause that clears by itself (see
     /// [`DirHealth::can_recover`]) and takes writes again: a probe file of
-    /// [`PROBE_BYTES`] is written, fsynced and removed.
-    pub fn probe(&self, index: usize) -> io::Result<bool> {
+    /// [`PROBE_BYTES`] is written, fsynced and removed. `Some(state)` when it does, to
+    /// hand to [`Self::set_online`].
+    pub fn probe(&self, index: usize) -> io::Result<Option<i32>> {
         let health = &self.offline[index];
-        if !health.is_offline() || !health.can_recover() {
-            return Ok(false);
+        let seen = health.state.load(Ordering::Acquire);
+        if seen == 0 || !DirHealth::clears_by_itself(seen) {
+            return Ok(None);
         }
         let path = self.dirs[index].join(PROBE_FILE);
         let written = (|| {
@@ -237,12 +270,13 @@ impl LogDirs {
         let removed = std::fs::remove_file(&path);
         written?;
         removed?;
-        Ok(true)
+        Ok(Some(seen))
     }
 
-    /// Log directory `index` serves again (its partitions were reopened).
-    pub fn set_online(&self, index: usize) {
-        self.offline[index].offline.store(false, Ordering::Release);
+    /// Log directory `index` serves again (its partitions were reopened), unless an
+    /// error that cannot clear came since the probe saw `seen`. Whether it does.
+    pub fn set_online(&self, index: usize, seen: i32) -> bool {
+        self.offline[index].set_online(seen)
     }
 
     /// Index of the log directory holding the partition directory `dir`.
@@ -395,6 +429,27 @@ pub fn sync_all_files(dir: &Path) -> io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Only a full disk (ENOSPC, EDQUOT) on a write can come back; an fsync's failure or
+    /// any other error after it keeps the dir offline, and a probe that saw it full
+    /// cannot bring it back once such an error came.
+    #[test]
+    fn only_a_full_disk_on_a_write_can_come_back() {
+        let enospc = || io::Error::from_raw_os_error(28);
+        let h = DirHealth::default();
+        assert!(h.fail(&enospc()) && h.is_offline() && h.can_recover());
+        assert!(!h.fail(&enospc()), "taken offline once");
+        let seen = h.state.load(Ordering::Acquire);
+        assert!(!h.fail(&io::Error::from_raw_os_error(5)), "EIO while offline");
+        assert!(!h.can_recover(), "EIO after ENOSPC: offline for good");
+        assert!(!h.set_online(seen), "the probe's view is stale");
+        let h = DirHealth::default();
+        assert!(h.fail(&crate::storage::fsync_failed(enospc())));
+        assert!(!h.can_recover(), "an fsync that said ENOSPC");
+        let h = DirHealth::default();
+        h.fail(&enospc());
+        assert!(h.set_online(h.state.load(Ordering::Acquire)) && !h.is_offline());
+    }
 
     fn mkdirs(root: &Path, n: usize) -> Vec<PathBuf> {
         (0..n).map(|i| root.join(format!("d{i}"))).collect()

@@ -47,7 +47,7 @@ pub use batch::{
     set_base_offset, set_log_append_time, set_partition_leader_epoch, validate_batches, BatchError, BatchHeader,
     BATCH_HEADER_LEN,
 };
-pub use error::{is_resource_shortage, StorageError};
+pub use error::{fsync_failed, is_resource_shortage, StorageError};
 pub use file_cache::FileCache;
 pub use file_slice::{FileSlice, LogSlices};
 pub use log::{AppendInfo, CleanStats, LogConfig, PartitionLog, PreparedClean};

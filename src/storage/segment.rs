@@ -500,7 +500,7 @@ impl LogSegment {
     pub fn flush(&mut self) -> io::Result<()> {
         if self.unflushed {
             let log = self.log.get()?;
-            crate::metrics::timed_fsync(|| log.sync_data())?;
+            crate::metrics::timed_fsync(|| log.sync_data()).map_err(super::error::fsync_failed)?;
             self.unflushed = false;
         }
         self.offset_index.flush()?;

@@ -23,14 +23,14 @@ impl ReplicaManager {
         let dirs = self.log_dirs();
         let mut back = Vec::new();
         for (i, path) in dirs.dirs().iter().enumerate() {
-            match dirs.probe(i) {
-                Ok(false) => continue,
-                Ok(true) => {}
+            let seen = match dirs.probe(i) {
+                Ok(None) => continue,
+                Ok(Some(seen)) => seen,
                 Err(e) => {
                     tracing::debug!(log_dir = %path.display(), error = %e, "offline log dir still refuses writes");
                     continue;
                 }
-            }
+            };
             let partitions: Vec<_> = self
                 .all_partitions()
                 .into_iter()
@@ -41,14 +41,19 @@ impl ReplicaManager {
                 .iter()
                 .try_for_each(|p| p.reopen_log(now_ms, self.files()).map_err(|e| (p.topic.clone(), p.index, e)));
             match reopened {
-                Ok(()) => {
-                    dirs.set_online(i);
+                Ok(()) if dirs.set_online(i, seen) => {
                     tracing::warn!(log_dir = %path.display(), partitions = partitions.len(),
                         "log dir takes writes again: its partitions were reopened from their files and serve again");
                     back.push(path.clone());
                 }
-                Err((topic, partition, e)) => tracing::error!(log_dir = %path.display(), %topic, partition, error = %e,
-                    "log dir takes writes again but a partition did not reopen; it stays offline until a restart"),
+                Ok(()) => tracing::error!(log_dir = %path.display(),
+                    "log dir failed again while its partitions were reopened; it stays offline until a restart"),
+                Err((topic, partition, e)) => {
+                    // Not tried again: what failed once would fail at every probe.
+                    dirs.offline_flag(i).fail_for_good();
+                    tracing::error!(log_dir = %path.display(), %topic, partition, error = %e,
+                        "log dir takes writes again but a partition did not reopen; it stays offline until a restart")
+                }
             }
         }
         back

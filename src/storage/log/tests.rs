@@ -589,3 +589,28 @@ fn an_idle_log_flushes_without_writing() {
     fill(&mut log, 1);
     assert!(log.needs_flush());
 }
+
+/// A flush the policy asks for (flush.messages) that fails after the batch was written
+/// cuts the batch back: the append is all or nothing, so a failure the log dir survives
+/// (a descriptor shortage) does not leave it in the log for a producer's retry to be
+/// appended a second time.
+#[test]
+fn an_append_whose_flush_fails_is_cut_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t-0");
+    let mut log = PartitionLog::open(&path, LogConfig { flush_messages: 1, ..config(1 << 20) }, 0).unwrap();
+    fill(&mut log, 1);
+    // The recovery-point checkpoint cannot be written while a directory stands where its
+    // temporary file goes.
+    let blocker = path.join(format!("{RECOVERY_POINT_CHECKPOINT}.tmp"));
+    fs::create_dir(&blocker).unwrap();
+    let mut batch = build_batch(0, &[20_000, 20_001], 50);
+    assert!(log.append(&mut batch, 0, 1_000).is_err());
+    assert_eq!(log.log_end_offset(), 3, "the batch whose flush failed is not in the log");
+    fs::remove_dir(&blocker).unwrap();
+    let mut batch = build_batch(0, &[20_000, 20_001], 50);
+    assert_eq!(log.append(&mut batch, 0, 1_000).unwrap().base_offset, 3, "the retry takes the same offsets");
+    drop(log);
+    let log = reopen(&path, config(1 << 20));
+    assert_eq!(log.log_end_offset(), 5);
+}
