@@ -278,7 +278,11 @@ impl PartitionLog {
                 // they are cut back, so that the append is all or nothing. A failure the
                 // log dir survives (a descriptor shortage) must not leave them in the log
                 // for a producer's retry to be appended a second time.
+                // A flush that failed at the checkpoint had moved the recovery point past
+                // them already: it must not claim the cut-back offsets (nor what is
+                // appended there next) are on disk.
                 self.truncations += 1;
+                self.recovery_point = self.recovery_point.min(base_offset);
                 self.active_mut().truncate_to(base_offset)?;
                 return Err(e);
             }

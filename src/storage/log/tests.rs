@@ -607,6 +607,7 @@ fn an_append_whose_flush_fails_is_cut_back() {
     let mut batch = build_batch(0, &[20_000, 20_001], 50);
     assert!(log.append(&mut batch, 0, 1_000).is_err());
     assert_eq!(log.log_end_offset(), 3, "the batch whose flush failed is not in the log");
+    assert!(log.recovery_point() <= 3, "nothing past the log end is claimed flushed");
     fs::remove_dir(&blocker).unwrap();
     let mut batch = build_batch(0, &[20_000, 20_001], 50);
     assert_eq!(log.append(&mut batch, 0, 1_000).unwrap().base_offset, 3, "the retry takes the same offsets");
