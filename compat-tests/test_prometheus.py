@@ -30,7 +30,7 @@ needs_prometheus = pytest.mark.skipif(bool(missing), reason=f"{missing} not inst
 def test_promtool_checks_and_unit_tests_the_alerts():
     out = subprocess.run(["promtool", "check", "rules", str(ALERTS)], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "SUCCESS: 5 rules found" in out.stdout
+    assert "SUCCESS: 9 rules found" in out.stdout
     out = subprocess.run(["promtool", "test", "rules", str(ALERTS_TEST)], capture_output=True, text=True,
                          timeout=60, cwd=ALERTS_TEST.parent)
     assert out.returncode == 0, out.stdout + out.stderr
@@ -111,14 +111,18 @@ scrape_configs:
         deadline = time.monotonic() + 30
         while True:
             rules = [r for g in api(port, "rules")["groups"] for r in g["rules"]]
-            if len(rules) == 5 and all(r.get("lastEvaluation", "").startswith("2") and
+            if len(rules) == 9 and all(r.get("lastEvaluation", "").startswith("2") and
                                        not r["lastEvaluation"].startswith("0001") for r in rules):
                 break
             assert time.monotonic() < deadline, rules
             time.sleep(0.5)
         assert {r["name"] for r in rules} == {
             "RunnelConsumerLagOverHalfRetention", "RunnelUnderReplicatedPartitions", "RunnelFrequentRebalances",
-            "RunnelDiskAlmostFull", "RunnelUncleanLeaderElection"}
+            "RunnelDiskAlmostFull", "RunnelUncleanLeaderElection", "RunnelOfflinePartitions",
+            "RunnelActiveControllerCount", "RunnelFencedBrokers", "RunnelOfflineLogDir"}
+        # One healthy node: exactly one active controller, nothing offline or fenced.
+        quiet = {"RunnelOfflinePartitions", "RunnelActiveControllerCount", "RunnelFencedBrokers", "RunnelOfflineLogDir"}
+        assert all(r["state"] == "inactive" for r in rules if r["name"] in quiet), rules
         assert all(r["health"] == "ok" for r in rules), [(r["name"], r.get("lastError")) for r in rules]
         # The lag (70 of 100 records held) is over half: the alert is pending (it waits 5 min).
         lag_alert = next(r for r in rules if r["name"] == "RunnelConsumerLagOverHalfRetention")
