@@ -409,9 +409,8 @@ fn create_topic(
         if rf <= 0 {
             return Err(ControllerError::InvalidReplicationFactor("Replication factor must be larger than 0.".into()));
         }
-        // Replicas go on brokers that are in the cluster now (Kafka skips fenced ones and
-        // those in controlled shutdown).
-        let brokers: Vec<_> = image.brokers.values().filter(|b| image.broker_staying(b.node_id)).cloned().collect();
+        // Replicas go on brokers that are in the cluster now (Kafka skips fenced ones).
+        let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
         if rf as usize > brokers.len() {
             return Err(ControllerError::InvalidReplicationFactor(format!(
                 "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
@@ -477,14 +476,22 @@ fn validate_manual_assignment(
 
 /// A new partition on `replicas`: its ISR is those of them that are in the cluster now
 /// (registered, unfenced, not shutting down), led by the first, as Kafka places a new
-/// partition. With none of them in the cluster it is refused, with Kafka's code.
+/// partition; where every one of them is shutting down (placement still counts a
+/// broker in controlled shutdown until it is fenced), the unfenced ones, whose
+/// leadership the shutdown then moves as it moves the rest. With none unfenced it is
+/// refused, with Kafka's code.
 fn new_partition(
     image: &MetadataImage,
     topic_id: Uuid,
     partition: i32,
     replicas: Vec<i32>,
 ) -> Result<MetadataRecord, ControllerError> {
-    let isr: Vec<i32> = replicas.iter().copied().filter(|r| image.broker_staying(*r)).collect();
+    let staying: Vec<i32> = replicas.iter().copied().filter(|r| image.broker_staying(*r)).collect();
+    let isr = if staying.is_empty() {
+        replicas.iter().copied().filter(|r| image.broker_alive(*r)).collect()
+    } else {
+        staying
+    };
     let Some(&leader) = isr.first() else {
         return Err(ControllerError::InvalidReplicationFactor(format!(
             "Unable to replicate the partition {} time(s): All brokers are currently fenced or in controlled shutdown.",
@@ -552,7 +559,7 @@ fn create_partitions(
             manual.to_vec()
         }
         None => {
-            let brokers: Vec<_> = image.brokers.values().filter(|b| image.broker_staying(b.node_id)).cloned().collect();
+            let brokers: Vec<_> = image.brokers.values().filter(|b| !b.fenced).cloned().collect();
             if rf > brokers.len() {
                 return Err(ControllerError::InvalidReplicationFactor(format!(
                     "Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.",
