@@ -81,6 +81,28 @@ def produce(addr, topic, partition, batch, acks=-1, timeout=30.0):
     return r["responses"][0]["partition_responses"][0]["error_code"]
 
 
+def fetch(conn, topic, positions, max_bytes=1 << 20):
+    """One Fetch of `topic` at {partition: offset}; the response's partitions."""
+    r = conn.call("Fetch", 11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20, isolation_level=0,
+                  session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
+                  topics=[{"topic": topic, "partitions": [
+                      {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "log_start_offset": -1,
+                       "partition_max_bytes": max_bytes} for p, o in positions.items()]}])
+    return r["responses"][0]["partitions"]
+
+
+def connect_many(addr, n):
+    """Up to `n` connections to `addr` that send nothing (fewer if the broker stops accepting)."""
+    host, port = addr.rsplit(":", 1)
+    socks = []
+    for _ in range(n):
+        try:
+            socks.append(socket.create_connection((host, int(port)), timeout=2))
+        except OSError:
+            break
+    return socks
+
+
 def create(addr, topic, partitions):
     r = kwire.call(addr, "CreateTopics", 5, timeout_ms=60000, validate_only=False, topics=[
         {"name": topic, "num_partitions": partitions, "replication_factor": 1, "assignments": [], "configs": []}])
@@ -121,13 +143,9 @@ def attack_descriptors(tmp, partitions):
     with kwire.Conn(node.addr, timeout=120) as c:
         while any(o < 1 for o in offsets.values()) and time.time() < deadline:
             fetches += 1
-            r = c.call("Fetch", 11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20,
-                       isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
-                       topics=[{"topic": "wide", "partitions": [
-                           {"partition": p, "current_leader_epoch": -1, "fetch_offset": o, "log_start_offset": -1,
-                            "partition_max_bytes": 1 << 20} for p, o in offsets.items() if o < 1]}])
+            answered = fetch(c, "wide", {p: o for p, o in offsets.items() if o < 1})
             peak = max(peak, fds(pid))
-            for p in r["responses"][0]["partitions"]:
+            for p in answered:
                 errors += p["error_code"] != 0
                 if p["records"]:
                     offsets[p["partition_index"]] += len(kwire.parse_batches(p["records"]))
@@ -136,13 +154,7 @@ def attack_descriptors(tmp, partitions):
     rows = [(f"records read of {partitions}", read), ("fetches", fetches), ("partition errors", errors),
             ("peak descriptors (limit 4096)", peak), ("produce after", after)]
     # Stalled HTTP connections.
-    host, port = node.http.rsplit(":", 1)
-    stalled = []
-    for _ in range(2000):
-        try:
-            stalled.append(socket.create_connection((host, int(port)), timeout=2))
-        except OSError:
-            break
+    stalled = connect_many(node.http, 2000)
     time.sleep(1)
     rows.append(("descriptors with 2,000 stalled HTTP connections", fds(pid)))
     rows.append(("produce with them held", produce(node.addr, "wide", 1, kwire.record_batch([b"held"]))))
@@ -151,13 +163,7 @@ def attack_descriptors(tmp, partitions):
     node.stop()
     # At ulimit -n 256: 400 idle Kafka connections, then a new client.
     node = Runnel(os.path.join(tmp, "fds256"), nofile=256)
-    host, port = node.addr.rsplit(":", 1)
-    idle = []
-    for _ in range(400):
-        try:
-            idle.append(socket.create_connection((host, int(port)), timeout=2))
-        except OSError:
-            break
+    idle = connect_many(node.addr, 400)
     time.sleep(1)
     try:
         served = kwire.call(node.addr, "Metadata", 12, topics=None, allow_auto_topic_creation=False,
@@ -201,11 +207,7 @@ def attack_full_disk(tmp):
         with kwire.Conn(node.addr) as c:
             got, offset = 0, 0
             while True:
-                r = c.call("Fetch", 11, replica_id=-1, max_wait_ms=0, min_bytes=0, max_bytes=64 << 20,
-                           isolation_level=0, session_id=0, session_epoch=-1, rack_id="", forgotten_topics_data=[],
-                           topics=[{"topic": "fill", "partitions": [{"partition": 0, "current_leader_epoch": -1,
-                                    "fetch_offset": offset, "log_start_offset": -1, "partition_max_bytes": 8 << 20}]}])
-                recs = r["responses"][0]["partitions"][0]["records"]
+                recs = fetch(c, "fill", {0: offset}, max_bytes=8 << 20)[0]["records"]
                 n = len(kwire.parse_batches(recs)) if recs else 0
                 if n == 0:
                     break
